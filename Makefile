@@ -1,0 +1,52 @@
+# The two commands of the README. Each installs what it needs itself, so both work on a fresh
+# machine: Debian packages (ZooKeeper, a JRE), a virtual environment with the project and its
+# test extras, and the generated protobuf modules.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+APT_PACKAGES := zookeeper default-jre-headless
+PYTEST_ARGS ?=
+
+.PHONY: test demo install system-deps proto lint typecheck bench clean
+
+test: install lint typecheck
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+demo: install
+	@echo "The demo (local cluster, chaos experiments, Spark report) arrives with the chaos lab (issue 5)."
+	@echo "Until then: 'make test' runs the storage layer against real bookie processes and ZooKeeper."
+
+install: system-deps $(STAMP) proto
+
+# Debian packages the tests use; installed only when missing (root, as on these machines, or sudo).
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $(STAMP)
+
+proto: $(STAMP)
+	$(BIN)/python magnetar/proto/generate.py
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy -p magnetar
+
+bench: install
+	$(BIN)/python bench/bookie_add.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info magnetar/proto/*_pb2*.py magnetar/proto/*_pb2.pyi

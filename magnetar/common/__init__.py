@@ -1,0 +1,1 @@
+"""Pieces every component shares: configuration, the metadata store, logging, the CLI plumbing."""
