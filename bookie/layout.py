@@ -1,0 +1,45 @@
+"""Where the storage layer keeps its state in the metadata store (DESIGN §4).
+
+    /bookies/writable/<bookie-id>   ephemeral, JSON BookieRegistration, while the bookie accepts adds
+    /bookies/readonly/<bookie-id>   ephemeral, instead of the above while the bookie is read-only
+    /ledgers/L<id, 19 digits>       persistent, JSON ledger metadata (bookie/client/ledger_metadata.py)
+    /ledgers-idgen/id-<seq>         transient sequential nodes that allocate ledger ids
+
+Bookie ids are ``host:port`` unless configured otherwise. The shapes follow BookKeeper's
+``/ledgers/available`` and ``/ledgers/available/readonly`` with clearer names.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+WRITABLE_BOOKIES = "/bookies/writable"
+READONLY_BOOKIES = "/bookies/readonly"
+LEDGERS = "/ledgers"
+LEDGER_ID_GENERATOR = "/ledgers-idgen"
+
+
+def ledger_path(ledger_id: int) -> str:
+    return f"{LEDGERS}/L{ledger_id:019d}"
+
+
+def ledger_id_from_name(name: str) -> int | None:
+    """The ledger id of a child name of LEDGERS, or None for anything else."""
+    if len(name) == 20 and name[0] == "L" and name[1:].isdigit():
+        return int(name[1:])
+    return None
+
+
+@dataclass(frozen=True)
+class BookieRegistration:
+    bookie_id: str
+    address: str  # host:port of the gRPC service
+    rack: str = "/default-rack"
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> BookieRegistration:
+        return cls(**json.loads(data))
