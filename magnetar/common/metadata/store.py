@@ -109,7 +109,9 @@ class MetadataStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def delete(self, path: str, *, expected_version: int | None = None, recursive: bool = False) -> None:
+    async def delete(
+        self, path: str, *, expected_version: int | None = None, recursive: bool = False
+    ) -> None:
         """Delete ``path``; raises NoNodeError, BadVersionError, NotEmptyError."""
 
     @abc.abstractmethod

@@ -1,0 +1,277 @@
+"""One gRPC connection to one bookie, shared by every ledger the client writes or reads.
+
+Adds are pipelined: every add queued while the previous request was being written goes out in the
+next ``AddRequest`` (one message for many entries, which is what makes Python fast enough here), and
+results come back on the same stream. A broken stream fails every add still waiting on it with
+``BookieUnavailableError``; the next add opens a new stream, so a restarted bookie is used again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from magnetar.bookie.client.errors import (
+    BKError,
+    BookieUnavailableError,
+    DigestMismatchError,
+    LedgerFencedError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+)
+from magnetar.bookie.errors import REASON_METADATA_KEY
+from magnetar.proto import bookie_pb2 as pb
+from magnetar.proto import bookie_pb2_grpc as pb_grpc
+
+#: maps a bookie id to the address it listens on
+BookieResolver = Callable[[str], Awaitable[str]]
+
+_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: at most this many entries in one AddRequest, so one huge batch cannot delay every other result
+_MAX_BATCH_ENTRIES = 512
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+    # Fail fast while a bookie is down instead of queueing RPCs behind a reconnect backoff.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+class CorruptEntryError(BKError):
+    def __init__(self, bookie: str, ledger_id: int, entry_id: int, detail: str) -> None:
+        self.bookie = bookie
+        super().__init__(f"bookie {bookie} reports entry {ledger_id}:{entry_id} corrupt: {detail}")
+
+
+class BookieReadOnlyError(BookieUnavailableError):
+    pass
+
+
+def add_failure(bookie: str, ledger_id: int, entry_id: int, reason: int, message: str) -> BKError:
+    """The exception for an AddResult that is not OK."""
+    if reason == pb.LEDGER_FENCED:
+        return LedgerFencedError(ledger_id)
+    if reason == pb.BOOKIE_READ_ONLY:
+        return BookieReadOnlyError(bookie, message or "read-only")
+    if reason == pb.DIGEST_MISMATCH:
+        return DigestMismatchError(ledger_id, entry_id, bookie)
+    return BookieUnavailableError(
+        bookie, f"add {ledger_id}:{entry_id} failed: {pb.Reason.Name(reason)} {message}"
+    )
+
+
+def rpc_failure(bookie: str, ledger_id: int, entry_id: int, error: grpc.aio.AioRpcError) -> BKError:
+    """The exception for a failed unary RPC, from its status and the reason in its trailers."""
+    trailers: Any = error.trailing_metadata() or ()
+    reason = next((str(value) for key, value in trailers if key == REASON_METADATA_KEY), "")
+    detail = error.details() or error.code().name
+    if reason == "NO_SUCH_LEDGER":
+        return NoSuchLedgerError(ledger_id, where=f"bookie {bookie}")
+    if reason == "NO_SUCH_ENTRY" or (not reason and error.code() == grpc.StatusCode.NOT_FOUND):
+        return NoSuchEntryError(ledger_id, entry_id, f"not on bookie {bookie}")
+    if reason == "CORRUPT_ENTRY" or error.code() == grpc.StatusCode.DATA_LOSS:
+        return CorruptEntryError(bookie, ledger_id, entry_id, detail)
+    if reason == "LEDGER_FENCED":
+        return LedgerFencedError(ledger_id)
+    return BookieUnavailableError(bookie, f"{error.code().name}: {detail}")
+
+
+class BookieConnection:
+    def __init__(self, bookie_id: str, address: str, *, rpc_timeout_s: float = 10.0) -> None:
+        self.bookie_id = bookie_id
+        self.address = address
+        self._rpc_timeout_s = rpc_timeout_s
+        self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self._stub = pb_grpc.BookieStub(self._channel)  # type: ignore[no-untyped-call]
+        self._outbox: deque[tuple[pb.Entry, bool]] = deque()
+        self._waiting: defaultdict[tuple[int, int], deque[asyncio.Future[None]]] = defaultdict(deque)
+        self._wakeup = asyncio.Event()
+        self._stream_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- adds ------------------------------------------------------------------------------------
+
+    def add(self, entry: pb.Entry, *, recovery: bool = False) -> asyncio.Future[None]:
+        """Queue an add; the future completes when the bookie has made the entry durable."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._closed:
+            future.set_exception(BookieUnavailableError(self.bookie_id, "connection closed"))
+            return future
+        self._waiting[(entry.ledger_id, entry.entry_id)].append(future)
+        self._outbox.append((entry, recovery))
+        self._wakeup.set()
+        if self._stream_task is None or self._stream_task.done():
+            self._stream_task = asyncio.create_task(self._run_stream(), name=f"add-stream-{self.bookie_id}")
+        return future
+
+    async def _run_stream(self) -> None:
+        call = self._stub.AddEntries()
+        reader = asyncio.create_task(self._read_results(call))
+        try:
+            while not self._closed:
+                if not self._outbox:
+                    self._wakeup.clear()
+                    waiter = asyncio.create_task(self._wakeup.wait())
+                    done, _ = await asyncio.wait({waiter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                    if reader in done:
+                        waiter.cancel()
+                        break
+                    continue
+                for request in self._drain_outbox():
+                    await call.write(request)
+            await reader
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError) as exc:
+            self._fail_all(BookieUnavailableError(self.bookie_id, _describe(exc)))
+        finally:
+            reader.cancel()
+            call.cancel()
+            if self._waiting:
+                self._fail_all(BookieUnavailableError(self.bookie_id, "add stream ended"))
+
+    def _drain_outbox(self) -> list[pb.AddRequest]:
+        requests: list[pb.AddRequest] = []
+        while self._outbox:
+            recovery = self._outbox[0][1]
+            entries: list[pb.Entry] = []
+            while self._outbox and self._outbox[0][1] == recovery and len(entries) < _MAX_BATCH_ENTRIES:
+                entries.append(self._outbox.popleft()[0])
+            requests.append(pb.AddRequest(entries=entries, recovery=recovery))
+        return requests
+
+    async def _read_results(self, call: grpc.aio.StreamStreamCall[pb.AddRequest, pb.AddResponse]) -> None:
+        try:
+            async for response in call:
+                for result in response.results:
+                    self._complete(result)
+        except grpc.aio.AioRpcError as exc:
+            self._fail_all(BookieUnavailableError(self.bookie_id, _describe(exc)))
+        else:
+            # The bookie ended the stream (shutdown): nothing more will be answered on it.
+            self._fail_all(BookieUnavailableError(self.bookie_id, "bookie closed the add stream"))
+
+    def _complete(self, result: pb.AddResult) -> None:
+        key = (result.ledger_id, result.entry_id)
+        futures = self._waiting.get(key)
+        if not futures:
+            return  # answered after we gave up on it (stream reset); nothing waits any more
+        future = futures.popleft()
+        if not futures:
+            del self._waiting[key]
+        if future.done():
+            return
+        if result.reason == pb.OK:
+            future.set_result(None)
+        else:
+            future.set_exception(
+                add_failure(self.bookie_id, result.ledger_id, result.entry_id, result.reason, result.message)
+            )
+
+    def _fail_all(self, error: BKError) -> None:
+        self._outbox.clear()
+        waiting, self._waiting = self._waiting, defaultdict(deque)
+        for futures in waiting.values():
+            for future in futures:
+                if not future.done():
+                    future.set_exception(error)
+
+    # -- unary RPCs --------------------------------------------------------------------------------
+
+    async def read_entry(self, ledger_id: int, entry_id: int, *, long_poll_ms: int = 0) -> pb.ReadResponse:
+        request = pb.ReadRequest(ledger_id=ledger_id, entry_id=entry_id, long_poll_timeout_ms=long_poll_ms)
+        try:
+            response: pb.ReadResponse = await self._stub.ReadEntry(
+                request, timeout=self._rpc_timeout_s + long_poll_ms / 1000
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(self.bookie_id, ledger_id, entry_id, exc) from None
+        return response
+
+    async def read_lac(self, ledger_id: int, *, previous_lac: int = -1, long_poll_ms: int = 0) -> int:
+        request = pb.ReadLacRequest(
+            ledger_id=ledger_id, previous_lac=previous_lac, long_poll_timeout_ms=long_poll_ms
+        )
+        try:
+            response: pb.ReadLacResponse = await self._stub.ReadLac(
+                request, timeout=self._rpc_timeout_s + long_poll_ms / 1000
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None
+        return response.last_add_confirmed
+
+    async def write_lac(self, ledger_id: int, lac: int) -> None:
+        try:
+            await self._stub.WriteLac(
+                pb.WriteLacRequest(ledger_id=ledger_id, last_add_confirmed=lac), timeout=self._rpc_timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None
+
+    async def fence(self, ledger_id: int) -> pb.FenceResponse:
+        try:
+            response: pb.FenceResponse = await self._stub.Fence(
+                pb.FenceRequest(ledger_id=ledger_id), timeout=self._rpc_timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None
+        return response
+
+    async def info(self) -> pb.GetInfoResponse:
+        try:
+            response: pb.GetInfoResponse = await self._stub.GetInfo(
+                pb.GetInfoRequest(), timeout=self._rpc_timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(self.bookie_id, -1, -1, exc) from None
+        return response
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+        if self._stream_task is not None:
+            self._stream_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._stream_task
+        self._fail_all(BookieUnavailableError(self.bookie_id, "connection closed"))
+        await self._channel.close(grace=None)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class BookieConnectionPool:
+    """One connection per bookie id, created on first use."""
+
+    def __init__(self, resolve: BookieResolver, *, rpc_timeout_s: float = 10.0) -> None:
+        self._resolve = resolve
+        self._rpc_timeout_s = rpc_timeout_s
+        self._connections: dict[str, BookieConnection] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, bookie_id: str) -> BookieConnection:
+        connection = self._connections.get(bookie_id)
+        if connection is not None:
+            return connection
+        async with self._lock:
+            if bookie_id not in self._connections:
+                address = await self._resolve(bookie_id)
+                self._connections[bookie_id] = BookieConnection(
+                    bookie_id, address, rpc_timeout_s=self._rpc_timeout_s
+                )
+            return self._connections[bookie_id]
+
+    def cached(self, bookie_id: str) -> BookieConnection | None:
+        return self._connections.get(bookie_id)
+
+    async def close(self) -> None:
+        connections, self._connections = self._connections, {}
+        for connection in connections.values():
+            await connection.close()

@@ -1,0 +1,130 @@
+"""``LedgerClient``: create, open (with or without recovery) and delete ledgers.
+
+store = await open_store("zk://127.0.0.1:2181/magnetar")
+async with LedgerClient(store, LedgerClientConfig(ensemble_size=3, write_quorum=2, ack_quorum=2)) as bk:
+    writer = await bk.create_ledger()
+    await writer.add_entry(b"hello")
+    await writer.close()
+    reader = await bk.open_ledger(writer.ledger_id)
+    entries = await reader.read(0, reader.last_add_confirmed)
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from magnetar.bookie.client.bookie_connection import BookieConnectionPool
+from magnetar.bookie.client.ensemble import BookieDirectory, EnsemblePlacement
+from magnetar.bookie.client.ledger_handle import LedgerHandle
+from magnetar.bookie.client.ledger_manager import LedgerManager
+from magnetar.bookie.client.ledger_metadata import LedgerMetadata
+from magnetar.bookie.client.read_handle import ReadHandle
+from magnetar.bookie.client.recovery import LedgerRecovery
+from magnetar.common.metadata.store import MetadataStore
+
+
+class LedgerClientConfig(BaseModel):
+    """Client settings; defaults are Pulsar's managedLedgerDefault* (E/Qw/Qa 2/2/2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ensemble_size: int = Field(2, ge=1)
+    write_quorum: int = Field(2, ge=1)
+    ack_quorum: int = Field(2, ge=1)
+    #: deadline of a unary bookie RPC (reads, fencing, LAC), as bookkeeperClientTimeoutInSeconds
+    rpc_timeout_s: float = Field(30.0, gt=0)
+    #: how often a writer sends its LAC explicitly while idle; 0 disables (BookKeeper's explicitLacInterval)
+    explicit_lac_interval_s: float = Field(0.0, ge=0)
+    #: entries a range read fetches at once
+    read_concurrency: int = Field(64, ge=1)
+
+    @model_validator(mode="after")
+    def _quorums(self) -> LedgerClientConfig:
+        if not self.ensemble_size >= self.write_quorum >= self.ack_quorum:
+            raise ValueError(
+                f"need ensemble_size >= write_quorum >= ack_quorum, got "
+                f"{self.ensemble_size}/{self.write_quorum}/{self.ack_quorum}"
+            )
+        return self
+
+
+class LedgerClient:
+    def __init__(self, store: MetadataStore, config: LedgerClientConfig | None = None) -> None:
+        self.config = config or LedgerClientConfig()
+        self.directory = BookieDirectory(store)
+        self._manager = LedgerManager(store)
+        self._placement = EnsemblePlacement(self.directory)
+        self._pool = BookieConnectionPool(self.directory.address, rpc_timeout_s=self.config.rpc_timeout_s)
+
+    async def __aenter__(self) -> LedgerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def create_ledger(
+        self,
+        ensemble_size: int | None = None,
+        write_quorum: int | None = None,
+        ack_quorum: int | None = None,
+        *,
+        custom: dict[str, str] | None = None,
+    ) -> LedgerHandle:
+        e = ensemble_size or self.config.ensemble_size
+        ensemble = await self._placement.new_ensemble(e)
+        metadata = LedgerMetadata(
+            ensemble_size=e,
+            write_quorum=write_quorum or min(self.config.write_quorum, e),
+            ack_quorum=ack_quorum or min(self.config.ack_quorum, e),
+            ensembles=((0, ensemble),),
+            custom=dict(custom or {}),
+        )
+        ledger_id = await self._manager.new_ledger_id()
+        versioned = await self._manager.create(ledger_id, metadata)
+        handle = LedgerHandle(
+            ledger_id,
+            versioned,
+            manager=self._manager,
+            pool=self._pool,
+            placement=self._placement,
+            explicit_lac_interval_s=self.config.explicit_lac_interval_s,
+        )
+        await handle.start()
+        return handle
+
+    async def open_ledger(self, ledger_id: int) -> ReadHandle:
+        """Open for reading after recovery: fences any writer and closes the ledger where it ends."""
+        metadata = await LedgerRecovery(
+            ledger_id, manager=self._manager, pool=self._pool, placement=self._placement
+        ).run()
+        return self._read_handle(ledger_id, metadata)
+
+    async def open_ledger_no_recovery(self, ledger_id: int) -> ReadHandle:
+        """Open without disturbing the writer: reads are bounded by the LAC (tailing readers)."""
+        metadata = (await self._manager.read(ledger_id)).metadata
+        handle = self._read_handle(ledger_id, metadata)
+        if not handle.is_closed:
+            await handle.read_lac()
+        return handle
+
+    async def ledger_metadata(self, ledger_id: int) -> LedgerMetadata:
+        return (await self._manager.read(ledger_id)).metadata
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Remove the ledger's metadata; bookies reclaim its entries at their next garbage collection."""
+        await self._manager.delete(ledger_id)
+
+    async def ledger_ids(self) -> list[int]:
+        return await self._manager.ledger_ids()
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    def _read_handle(self, ledger_id: int, metadata: LedgerMetadata) -> ReadHandle:
+        return ReadHandle(
+            ledger_id,
+            metadata,
+            manager=self._manager,
+            pool=self._pool,
+            read_concurrency=self.config.read_concurrency,
+        )

@@ -1,0 +1,317 @@
+"""Writing a ledger: striped write quorums, ack quorums, in-order completion, ensemble change.
+
+Each entry goes to its Qw bookies (``LedgerMetadata.write_set``) and counts as written once Qa of
+them have made it durable. Completions are delivered in entry order, and the LAC (last add
+confirmed) only moves over a contiguous prefix of written entries; every entry carries the LAC of
+its moment, which is how readers learn what they may read.
+
+When a bookie fails mid-stream, the writer replaces it (BookKeeper's ensemble change): a new
+ensemble starts at LAC + 1, the ledger metadata is updated by compare-and-set, and every entry not
+yet written is sent again to the replacement. If the compare-and-set finds the ledger no longer
+OPEN, a recovering reader has fenced it, and the writer stops with ``LedgerFencedError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+from magnetar.bookie.client.bookie_connection import BookieConnection, BookieConnectionPool
+from magnetar.bookie.client.ensemble import EnsemblePlacement
+from magnetar.bookie.client.errors import (
+    BKError,
+    BookieUnavailableError,
+    LedgerClosedError,
+    LedgerFencedError,
+)
+from magnetar.bookie.client.ledger_manager import LedgerManager, VersionedMetadata
+from magnetar.bookie.client.ledger_metadata import LedgerMetadata, LedgerState
+from magnetar.bookie.digest import entry_digest
+from magnetar.common.metadata.store import BadVersionError
+from magnetar.proto import bookie_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _PendingAdd:
+    entry_id: int
+    payload: bytes
+    future: asyncio.Future[int]
+    message: pb.Entry | None = None  # built when first sent, resent unchanged to replacements
+    acked: set[int] = field(default_factory=set)  # ensemble positions that made it durable
+
+
+class LedgerHandle:
+    """The single writer of one ledger. Create it through ``LedgerClient.create_ledger``."""
+
+    def __init__(
+        self,
+        ledger_id: int,
+        versioned: VersionedMetadata,
+        *,
+        manager: LedgerManager,
+        pool: BookieConnectionPool,
+        placement: EnsemblePlacement,
+        last_add_confirmed: int = -1,
+        length: int = 0,
+        recovery: bool = False,
+        explicit_lac_interval_s: float = 0.0,
+    ) -> None:
+        self.ledger_id = ledger_id
+        self._metadata = versioned.metadata
+        self._version = versioned.version
+        self._manager = manager
+        self._pool = pool
+        self._placement = placement
+        self._recovery = recovery
+        self._lac = last_add_confirmed
+        self._next_entry_id = last_add_confirmed + 1
+        self._length = length
+        self._pending: OrderedDict[int, _PendingAdd] = OrderedDict()
+        self._connections: dict[str, BookieConnection] = {}
+        self._failed_bookies: set[str] = set()
+        self._ensemble_change: asyncio.Task[None] | None = None
+        self._error: BKError | None = None
+        self._closing = False
+        self._closed = False
+        self._explicit_lac_interval_s = explicit_lac_interval_s
+        self._lac_task: asyncio.Task[None] | None = None
+        self._lac_written = last_add_confirmed
+
+    async def start(self) -> None:
+        await self._connect(self._metadata.last_ensemble)
+        if self._explicit_lac_interval_s > 0:
+            self._lac_task = asyncio.create_task(self._explicit_lac_loop())
+
+    async def _connect(self, ensemble: tuple[str, ...]) -> None:
+        for bookie in ensemble:
+            if bookie not in self._connections:
+                self._connections[bookie] = await self._pool.get(bookie)
+
+    # -- public API -------------------------------------------------------------------------------
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        return self._metadata
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self._lac
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    async def add_entry(self, payload: bytes) -> int:
+        """Write one entry and return its id once Qa bookies have it (in order with earlier adds)."""
+        return await self.add_entry_async(payload)
+
+    def add_entry_async(self, payload: bytes) -> asyncio.Future[int]:
+        """Queue an entry without waiting: callers pipeline many adds and await the futures."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self._error is not None:
+            future.set_exception(self._error)
+            return future
+        if self._closing or self._closed:
+            future.set_exception(LedgerClosedError(self.ledger_id))
+            return future
+        pending = _PendingAdd(self._next_entry_id, bytes(payload), future)
+        self._next_entry_id += 1
+        self._pending[pending.entry_id] = pending
+        if self._ensemble_change is None:
+            self._send(pending)
+        return future
+
+    async def close(self) -> LedgerMetadata:
+        """Wait for every queued add, then record the ledger as CLOSED at its LAC."""
+        if self._closed:
+            return self._metadata
+        self._closing = True
+        if self._pending:
+            await asyncio.gather(*(p.future for p in list(self._pending.values())), return_exceptions=True)
+        while self._ensemble_change is not None:
+            await asyncio.shield(self._ensemble_change)
+        await self._stop_lac_task()
+        if self._error is not None:
+            raise self._error
+        await self._write_closed_metadata()
+        self._closed = True
+        return self._metadata
+
+    async def write_lac(self) -> None:
+        """Send the LAC explicitly to the ensemble, so readers can see the last entry while no
+        further add carries it (BookKeeper's explicit LAC)."""
+        lac = self._lac
+        ensemble = self._metadata.last_ensemble
+        await self._connect(ensemble)
+        results = await asyncio.gather(
+            *(self._connections[b].write_lac(self.ledger_id, lac) for b in ensemble), return_exceptions=True
+        )
+        if any(not isinstance(r, BaseException) for r in results):
+            self._lac_written = max(self._lac_written, lac)
+
+    # -- sending and acks -------------------------------------------------------------------------
+
+    def _send(self, pending: _PendingAdd, positions: list[int] | None = None) -> None:
+        if pending.message is None:
+            digest = entry_digest(self.ledger_id, pending.entry_id, self._lac, pending.payload)
+            pending.message = pb.Entry(
+                ledger_id=self.ledger_id,
+                entry_id=pending.entry_id,
+                last_add_confirmed=self._lac,
+                digest=digest,
+                payload=pending.payload,
+            )
+        ensemble = self._metadata.ensemble_for(pending.entry_id)
+        for position in (
+            positions if positions is not None else self._metadata.write_positions(pending.entry_id)
+        ):
+            bookie = ensemble[position]
+            result = self._connections[bookie].add(pending.message, recovery=self._recovery)
+            result.add_done_callback(functools.partial(self._on_bookie_result, pending, position, bookie))
+
+    def _on_bookie_result(
+        self, pending: _PendingAdd, position: int, bookie: str, result: asyncio.Future[None]
+    ) -> None:
+        if result.cancelled() or pending.future.done() or self._error is not None:
+            return
+        # An answer from a bookie that has since been replaced at this position means nothing.
+        if self._metadata.ensemble_for(pending.entry_id)[position] != bookie:
+            return
+        error = result.exception()
+        if error is None:
+            pending.acked.add(position)
+            if len(pending.acked) >= self._metadata.ack_quorum:
+                self._complete_in_order()
+            return
+        if isinstance(error, LedgerFencedError):
+            self._fail(error)
+        elif isinstance(error, BKError):
+            self._bookie_failed(bookie, error)
+        else:
+            self._fail(BookieUnavailableError(bookie, repr(error)))
+
+    def _complete_in_order(self) -> None:
+        quorum = self._metadata.ack_quorum
+        while self._pending:
+            first = next(iter(self._pending.values()))
+            if len(first.acked) < quorum:
+                return
+            del self._pending[first.entry_id]
+            self._lac = first.entry_id
+            self._length += len(first.payload)
+            if not first.future.done():
+                first.future.set_result(first.entry_id)
+
+    def _fail(self, error: BKError) -> None:
+        if self._error is None:
+            self._error = error
+            log.warning("ledger %d: writer stops: %s", self.ledger_id, error)
+        pending, self._pending = self._pending, OrderedDict()
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_exception(error)
+
+    # -- ensemble change --------------------------------------------------------------------------
+
+    def _bookie_failed(self, bookie: str, error: BKError) -> None:
+        if bookie in self._failed_bookies and self._ensemble_change is not None:
+            return
+        log.warning("ledger %d: bookie %s failed (%s); changing ensemble", self.ledger_id, bookie, error)
+        self._failed_bookies.add(bookie)
+        if self._ensemble_change is None:
+            self._ensemble_change = asyncio.create_task(self._change_ensemble())
+
+    async def _change_ensemble(self) -> None:
+        try:
+            while self._error is None and (set(self._metadata.last_ensemble) & self._failed_bookies):
+                await self._replace_failed_bookies()
+        except BKError as exc:
+            self._fail(exc)
+        except Exception as exc:  # anything unexpected must still release the waiting adds
+            self._fail(BookieUnavailableError(",".join(sorted(self._failed_bookies)), repr(exc)))
+        finally:
+            self._ensemble_change = None
+        if self._error is None:
+            # Entries queued during the change were not sent yet; entries already sent go to the
+            # replacements only (the surviving bookies have them or will answer for them).
+            for pending in list(self._pending.values()):
+                if pending.message is None:
+                    self._send(pending)
+
+    async def _replace_failed_bookies(self) -> None:
+        first_entry = self._lac + 1
+        old = self._metadata.last_ensemble
+        ensemble = old
+        for failed in [b for b in old if b in self._failed_bookies]:
+            ensemble = await self._placement.replace(ensemble, failed, exclude=self._failed_bookies)
+        await self._connect(ensemble)
+        metadata = self._metadata.with_ensemble(first_entry, ensemble)
+        await self._write_metadata(metadata)
+        log.info("ledger %d: ensemble from entry %d is now %s", self.ledger_id, first_entry, list(ensemble))
+        changed = [pos for pos, (a, b) in enumerate(zip(old, ensemble, strict=True)) if a != b]
+        for pending in list(self._pending.values()):
+            if pending.message is None or pending.entry_id < first_entry:
+                continue
+            resend = [p for p in self._metadata.write_positions(pending.entry_id) if p in changed]
+            pending.acked.difference_update(resend)
+            if resend:
+                self._send(pending, resend)
+
+    async def _write_metadata(self, metadata: LedgerMetadata) -> None:
+        """Compare-and-set the ledger metadata; a ledger that stopped being ours means fencing."""
+        expected_state = LedgerState.IN_RECOVERY if self._recovery else LedgerState.OPEN
+        while True:
+            try:
+                written = await self._manager.write(self.ledger_id, metadata, self._version)
+            except BadVersionError:
+                current = await self._manager.read(self.ledger_id)
+                if current.metadata.state != expected_state:
+                    raise LedgerFencedError(self.ledger_id) from None
+                # Someone rewrote it without taking it from us (e.g. auto-recovery moved a closed
+                # fragment): keep their ensembles for the past, ours for the future.
+                self._version = current.version
+                merged = current.metadata
+                for first, ensemble in metadata.ensembles:
+                    if first >= current.metadata.ensembles[-1][0]:
+                        merged = merged.with_ensemble(first, ensemble)
+                metadata = replace(metadata, ensembles=merged.ensembles)
+                continue
+            self._metadata, self._version = written.metadata, written.version
+            return
+
+    async def _write_closed_metadata(self) -> None:
+        try:
+            await self._write_metadata(self._metadata.closed_at(self._lac, self._length))
+        except LedgerFencedError:
+            current = await self._manager.read(self.ledger_id)
+            # A concurrent recovery may have closed it exactly where we are: nothing was lost.
+            if current.metadata.state == LedgerState.CLOSED and current.metadata.last_entry_id == self._lac:
+                self._metadata, self._version = current.metadata, current.version
+                return
+            raise
+
+    # -- explicit LAC -----------------------------------------------------------------------------
+
+    async def _explicit_lac_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self._explicit_lac_interval_s)
+            if self._lac > self._lac_written and not self._pending and self._ensemble_change is None:
+                with contextlib.suppress(BKError):
+                    await self.write_lac()
+
+    async def _stop_lac_task(self) -> None:
+        if self._lac_task is not None:
+            self._lac_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lac_task
+            self._lac_task = None
