@@ -1,0 +1,17 @@
+# The one runtime image for every Magnetar process (bookie, broker, operator); the entrypoint is
+# the `magnetar` command and the pod's args pick the component, e.g. `bookie --config /etc/magnetar/bookie.yaml`.
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY . .
+RUN pip install --no-cache-dir build && python -m build --wheel --outdir /wheels
+
+FROM python:3.11-slim
+RUN useradd --system --uid 10000 --home /var/lib/magnetar magnetar \
+ && mkdir -p /var/lib/magnetar && chown magnetar /var/lib/magnetar
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+USER magnetar
+WORKDIR /var/lib/magnetar
+EXPOSE 3181 6650 8080
+ENTRYPOINT ["magnetar"]
+CMD ["--help"]

@@ -1,0 +1,1 @@
+"""The chaos lab: Chaos Toolkit extension, experiments, workload generator (issue 5)."""
