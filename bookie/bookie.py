@@ -1,0 +1,206 @@
+"""One storage node: journal + ledger storage, recovery at start, periodic checkpoints.
+
+The write path of an add request: check every entry (digest, fencing), put the accepted ones in
+ledger storage (readable at once, LAC updated), queue ONE journal record holding all of them, and
+answer once that record is durable. Fences and explicit LACs go through the journal the same way,
+so they survive ``kill -9``. The gRPC layer (``server.py``) only translates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from magnetar.bookie import checkpoint, journal
+from magnetar.bookie.config import BookieConfig
+from magnetar.bookie.digest import verify
+from magnetar.bookie.entry_log import StoredEntry, encode_record, iter_records
+from magnetar.bookie.journal import Journal, journal_files
+from magnetar.bookie.ledger_storage import LedgerStorage
+from magnetar.proto import bookie_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+_KEY = struct.Struct(">qqq")  # ledger, entry, lac at offset 8 of an entry-log record
+
+ReadOnlyListener = Callable[[bool], None]
+
+
+class ReadOnlyError(Exception):
+    pass
+
+
+class Bookie:
+    def __init__(self, config: BookieConfig) -> None:
+        self.config = config
+        self.ledger_dirs = [Path(d) for d in config.ledger_directories]
+        self.storage = LedgerStorage(self.ledger_dirs, config.entry_log_size_limit)
+        self.journal = Journal(
+            Path(config.journal_directory),
+            sync_data=config.journal_sync_data,
+            max_group_wait_ms=config.journal_max_group_wait_msec,
+            buffered_writes_threshold=config.journal_buffered_writes_threshold,
+            max_file_bytes=config.journal_max_size_mb * 1024 * 1024,
+        )
+        self._read_only = False
+        self._forced_read_only = False
+        self._listeners: list[ReadOnlyListener] = []
+        self._checkpoint_lock = asyncio.Lock()
+        self._last_mark: journal.Mark | None = None
+        self._checkpointer: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Rebuild state from entry logs + checkpoint + journal, then accept requests."""
+        for directory in self.ledger_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        self.journal.directory.mkdir(parents=True, exist_ok=True)
+        saved = await asyncio.to_thread(checkpoint.load, self.ledger_dirs)
+        await self.storage.open()
+        self.storage.restore(saved.ledgers)
+        replayed = await self._replay(saved.mark)
+        next_file = max([saved.mark.file_id, *journal_files(self.journal.directory)], default=-1) + 1
+        self.journal.start(next_file)
+        await self.checkpoint()
+        log.info(
+            "bookie storage open: %d ledgers, %d journal records replayed",
+            len(self.storage.ledgers()),
+            replayed,
+        )
+        self._checkpointer = asyncio.create_task(self._checkpoint_loop(), name="bookie-checkpoint")
+
+    async def _replay(self, mark: journal.Mark) -> int:
+        records = await asyncio.to_thread(lambda: list(journal.read_records(self.journal.directory, mark)))
+        for record_type, body in records:
+            if record_type == journal.ADD:
+                for offset, size in iter_records(body):
+                    ledger_id, entry_id, lac = _KEY.unpack_from(body, offset + 8)
+                    self.storage.put(ledger_id, entry_id, lac, body[offset : offset + size])
+            elif record_type == journal.FENCE:
+                self.storage.fence(journal.decode_fence(body))
+            elif record_type == journal.LAC:
+                self.storage.set_lac(*journal.decode_lac(body))
+        return len(records)
+
+    async def close(self) -> None:
+        """Finish queued journal writes, checkpoint, close files."""
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checkpointer
+        await self.journal.close()
+        await self.checkpoint()
+        await self.storage.close()
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flush_interval / 1000)
+            try:
+                await self.checkpoint()
+            except OSError as exc:
+                log.error("checkpoint failed (journal files kept): %s", exc)
+
+    async def checkpoint(self) -> None:
+        """Make the entry logs durable up to the journal's current position, then drop older
+        journal files."""
+        async with self._checkpoint_lock:
+            mark = self.journal.position
+            if mark == self._last_mark:
+                return
+            # Everything appended to the journal before `mark` is already in ledger storage
+            # (put happens before append, in the same step on the event loop).
+            saved = checkpoint.Checkpoint(mark, self.storage.snapshot())
+            await self.storage.flush()
+            await asyncio.to_thread(checkpoint.save, self.ledger_dirs, saved)
+            await self.journal.remove_before(mark.file_id)
+            self._last_mark = mark
+
+    # -- read-only mode --------------------------------------------------------------------------
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only or self._forced_read_only
+
+    def on_read_only_change(self, listener: ReadOnlyListener) -> None:
+        self._listeners.append(listener)
+
+    def set_read_only(self, read_only: bool, *, forced: bool = False) -> None:
+        """Enter or leave read-only mode (``forced``: an operator's or test's choice, kept apart
+        from the disk monitor's so one does not undo the other)."""
+        before = self.read_only
+        if forced:
+            self._forced_read_only = read_only
+        else:
+            self._read_only = read_only
+        if self.read_only != before:
+            log.warning("bookie is now %s", "read-only" if self.read_only else "writable")
+            for listener in self._listeners:
+                listener(self.read_only)
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def add(self, request: pb.AddRequest) -> tuple[asyncio.Future[None] | None, pb.AddResponse]:
+        """Store the acceptable entries of ``request`` and journal them as one record.
+
+        Returns the journal future (None when nothing was accepted) and the response to send once
+        it completes; refused entries carry their reason in the response already.
+        """
+        results: list[pb.AddResult] = []
+        records: list[bytes] = []
+        read_only = self.read_only
+        for entry in request.entries:
+            ledger_id, entry_id, lac = entry.ledger_id, entry.entry_id, entry.last_add_confirmed
+            reason, message = self._check_add(entry, request.recovery, read_only)
+            if reason == pb.OK:
+                record = encode_record(ledger_id, entry_id, lac, entry.digest, entry.payload)
+                self.storage.put(ledger_id, entry_id, lac, record)
+                records.append(record)
+            results.append(
+                pb.AddResult(ledger_id=ledger_id, entry_id=entry_id, reason=reason, message=message)
+            )
+        response = pb.AddResponse(results=results)
+        if not records:
+            return None, response
+        return self.journal.append(journal.ADD, b"".join(records)), response
+
+    def _check_add(self, entry: pb.Entry, recovery: bool, read_only: bool) -> tuple[pb.Reason, str]:
+        ledger_id, entry_id = entry.ledger_id, entry.entry_id
+        if read_only:
+            return (
+                pb.BOOKIE_READ_ONLY,
+                f"bookie is read-only (disk full); entry {ledger_id}:{entry_id} refused",
+            )
+        if ledger_id < 0 or entry_id < 0:
+            return pb.INVALID_REQUEST, f"entry {ledger_id}:{entry_id}: ledger and entry ids must be >= 0"
+        if not verify(ledger_id, entry_id, entry.last_add_confirmed, entry.payload, entry.digest):
+            return pb.DIGEST_MISMATCH, (
+                f"entry {ledger_id}:{entry_id}: digest {entry.digest:#010x} does not match its bytes; "
+                "not stored"
+            )
+        if not recovery and self.storage.is_fenced(ledger_id):
+            return pb.LEDGER_FENCED, f"ledger {ledger_id} is fenced; entry {entry_id} refused"
+        return pb.OK, ""
+
+    async def fence(self, ledger_id: int) -> tuple[int, int]:
+        """Fence durably; returns (LAC, highest stored entry id)."""
+        state = self.storage.fence(ledger_id)
+        await self.journal.append(journal.FENCE, journal.encode_fence(ledger_id))
+        return state.lac, state.last_entry
+
+    async def write_lac(self, ledger_id: int, lac: int) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"bookie is read-only; explicit LAC {lac} of ledger {ledger_id} refused")
+        self.storage.set_lac(ledger_id, lac)
+        await self.journal.append(journal.LAC, journal.encode_lac(ledger_id, lac))
+
+    async def read(self, ledger_id: int, entry_id: int) -> StoredEntry:
+        return await self.storage.read(ledger_id, entry_id)
+
+    def lac(self, ledger_id: int) -> int | None:
+        state = self.storage.find(ledger_id)
+        return None if state is None else state.lac

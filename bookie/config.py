@@ -1,0 +1,68 @@
+"""Configuration of one bookie: BookKeeper's ``bk_server.conf`` settings in snake_case.
+
+Defaults are BookKeeper's where the setting exists there (``bookiePort`` 3181,
+``journalSyncData`` true, ``journalMaxGroupWaitMSec`` 2, ``journalBufferedWritesThreshold``
+512 KiB, ``journalMaxSizeMB`` 2048, ``entryLogSizeLimit`` 1 GiB, ``flushInterval`` 10 s,
+``diskUsageThreshold`` 0.95, ``diskUsageLwmThreshold`` 0.90, ``diskCheckInterval`` 10 s,
+``readOnlyModeEnabled`` true, ``gcWaitTime`` 15 min). Environment variables are
+``MAGNETAR_BOOKIE_<FIELD>``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from magnetar.common.config import ComponentConfig
+
+
+class BookieConfig(ComponentConfig):
+    env_prefix: str = "MAGNETAR_BOOKIE"
+
+    #: gRPC port; 0 picks a free port (the bound one is printed on the "ready" line)
+    bookie_port: int = Field(default=3181, ge=0, le=65535)
+    #: interface the gRPC server binds to
+    listen_address: str = "127.0.0.1"
+    #: address clients use to reach this bookie; defaults to ``listen_address``
+    advertised_address: str | None = None
+    #: identity in the metadata store and in ledger ensembles; defaults to ``address:port``
+    bookie_id: str | None = None
+    journal_directory: str = "data/bookie/journal"
+    ledger_directories: list[str] = Field(default_factory=lambda: ["data/bookie/ledgers"], min_length=1)
+    #: fsync the journal before acknowledging an add (false: acknowledge once written)
+    journal_sync_data: bool = True
+    #: how long the journal waits to gather more records into one fsync
+    journal_max_group_wait_msec: int = Field(default=2, ge=0)
+    #: the journal writes at once, without waiting, once this many bytes are queued
+    journal_buffered_writes_threshold: int = Field(default=512 * 1024, gt=0)
+    #: a journal file is rolled over past this size
+    journal_max_size_mb: int = Field(default=2048, gt=0)
+    #: an entry log file is rolled over past this size (bytes)
+    entry_log_size_limit: int = Field(default=1024 * 1024 * 1024, gt=0)
+    #: checkpoint interval (ms): flush entry logs, record the journal mark, drop old journals
+    flush_interval: int = Field(default=10_000, gt=0)
+    disk_usage_threshold: float = Field(default=0.95, gt=0, le=1)
+    disk_usage_lwm_threshold: float = Field(default=0.90, gt=0, le=1)
+    disk_check_interval: int = Field(default=10_000, gt=0)
+    #: go read-only when disks fill up; when false the bookie shuts down instead
+    read_only_mode_enabled: bool = True
+    #: interval (ms) between garbage collections of deleted ledgers
+    gc_wait_time: int = Field(default=900_000, gt=0)
+    #: ``zk://host:port/chroot`` or ``memory://name``; none: no registration and no GC
+    metadata_service_uri: str | None = None
+    rack: str | None = None
+
+    @model_validator(mode="after")
+    def _check_thresholds(self) -> BookieConfig:
+        if self.disk_usage_lwm_threshold > self.disk_usage_threshold:
+            raise ValueError(
+                f"disk_usage_lwm_threshold ({self.disk_usage_lwm_threshold}) must not exceed "
+                f"disk_usage_threshold ({self.disk_usage_threshold})"
+            )
+        return self
+
+    def address_for(self, port: int) -> str:
+        """``host:port`` clients connect to, once the bound port is known."""
+        return f"{self.advertised_address or self.listen_address}:{port}"
+
+    def id_for(self, port: int) -> str:
+        return self.bookie_id or self.address_for(port)

@@ -1,0 +1,299 @@
+"""The journal: every add, fence and explicit LAC is made durable here before it is acknowledged.
+
+Records are framed ``length u32 | crc u32 | type u8 | body`` (``length`` counts type and body, the
+CRC32C covers them). **Group commit**: ``append`` only queues a record; one writer task hands every
+record queued meanwhile to a thread that writes them with one ``write`` and makes them durable
+with ONE ``fdatasync``, then completes all their futures. With ``journal_sync_data`` off, records
+are acknowledged once written (the page cache survives a process crash, not a power cut).
+
+**Replay** (at start) reads every file from the last checkpoint mark on. A record that is cut
+short or fails its CRC at the very end of the newest file is a torn tail left by a crash: it was
+never acknowledged, so it is truncated away (and logged). A bad record with valid data after it is
+real corruption of acknowledged data: the bookie refuses to start and names file and offset.
+
+Files are ``<id as 16 hex digits>.txn``; a file is rolled over past ``journal_max_size_mb``, and
+files older than the checkpoint mark are deleted by ``remove_before``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import google_crc32c
+
+log = logging.getLogger(__name__)
+
+_FRAME = struct.Struct(">II")  # length, crc
+_TYPE = struct.Struct(">B")
+_LEDGER = struct.Struct(">q")
+_LEDGER_LAC = struct.Struct(">qq")
+SUFFIX = ".txn"
+
+#: body: entry-log records (see entry_log.encode_record) back to back
+ADD = 1
+#: body: ledger id
+FENCE = 2
+#: body: ledger id, explicit LAC
+LAC = 3
+_TYPES = (ADD, FENCE, LAC)
+
+
+class JournalError(Exception):
+    """The journal could not make records durable (I/O error); nothing queued was acknowledged."""
+
+
+class JournalCorruptError(Exception):
+    """A journal record other than the torn tail fails its checks; acknowledged data is damaged."""
+
+
+@dataclass(frozen=True, order=True)
+class Mark:
+    """A position in the journal: every record before it is reflected in the entry logs."""
+
+    file_id: int
+    offset: int
+
+
+def encode_fence(ledger_id: int) -> bytes:
+    return _LEDGER.pack(ledger_id)
+
+
+def decode_fence(body: bytes) -> int:
+    return int(_LEDGER.unpack(body)[0])
+
+
+def encode_lac(ledger_id: int, lac: int) -> bytes:
+    return _LEDGER_LAC.pack(ledger_id, lac)
+
+
+def decode_lac(body: bytes) -> tuple[int, int]:
+    ledger_id, lac = _LEDGER_LAC.unpack(body)
+    return int(ledger_id), int(lac)
+
+
+def frame(record_type: int, body: bytes) -> bytes:
+    payload = _TYPE.pack(record_type) + body
+    return _FRAME.pack(len(payload), google_crc32c.value(payload)) + payload
+
+
+def journal_name(file_id: int) -> str:
+    return f"{file_id:016x}{SUFFIX}"
+
+
+def journal_files(directory: Path) -> dict[int, Path]:
+    found: dict[int, Path] = {}
+    if directory.is_dir():
+        for path in directory.iterdir():
+            if path.suffix == SUFFIX:
+                try:
+                    found[int(path.stem, 16)] = path
+                except ValueError:
+                    continue
+    return found
+
+
+# -- replay ----------------------------------------------------------------------------------------
+
+
+def read_records(directory: Path, mark: Mark) -> Iterator[tuple[int, bytes]]:
+    """(type, body) of every record from ``mark`` on, oldest first; truncates a torn tail.
+
+    Blocking (file reads, truncation): iterate it in a thread.
+    """
+    files = journal_files(directory)
+    ids = sorted(file_id for file_id in files if file_id >= mark.file_id)
+    for file_id in ids:
+        start = mark.offset if file_id == mark.file_id else 0
+        yield from _read_file(files[file_id], start, is_last=file_id == ids[-1])
+
+
+def _read_file(path: Path, start: int, *, is_last: bool) -> Iterator[tuple[int, bytes]]:
+    data = path.read_bytes()
+    offset = start
+    while offset < len(data):
+        problem, size = _check_record(data, offset)
+        if problem is None:
+            yield data[offset + _FRAME.size], data[offset + _FRAME.size + 1 : offset + size]
+            offset += size
+            continue
+        torn = offset + size >= len(data) or not any(data[offset:])
+        if not (torn and is_last):
+            raise JournalCorruptError(
+                f"journal {path} is corrupt at offset {offset} ({problem}) with "
+                f"{len(data) - offset} bytes after it; acknowledged records may be damaged, "
+                f"refusing to start (move the file aside to start without it)"
+            )
+        log.warning(
+            "journal %s: torn tail at offset %d (%s, %d bytes): never acknowledged, truncated",
+            path,
+            offset,
+            problem,
+            len(data) - offset,
+        )
+        with path.open("r+b") as file:
+            file.truncate(offset)
+            os.fsync(file.fileno())
+        return
+
+
+def _check_record(data: bytes, offset: int) -> tuple[str | None, int]:
+    """(problem or None, record size) of the record at ``offset``."""
+    if len(data) - offset < _FRAME.size:
+        return "partial record header", len(data) - offset
+    length, crc = _FRAME.unpack_from(data, offset)
+    size = _FRAME.size + length
+    if length == 0:
+        return "zero length", size
+    if offset + size > len(data):
+        return f"record of {length} bytes cut short", size
+    if google_crc32c.value(data[offset + _FRAME.size : offset + size]) != crc:
+        return "CRC32C mismatch", size
+    if data[offset + _FRAME.size] not in _TYPES:
+        return f"unknown record type {data[offset + _FRAME.size]}", size
+    return None, size
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+class Journal:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        sync_data: bool = True,
+        max_group_wait_ms: int = 2,
+        buffered_writes_threshold: int = 512 * 1024,
+        max_file_bytes: int = 2048 * 1024 * 1024,
+    ) -> None:
+        self.directory = directory
+        self._sync_data = sync_data
+        self._group_wait_s = max_group_wait_ms / 1000
+        self._threshold = buffered_writes_threshold
+        self._max_file_bytes = max_file_bytes
+        self._file_id = 0
+        self._offset = 0
+        self._queue: list[tuple[int, bytes, asyncio.Future[None]]] = []
+        self._queued_bytes = 0
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._closing = False
+        self._fd: int | None = None
+        self._fd_file_id = -1
+        #: fsyncs made so far (group commit: far fewer than records)
+        self.fsync_count = 0
+        #: records made durable so far
+        self.record_count = 0
+
+    def start(self, file_id: int) -> None:
+        """Begin writing a new file ``file_id`` (after replay)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._file_id = file_id
+        self._offset = 0
+        self._writer = asyncio.get_running_loop().create_task(self._run(), name="journal-writer")
+
+    @property
+    def position(self) -> Mark:
+        """Where the next record goes: every record appended so far lies before it."""
+        return Mark(self._file_id, self._offset)
+
+    def append(self, record_type: int, body: bytes) -> asyncio.Future[None]:
+        """Queue a record; the future completes once it is durable (or fails with JournalError)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._closing:
+            future.set_exception(JournalError("journal is closed: the bookie is shutting down"))
+            return future
+        data = frame(record_type, body)
+        if self._offset and self._offset + len(data) > self._max_file_bytes:
+            self._file_id += 1
+            self._offset = 0
+        self._queue.append((self._file_id, data, future))
+        self._offset += len(data)
+        self._queued_bytes += len(data)
+        self._wakeup.set()
+        return future
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            if not self._queue:
+                if self._closing:
+                    return
+                continue
+            if self._group_wait_s and self._queued_bytes < self._threshold and not self._closing:
+                # Let more adds join this group: one fsync for all of them.
+                await asyncio.sleep(self._group_wait_s)
+            batch, self._queue, self._queued_bytes = self._queue, [], 0
+            try:
+                await asyncio.to_thread(self._write, [(file_id, data) for file_id, data, _ in batch])
+            except OSError as exc:
+                log.error("journal write failed: %s", exc)
+                error = JournalError(f"journal write to {self.directory} failed: {exc}")
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+            else:
+                self.record_count += len(batch)
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_result(None)
+            self._wakeup.set()  # records may have queued meanwhile
+
+    def _write(self, chunks: list[tuple[int, bytes]]) -> None:
+        start = 0
+        while start < len(chunks):
+            file_id = chunks[start][0]
+            end = start
+            while end < len(chunks) and chunks[end][0] == file_id:
+                end += 1
+            fd = self._fd_for(file_id)
+            data = b"".join(data for _, data in chunks[start:end])
+            written = 0
+            while written < len(data):
+                written += os.write(fd, memoryview(data)[written:])
+            start = end
+        if self._sync_data and self._fd is not None:
+            os.fdatasync(self._fd)
+            self.fsync_count += 1
+
+    def _fd_for(self, file_id: int) -> int:
+        if self._fd is not None and self._fd_file_id == file_id:
+            return self._fd
+        if self._fd is not None:
+            # Rolling over: the old file must be complete on disk before the new one exists.
+            os.fsync(self._fd)
+            os.close(self._fd)
+        path = self.directory / journal_name(file_id)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd_file_id = file_id
+        dir_fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return self._fd
+
+    async def remove_before(self, file_id: int) -> None:
+        """Delete the journal files older than ``file_id`` (their records are checkpointed)."""
+        old = [path for fid, path in journal_files(self.directory).items() if fid < file_id]
+        for path in old:
+            await asyncio.to_thread(path.unlink, True)
+            log.info("removed journal %s: checkpointed", path)
+
+    async def close(self) -> None:
+        """Write what is queued, then stop."""
+        self._closing = True
+        self._wakeup.set()
+        if self._writer is not None:
+            await self._writer
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            await asyncio.to_thread(os.fsync, fd)
+            os.close(fd)

@@ -1,0 +1,297 @@
+"""The bookie's gRPC service (``proto/bookie.proto``) and the in-process API to run one.
+
+    server = await start_bookie(BookieConfig(bookie_port=0, journal_directory=..., ...))
+    server.address      # "127.0.0.1:<bound port>"
+    await server.stop()
+
+Unary failures carry the ``Reason`` name in the trailing metadata key ``magnetar-reason``
+(``bookie/errors.py``); add failures travel in-band, one ``AddResult`` per entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+from collections.abc import AsyncIterator
+from typing import NoReturn
+
+import grpc
+
+from magnetar.bookie.bookie import Bookie, ReadOnlyError
+from magnetar.bookie.config import BookieConfig
+from magnetar.bookie.entry_log import CorruptEntryError
+from magnetar.bookie.errors import REASON_METADATA_KEY
+from magnetar.bookie.journal import JournalError
+from magnetar.bookie.ledger_storage import NoSuchEntryError, NoSuchLedgerError
+from magnetar.proto import bookie_pb2 as pb
+from magnetar.proto import bookie_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_SERVER_OPTIONS = [
+    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),  # a restarted bookie must not share its port with a stale one
+]
+
+
+async def _fail(
+    context: grpc.aio.ServicerContext[object, object],
+    code: grpc.StatusCode,
+    reason: pb.Reason,
+    message: str,
+) -> NoReturn:
+    await context.abort(code, message, trailing_metadata=((REASON_METADATA_KEY, pb.Reason.Name(reason)),))
+    raise AssertionError("abort returned")  # pragma: no cover - abort always raises
+
+
+class BookieService(pb_grpc.BookieServicer):
+    def __init__(self, bookie: Bookie, bookie_id: str) -> None:
+        self._bookie = bookie
+        self._bookie_id = bookie_id
+
+    async def AddEntries(
+        self,
+        request_iterator: AsyncIterator[pb.AddRequest],
+        context: grpc.aio.ServicerContext[object, object],
+    ) -> AsyncIterator[pb.AddResponse]:
+        # A reader task takes requests off the stream and starts them at once (so group commit
+        # sees every stream's entries); this generator answers them in arrival order.
+        answers: asyncio.Queue[tuple[asyncio.Future[None] | None, pb.AddResponse] | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for request in request_iterator:
+                    answers.put_nowait(self._bookie.add(request))
+            finally:
+                answers.put_nowait(None)
+
+        reader = asyncio.create_task(pump())
+        try:
+            while (item := await answers.get()) is not None:
+                durable, response = item
+                if durable is not None:
+                    try:
+                        await durable
+                    except JournalError as exc:
+                        response = _journal_failed(response, str(exc))
+                yield response
+            await reader  # re-raise what ended the request stream, if anything
+        finally:
+            reader.cancel()
+
+    async def ReadEntry(
+        self, request: pb.ReadRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> pb.ReadResponse:
+        ledger_id, entry_id = request.ledger_id, request.entry_id
+        if ledger_id < 0 or entry_id < 0:
+            await _fail(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                pb.INVALID_REQUEST,
+                f"read {ledger_id}:{entry_id}: ledger and entry ids must be >= 0",
+            )
+        if request.long_poll_timeout_ms:
+            lac = self._bookie.lac(ledger_id)
+            if lac is None or lac < entry_id:
+                waited = await self._bookie.storage.wait_lac(
+                    ledger_id, entry_id - 1, request.long_poll_timeout_ms / 1000
+                )
+                if waited is None:
+                    await _fail(
+                        context,
+                        grpc.StatusCode.DEADLINE_EXCEEDED,
+                        pb.NO_SUCH_ENTRY,
+                        f"entry {ledger_id}:{entry_id} not confirmed within "
+                        f"{request.long_poll_timeout_ms} ms (LAC {lac if lac is not None else 'unknown'})",
+                    )
+        try:
+            entry = await self._bookie.read(ledger_id, entry_id)
+        except NoSuchLedgerError as exc:
+            await _fail(context, grpc.StatusCode.NOT_FOUND, pb.NO_SUCH_LEDGER, str(exc))
+        except NoSuchEntryError as exc:
+            await _fail(context, grpc.StatusCode.NOT_FOUND, pb.NO_SUCH_ENTRY, str(exc))
+        except CorruptEntryError as exc:
+            log.error("refusing to serve corrupt entry: %s", exc)
+            await _fail(context, grpc.StatusCode.DATA_LOSS, pb.CORRUPT_ENTRY, str(exc))
+        except OSError as exc:
+            await _fail(
+                context, grpc.StatusCode.INTERNAL, pb.INTERNAL, f"read {ledger_id}:{entry_id} failed: {exc}"
+            )
+        return pb.ReadResponse(
+            entry=pb.Entry(
+                ledger_id=ledger_id,
+                entry_id=entry_id,
+                last_add_confirmed=entry.lac,
+                digest=entry.digest,
+                payload=entry.payload,
+            ),
+            last_add_confirmed=self._bookie.lac(ledger_id) or -1,
+        )
+
+    async def ReadLac(
+        self, request: pb.ReadLacRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> pb.ReadLacResponse:
+        ledger_id = request.ledger_id
+        if ledger_id < 0:
+            await _fail(
+                context, grpc.StatusCode.INVALID_ARGUMENT, pb.INVALID_REQUEST, f"ledger id {ledger_id} is < 0"
+            )
+        if request.long_poll_timeout_ms:
+            # On timeout the current LAC is the answer (BookKeeper's long poll), not an error.
+            await self._bookie.storage.wait_lac(
+                ledger_id, request.previous_lac, request.long_poll_timeout_ms / 1000
+            )
+        lac = self._bookie.lac(ledger_id)
+        if lac is None:
+            await _fail(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                pb.NO_SUCH_LEDGER,
+                f"ledger {ledger_id} is not stored on this bookie",
+            )
+        return pb.ReadLacResponse(last_add_confirmed=lac)
+
+    async def WriteLac(
+        self, request: pb.WriteLacRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> pb.WriteLacResponse:
+        ledger_id = request.ledger_id
+        if ledger_id < 0 or request.last_add_confirmed < -1:
+            await _fail(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                pb.INVALID_REQUEST,
+                f"explicit LAC {request.last_add_confirmed} for ledger {ledger_id}: "
+                "ledger id must be >= 0 and LAC >= -1",
+            )
+        try:
+            await self._bookie.write_lac(ledger_id, request.last_add_confirmed)
+        except ReadOnlyError as exc:
+            await _fail(context, grpc.StatusCode.UNAVAILABLE, pb.BOOKIE_READ_ONLY, str(exc))
+        except JournalError as exc:
+            await _fail(context, grpc.StatusCode.INTERNAL, pb.INTERNAL, str(exc))
+        return pb.WriteLacResponse()
+
+    async def Fence(
+        self, request: pb.FenceRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> pb.FenceResponse:
+        ledger_id = request.ledger_id
+        if ledger_id < 0:
+            await _fail(
+                context, grpc.StatusCode.INVALID_ARGUMENT, pb.INVALID_REQUEST, f"ledger id {ledger_id} is < 0"
+            )
+        try:
+            lac, last_entry = await self._bookie.fence(ledger_id)
+        except JournalError as exc:
+            await _fail(
+                context,
+                grpc.StatusCode.INTERNAL,
+                pb.INTERNAL,
+                f"fence of ledger {ledger_id} not durable: {exc}",
+            )
+        return pb.FenceResponse(last_add_confirmed=lac, last_entry_id=last_entry)
+
+    async def GetInfo(
+        self, request: pb.GetInfoRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> pb.GetInfoResponse:
+        usage = await asyncio.to_thread(shutil.disk_usage, self._bookie.ledger_dirs[0])
+        return pb.GetInfoResponse(
+            bookie_id=self._bookie_id,
+            read_only=self._bookie.read_only,
+            total_disk_bytes=usage.total,
+            free_disk_bytes=usage.free,
+        )
+
+
+def _journal_failed(response: pb.AddResponse, detail: str) -> pb.AddResponse:
+    """The response for a request whose journal write failed: its accepted entries are not."""
+    failed = pb.AddResponse()
+    for result in response.results:
+        if result.reason == pb.OK:
+            failed.results.add(
+                ledger_id=result.ledger_id,
+                entry_id=result.entry_id,
+                reason=pb.INTERNAL,
+                message=f"entry {result.ledger_id}:{result.entry_id} not durable: {detail}",
+            )
+        else:
+            failed.results.append(result)
+    return failed
+
+
+class BookieServer:
+    """A running bookie: storage, gRPC server and (with a metadata store) registration, GC and
+    the disk monitor. Build with ``start_bookie``."""
+
+    def __init__(self, config: BookieConfig) -> None:
+        self.config = config
+        self.bookie = Bookie(config)
+        self.port = 0
+        self.bookie_id = ""
+        self.address = ""
+        self._grpc: grpc.aio.Server | None = None
+        self._services: list[_Service] = []
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self._stop_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.bookie.open()
+        self._grpc = grpc.aio.server(options=_SERVER_OPTIONS)
+        bind = f"{self.config.listen_address}:{self.config.bookie_port}"
+        self.port = self._grpc.add_insecure_port(bind)
+        if not self.port:
+            await self.bookie.close()
+            raise OSError(f"cannot bind the bookie's gRPC server to {bind}")
+        self.bookie_id = self.config.id_for(self.port)
+        self.address = self.config.address_for(self.port)
+        pb_grpc.add_BookieServicer_to_server(  # type: ignore[no-untyped-call]
+            BookieService(self.bookie, self.bookie_id), self._grpc
+        )
+        await self._grpc.start()
+        self._services = await _start_services(self)
+        log.info("bookie %s listening on %s", self.bookie_id, self.address)
+
+    async def stop(self, grace_s: float = 2.0) -> None:
+        """Stop serving, let in-flight requests finish (up to ``grace_s``), flush everything."""
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        for service in reversed(self._services):
+            with contextlib.suppress(Exception):
+                await service.stop()
+        if self._grpc is not None:
+            await self._grpc.stop(grace_s)
+        try:
+            await self.bookie.close()
+        finally:
+            self._stopped.set()
+        log.info("bookie %s stopped", self.bookie_id)
+
+    async def wait_stopped(self) -> None:
+        """Return once the bookie has stopped and flushed everything."""
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        """Ask for a shutdown from a callback (e.g. the disk monitor with read-only mode off)."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.get_running_loop().create_task(self.stop())
+
+
+class _Service:
+    async def stop(self) -> None: ...
+
+
+async def _start_services(server: BookieServer) -> list[_Service]:
+    return []
+
+
+async def start_bookie(config: BookieConfig) -> BookieServer:
+    """Open storage (replaying the journal), bind, serve; returns the running server."""
+    server = BookieServer(config)
+    await server.start()
+    return server
