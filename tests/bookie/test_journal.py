@@ -1,0 +1,107 @@
+"""The journal: group commit, replay, torn tails."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from magnetar.bookie import journal
+from magnetar.bookie.journal import Journal, JournalCorruptError, Mark, journal_files
+
+
+async def _write(directory: Path, bodies: list[bytes], **options: object) -> Journal:
+    j = Journal(directory, **options)  # type: ignore[arg-type]
+    j.start(0)
+    await asyncio.gather(*(j.append(journal.FENCE, body) for body in bodies))
+    await j.close()
+    return j
+
+
+def _replay(directory: Path) -> list[bytes]:
+    return [body for _, body in journal.read_records(directory, Mark(0, 0))]
+
+
+def _bodies(n: int) -> list[bytes]:
+    return [i.to_bytes(8, "big") for i in range(n)]
+
+
+async def test_group_commit_makes_many_adds_durable_with_few_fsyncs(tmp_path: Path) -> None:
+    j = Journal(tmp_path, max_group_wait_ms=1)
+    j.start(0)
+
+    async def writer(task: int) -> None:
+        # Each writer waits for its record to be durable before the next, as a client would.
+        for i in range(50):
+            await j.append(journal.LAC, journal.encode_lac(task, i))
+
+    await asyncio.gather(*(writer(t) for t in range(20)))
+    await j.close()
+    assert j.record_count == 1000
+    # 1000 records from 20 concurrent writers: they share fsyncs (one per round at most).
+    assert 1 <= j.fsync_count <= 100
+    replayed = [journal.decode_lac(body) for _, body in journal.read_records(tmp_path, Mark(0, 0))]
+    assert sorted(replayed) == [(t, i) for t in range(20) for i in range(50)]
+
+
+async def test_without_sync_data_nothing_is_fsynced_but_everything_is_written(tmp_path: Path) -> None:
+    j = await _write(tmp_path, _bodies(100), sync_data=False)
+    assert j.fsync_count == 0
+    assert _replay(tmp_path) == _bodies(100)
+
+
+async def test_replay_from_a_mark_skips_records_before_it(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    j.start(0)
+    await j.append(journal.FENCE, journal.encode_fence(1))
+    mark = j.position
+    await j.append(journal.FENCE, journal.encode_fence(2))
+    await j.close()
+    assert [journal.decode_fence(b) for _, b in journal.read_records(tmp_path, mark)] == [2]
+
+
+async def test_rollover_starts_new_files_and_replay_reads_them_in_order(tmp_path: Path) -> None:
+    j = await _write(tmp_path, _bodies(100), max_file_bytes=200)
+    assert len(journal_files(tmp_path)) > 5
+    assert _replay(tmp_path) == _bodies(100)
+    await j.remove_before(3)
+    assert min(journal_files(tmp_path)) == 3
+
+
+async def test_torn_tail_cut_mid_record_is_dropped_and_truncated(tmp_path: Path) -> None:
+    await _write(tmp_path, _bodies(10))
+    path = journal_files(tmp_path)[0]
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        f.truncate(size - 3)  # the last record loses its last bytes
+    assert _replay(tmp_path) == _bodies(9)
+    assert path.stat().st_size == size - 17  # 17 bytes: frame 8 + type 1 + body 8
+    assert _replay(tmp_path) == _bodies(9)  # and stays that way
+
+
+async def test_torn_tail_with_partial_header_is_dropped(tmp_path: Path) -> None:
+    await _write(tmp_path, _bodies(4))
+    path = journal_files(tmp_path)[0]
+    with path.open("ab") as f:
+        f.write(b"\x00\x00")
+    assert _replay(tmp_path) == _bodies(4)
+
+
+async def test_flipped_byte_in_the_last_record_is_a_torn_tail(tmp_path: Path) -> None:
+    await _write(tmp_path, _bodies(10))
+    path = journal_files(tmp_path)[0]
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x40
+    path.write_bytes(bytes(data))
+    assert _replay(tmp_path) == _bodies(9)
+
+
+async def test_flipped_byte_before_the_tail_refuses_replay(tmp_path: Path) -> None:
+    await _write(tmp_path, _bodies(10))
+    path = journal_files(tmp_path)[0]
+    data = bytearray(path.read_bytes())
+    data[20] ^= 0x01  # inside the second record; acknowledged records follow it
+    path.write_bytes(bytes(data))
+    with pytest.raises(JournalCorruptError, match=r"corrupt at offset 17 \(CRC32C mismatch\)"):
+        _replay(tmp_path)
