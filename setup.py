@@ -15,7 +15,8 @@ _GENERATOR = Path(__file__).parent / "magnetar" / "proto" / "generate.py"
 
 def _generate() -> None:
     spec = importlib.util.spec_from_file_location("magnetar_proto_generate", _GENERATOR)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.generate()
