@@ -1,0 +1,315 @@
+"""ZooKeeper backend through kazoo (``zk://host:port[,host:port]/chroot``).
+
+kazoo runs its own threads and completes ``IAsyncResult``s there; ``_bridge`` turns each into
+an asyncio future on the store's loop, so no kazoo call ever blocks the event loop. ZooKeeper
+watches fire once; the store re-arms them after every event and after a new session, which
+gives the persistent watches of the ``MetadataStore`` contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kazoo import exceptions as kx
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
+
+from magnetar.common.metadata import paths
+from magnetar.common.metadata.election import StoreLeaderElection
+from magnetar.common.metadata.store import (
+    BadVersionError,
+    EventType,
+    LeaderElection,
+    MetadataError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionCallback,
+    SessionExpiredError,
+    SessionState,
+    Stat,
+    WatchCallback,
+    WatchEvent,
+)
+from magnetar.common.metadata.watchers import Watchers
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _translate(exc: BaseException, path: str) -> BaseException:
+    """kazoo's exception -> the contract's, naming the path."""
+    if isinstance(exc, kx.NoNodeError):
+        return NoNodeError(path)
+    if isinstance(exc, kx.NodeExistsError):
+        return NodeExistsError(path)
+    if isinstance(exc, kx.BadVersionError):
+        return BadVersionError(path, f"version conflict on {path}")
+    if isinstance(exc, kx.NotEmptyError):
+        return NotEmptyError(path, f"{path} has children")
+    if isinstance(exc, kx.NoChildrenForEphemeralsError):
+        return MetadataError(path, f"an ephemeral node cannot have children: {path}")
+    if isinstance(exc, (kx.SessionExpiredError, kx.ConnectionClosedError)):
+        return SessionExpiredError(path, f"ZooKeeper session expired or closed ({path})")
+    if isinstance(exc, kx.ConnectionLoss):
+        return MetadataError(path, f"connection to ZooKeeper lost during an operation on {path}")
+    if isinstance(exc, kx.ZookeeperError):
+        return MetadataError(path, f"ZooKeeper error on {path}: {type(exc).__name__} {exc}")
+    return exc
+
+
+def _stat(zstat: ZnodeStat) -> Stat:
+    return Stat(zstat.version, zstat.ephemeralOwner != 0, zstat.ctime, zstat.mtime)
+
+
+class ZooKeeperStore(MetadataStore):
+    def __init__(self, client: KazooClient, loop: asyncio.AbstractEventLoop) -> None:
+        self._client = client
+        self._loop = loop
+        self._watchers = Watchers(loop)
+        self._armed: set[tuple[str, bool]] = set()
+        #: (creation zxid, version) of each watched node as last seen; None: absent
+        self._known: dict[str, tuple[int, int] | None] = {}
+        self._expired = False
+        self._closed = False
+        client.add_listener(self._on_state)
+
+    @property
+    def client(self) -> KazooClient:
+        return self._client
+
+    # -- bridging -------------------------------------------------------------------------------
+    async def _bridge(self, result: Any, path: str) -> Any:
+        if self._closed:
+            raise SessionExpiredError(path, "the metadata store is closed")
+        future: asyncio.Future[Any] = self._loop.create_future()
+
+        def settle(res: Any) -> None:
+            try:
+                value = res.get_nowait()
+            except BaseException as exc:  # delivered to the awaiting coroutine
+                error = _translate(exc, path)
+                self._loop.call_soon_threadsafe(_settle_exception, future, error)
+            else:
+                self._loop.call_soon_threadsafe(_settle_result, future, value)
+
+        result.rawlink(settle)
+        return await future
+
+    # -- reads ----------------------------------------------------------------------------------
+    async def get(self, path: str) -> tuple[bytes, Stat]:
+        data, zstat = await self._bridge(self._client.get_async(paths.check(path)), path)
+        return bytes(data or b""), _stat(zstat)
+
+    async def exists(self, path: str) -> Stat | None:
+        zstat = await self._bridge(self._client.exists_async(paths.check(path)), path)
+        return _stat(zstat) if zstat is not None else None
+
+    async def children(self, path: str) -> list[str]:
+        names = await self._bridge(self._client.get_children_async(paths.check(path)), path)
+        return sorted(names)
+
+    # -- writes ---------------------------------------------------------------------------------
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = True,
+    ) -> str:
+        paths.check(path)
+        try:
+            created = await self._bridge(
+                self._client.create_async(
+                    path, value, ephemeral=ephemeral, sequence=sequential, makepath=make_parents
+                ),
+                path,
+            )
+        except NoNodeError as exc:
+            raise NoNodeError(paths.parent(path), f"parent of {path} does not exist") from exc
+        return str(created)
+
+    async def put(self, path: str, value: bytes, *, expected_version: int | None = None) -> Stat:
+        paths.check(path)
+        if expected_version == -1:
+            await self.create(path, value)
+            _, stat = await self.get(path)
+            return stat
+        if expected_version is not None:
+            zstat = await self._bridge(self._client.set_async(path, value, expected_version), path)
+            return _stat(zstat)
+        while True:  # unconditional: set, or create when missing (racing creators retry the set)
+            try:
+                zstat = await self._bridge(self._client.set_async(path, value), path)
+                return _stat(zstat)
+            except NoNodeError:
+                pass
+            try:
+                await self.create(path, value)
+                _, stat = await self.get(path)
+                return stat
+            except NodeExistsError:
+                continue
+
+    async def delete(
+        self, path: str, *, expected_version: int | None = None, recursive: bool = False
+    ) -> None:
+        paths.check(path)
+        if path == "/":
+            raise MetadataError(path, "the root cannot be deleted")
+        if recursive:
+            if expected_version is not None:
+                _, stat = await self.get(path)
+                if stat.version != expected_version:
+                    raise BadVersionError(path, f"version conflict on {path}")
+            for child in await self.children(path):
+                with contextlib.suppress(NoNodeError):
+                    await self.delete(paths.join(path, child), recursive=True)
+        version = -1 if expected_version is None else expected_version
+        await self._bridge(self._client.delete_async(path, version), path)
+
+    # -- watches --------------------------------------------------------------------------------
+    def watch(self, path: str, callback: WatchCallback, *, children: bool = False) -> None:
+        if self._watchers.add(paths.check(path), callback, children=children):
+            self._arm(path, children)
+
+    def unwatch(self, path: str, callback: WatchCallback) -> None:
+        self._watchers.remove(path, callback)
+
+    def _arm(self, path: str, children: bool, *, fired: bool = False) -> None:
+        """Register a one-shot ZooKeeper watch for ``path`` (callable from kazoo's threads).
+
+        Events are derived from the state read while re-arming, and delivered only once the
+        watch is in place again: a change between the firing and the re-arm is then reported
+        too (as the difference it made), where bare one-shot watches would lose it.
+        """
+        if self._closed or not self._watchers.watching(path, children=children):
+            self._armed.discard((path, children))
+            self._known.pop(path, None)
+            return
+        self._armed.add((path, children))
+
+        def on_fire(_event: WatchedEvent) -> None:
+            self._arm(path, children, fired=True)
+
+        if children:
+            self._client.get_children_async(path, watch=on_fire).rawlink(
+                lambda result: self._children_armed(path, result, fired, on_fire)
+            )
+        else:
+            self._client.exists_async(path, watch=on_fire).rawlink(
+                lambda result: self._data_armed(path, result)
+            )
+
+    def _children_armed(
+        self, path: str, result: Any, fired: bool, on_fire: Callable[[WatchedEvent], None]
+    ) -> None:
+        try:
+            result.get_nowait()
+        except kx.NoNodeError:
+            # No node, so no child watch: wait for its creation, then watch its children.
+            self._client.exists_async(path, watch=on_fire)
+        except kx.KazooException:
+            log.debug("children watch on %s not armed", path, exc_info=True)
+            return
+        if fired:
+            self._watchers.dispatch(WatchEvent(EventType.CHILDREN, path))
+
+    def _data_armed(self, path: str, result: Any) -> None:
+        try:
+            zstat = result.get_nowait()
+        except kx.KazooException:
+            log.debug("data watch on %s not armed", path, exc_info=True)
+            return
+        state = (zstat.czxid, zstat.version) if zstat is not None else None
+        first = path not in self._known
+        previous = self._known.get(path)
+        self._known[path] = state
+        if first or previous == state:
+            return
+        if previous is None:
+            kinds = [EventType.CREATED]
+        elif state is None:
+            kinds = [EventType.DELETED]
+        elif previous[0] != state[0]:  # deleted and created again in between
+            kinds = [EventType.DELETED, EventType.CREATED]
+        else:
+            kinds = [EventType.CHANGED]
+        for kind in kinds:
+            self._watchers.dispatch(WatchEvent(kind, path))
+
+    # -- sessions -------------------------------------------------------------------------------
+    def on_session_event(self, callback: SessionCallback) -> None:
+        self._watchers.add_session_listener(callback)
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's listener (its thread): LOST means the session expired; kazoo then opens a
+        new one by itself, which we report as CONNECTED and re-arm every watch on."""
+        if self._closed:
+            return
+        if state == KazooState.LOST:
+            self._expired = True
+            self._watchers.session_changed(SessionState.EXPIRED)
+        elif state == KazooState.SUSPENDED:
+            self._watchers.session_changed(SessionState.SUSPENDED)
+        elif state == KazooState.CONNECTED:
+            if self._expired:
+                self._expired = False
+                self._loop.call_soon_threadsafe(self._rearm_all)
+            self._watchers.session_changed(SessionState.CONNECTED)
+
+    def _rearm_all(self) -> None:
+        for path, children in list(self._armed):
+            self._arm(path, children, fired=True)
+
+    @property
+    def session_id(self) -> int:
+        client_id = self._client.client_id
+        return int(client_id[0]) if client_id else 0
+
+    def election(self, path: str, identity: str) -> LeaderElection:
+        return StoreLeaderElection(self, path, identity)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(_stop, self._client)
+        await self._watchers.drain()
+
+
+def _stop(client: KazooClient) -> None:
+    client.stop()
+    client.close()
+
+
+def _settle_result(future: asyncio.Future[T], value: T) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _settle_exception(future: asyncio.Future[Any], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+async def open_zookeeper_store(hosts: str, chroot: str, session_timeout_s: float) -> ZooKeeperStore:
+    """Connect, create the chroot if it is missing, and return a store rooted there."""
+    client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+    try:
+        await asyncio.to_thread(client.start, min(session_timeout_s, 15.0))
+    except Exception as exc:
+        await asyncio.to_thread(_stop, client)
+        raise MetadataError("/", f"cannot connect to ZooKeeper at {hosts}: {exc}") from exc
+    if chroot:
+        paths.check(chroot)
+        await asyncio.to_thread(client.ensure_path, chroot)
+        client.chroot = chroot
+    return ZooKeeperStore(client, asyncio.get_running_loop())

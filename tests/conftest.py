@@ -1,0 +1,53 @@
+"""Fixtures every suite may use: a real ZooKeeper server (one per test session) and store URLs.
+
+``zk_url`` gives each test its own chroot on the shared server, so tests never see each other's
+nodes; ``store_url`` runs a test against every backend (memory, sqlite file, ZooKeeper).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from magnetar.common.zkserver import ZooKeeperServer
+
+_chroots = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """A real ZooKeeper (Debian's package) on a free loopback port for the whole session."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_url(zookeeper_server: ZooKeeperServer, request: pytest.FixtureRequest) -> str:
+    """``zk://127.0.0.1:PORT/t<n>-<test>``: a fresh chroot on the session's ZooKeeper."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
+    return zookeeper_server.url(f"/t{next(_chroots)}-{name}")
+
+
+@pytest.fixture
+def memory_url(request: pytest.FixtureRequest) -> str:
+    """``memory://<n>``: a fresh in-process tree shared by every store opened on it."""
+    return f"memory://test-{next(_chroots)}"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite://{tmp_path / 'metadata.db'}"
+
+
+@pytest.fixture(params=["memory", "sqlite", "zookeeper"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The URL of a fresh store, once per backend."""
+    fixture = {"memory": "memory_url", "sqlite": "sqlite_url", "zookeeper": "zk_url"}[request.param]
+    if request.param == "zookeeper":
+        request.applymarker(pytest.mark.zookeeper)
+    return str(request.getfixturevalue(fixture))
