@@ -31,11 +31,15 @@ def ledger_id_from_name(name: str) -> int | None:
     return None
 
 
+#: rack of a bookie that names none (BookKeeper's default)
+DEFAULT_RACK = "/default-rack"
+
+
 @dataclass(frozen=True)
 class BookieRegistration:
     bookie_id: str
     address: str  # host:port of the gRPC service
-    rack: str = "/default-rack"
+    rack: str = DEFAULT_RACK
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()

@@ -15,16 +15,21 @@ import contextlib
 import logging
 import shutil
 from collections.abc import AsyncIterator
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 import grpc
 
 from magnetar.bookie.bookie import Bookie, ReadOnlyError
 from magnetar.bookie.config import BookieConfig
+from magnetar.bookie.disk_monitor import DiskMonitor
 from magnetar.bookie.entry_log import CorruptEntryError
 from magnetar.bookie.errors import REASON_METADATA_KEY
+from magnetar.bookie.gc import GarbageCollector
 from magnetar.bookie.journal import JournalError
+from magnetar.bookie.layout import DEFAULT_RACK, BookieRegistration
 from magnetar.bookie.ledger_storage import NoSuchEntryError, NoSuchLedgerError
+from magnetar.bookie.registration import Registration
+from magnetar.common.metadata import MetadataStore, open_store
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
 
@@ -282,12 +287,42 @@ class BookieServer:
             self._stop_task = asyncio.get_running_loop().create_task(self.stop())
 
 
-class _Service:
+class _Service(Protocol):
     async def stop(self) -> None: ...
 
 
+class _StoreSession:
+    """Closes the metadata-store session last, after the services that use it."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    async def stop(self) -> None:
+        await self.store.close()
+
+
 async def _start_services(server: BookieServer) -> list[_Service]:
-    return []
+    """The disk monitor always; with a metadata store also registration and garbage collection."""
+    config, bookie = server.config, server.bookie
+    services: list[_Service] = []
+    if config.metadata_service_uri:
+        store = await open_store(config.metadata_service_uri)
+        services.append(_StoreSession(store))
+        registration = Registration(
+            store,
+            BookieRegistration(server.bookie_id, server.address, config.rack or DEFAULT_RACK),
+            read_only=bookie.read_only,
+        )
+        await registration.start()
+        bookie.on_read_only_change(registration.set_read_only)
+        services.append(registration)
+        collector = GarbageCollector(store, bookie.storage, config.gc_wait_time)
+        collector.start()
+        services.append(collector)
+    monitor = DiskMonitor(bookie, on_full=server.request_stop)
+    monitor.start()
+    services.append(monitor)
+    return services
 
 
 async def start_bookie(config: BookieConfig) -> BookieServer:
