@@ -93,7 +93,8 @@ async def test_sequential_nodes_are_ordered(stores: tuple[MetadataStore, Metadat
     created = [await (a if i % 2 else b).create("/seq/id-", sequential=True) for i in range(5)]
     suffixes = [p.removeprefix("/seq/id-") for p in created]
     assert all(len(s) == 10 and s.isdigit() for s in suffixes)
-    assert suffixes == sorted(suffixes) and len(set(suffixes)) == 5
+    assert suffixes == sorted(suffixes)
+    assert len(set(suffixes)) == 5
     assert await a.children("/seq") == sorted(p.rsplit("/", 1)[1] for p in created)
 
 
@@ -190,14 +191,16 @@ async def test_leader_election(store_url: str) -> None:
         assert one.is_leader
         waiting = asyncio.ensure_future(two.campaign())
         await asyncio.sleep(0.3)
-        assert not waiting.done() and not two.is_leader
+        assert not waiting.done()
+        assert not two.is_leader
         assert await two.leader() == "broker-1"
         await first.close()  # the leader's process goes away: its node with its session
         await asyncio.wait_for(waiting, 15)
         assert two.is_leader
         assert await two.leader() == "broker-2"
         await two.resign()
-        assert not two.is_leader and await two.leader() is None
+        assert not two.is_leader
+        assert await two.leader() is None
     finally:
         await first.close()
         await second.close()

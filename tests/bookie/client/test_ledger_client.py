@@ -102,35 +102,35 @@ async def test_bookie_killed_mid_stream_writes_continue_through_ensemble_change(
     await read_back(cluster.client, writer.ledger_id, 9_999)
 
 
-async def test_writer_killed_recovery_closes_at_or_past_last_acked(cluster: Cluster) -> None:
+def write_then_kill(url: str, min_acks: int) -> tuple[int, int]:
+    """Run the writer process until it has ``min_acks`` acknowledged, kill -9 it with adds in
+    flight, and return (ledger id, last entry it reported acknowledged)."""
     process = subprocess.Popen(
-        [sys.executable, str(WRITER), cluster.url, "100000"], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(WRITER), url, "100000"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert process.stdout is not None
         ledger_id = int(process.stdout.readline().split()[1])
         last_acked = -1
-
-        def wait_for_acks() -> int:
-            assert process.stdout is not None
-            acked = -1
-            for line in process.stdout:
-                if line.startswith("acked"):
-                    acked = int(line.split()[1])
-                    if acked >= 2_000:
-                        break
-            return acked
-
-        last_acked = await asyncio.to_thread(wait_for_acks)
-        process.kill()  # kill -9 with adds in flight
+        for line in process.stdout:
+            if line.startswith("acked"):
+                last_acked = int(line.split()[1])
+                if last_acked >= min_acks:
+                    break
+        process.kill()
         process.wait()
-        # Whatever it printed after we stopped reading was acknowledged too; count it.
+        # What it printed after we stopped reading was acknowledged too: count it.
         for line in process.stdout:
             if line.startswith("acked"):
                 last_acked = max(last_acked, int(line.split()[1]))
+        return ledger_id, last_acked
     finally:
         process.kill()
         process.wait()
+
+
+async def test_writer_killed_recovery_closes_at_or_past_last_acked(cluster: Cluster) -> None:
+    ledger_id, last_acked = await asyncio.to_thread(write_then_kill, cluster.url, 2_000)
     assert last_acked >= 2_000
 
     reader = await cluster.client.open_ledger(ledger_id)  # fences, recovers, closes

@@ -39,7 +39,8 @@ def test_stored_form_round_trips() -> None:
     md = metadata().with_ensemble(5, ("b0", "b7", "b2")).closed_at(41, 4096)
     back = LedgerMetadata.decode(md.encode())
     assert back == md
-    assert back.state is LedgerState.CLOSED and back.last_entry_id == 41
+    assert back.state is LedgerState.CLOSED
+    assert back.last_entry_id == 41
 
 
 @pytest.mark.parametrize(("e", "qw", "qa"), [(2, 3, 2), (3, 2, 3), (3, 3, 0)])
