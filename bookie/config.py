@@ -50,6 +50,23 @@ class BookieConfig(ComponentConfig):
     #: ``zk://host:port/chroot`` or ``memory://name``; none: no registration and no GC
     metadata_service_uri: str | None = None
     rack: str | None = None
+    # -- auto-recovery (BookKeeper's AutoRecovery settings) ------------------------------------
+    #: run the auditor election and a replication worker in this bookie
+    auto_recovery_daemon_enabled: bool = True
+    #: seconds a bookie may be gone before its ledgers are marked under-replicated, so that a
+    #: restart does not start a re-replication storm (BookKeeper's default is 0)
+    lost_bookie_recovery_delay: int = Field(default=30, ge=0)
+    #: seconds between audits of every ledger (0: only on start and on request)
+    auditor_periodic_check_interval: int = Field(default=604_800, ge=0)
+    #: also read every entry from every replica during the periodic audit (costly)
+    auditor_entry_level_check: bool = False
+    #: bytes/s a replication worker copies at most (-1: unthrottled)
+    replication_rate_by_bytes: int = -1
+    #: ms an open ledger's last fragment may stay under-replicated before the worker fences and
+    #: closes the ledger to recover it (its writer would have replaced the bookie by then)
+    open_ledger_rereplication_grace_period: int = Field(default=30_000, ge=0)
+    #: seconds between scans of the under-replication marks by an idle worker
+    replication_worker_poll_interval: float = Field(default=1.0, gt=0)
 
     @model_validator(mode="after")
     def _check_thresholds(self) -> BookieConfig:

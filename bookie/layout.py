@@ -4,6 +4,10 @@
     /bookies/readonly/<bookie-id>   ephemeral, instead of the above while the bookie is read-only
     /ledgers/L<id, 19 digits>       persistent, JSON ledger metadata (bookie/client/ledger_metadata.py)
     /ledgers-idgen/id-<seq>         transient sequential nodes that allocate ledger ids
+    /underreplicated/L<id>          persistent, JSON mark: which bookies of the ledger need replacing
+    /underreplicated-locks/L<id>    ephemeral, held by the replication worker recovering the ledger
+    /autorecovery/auditor/n_<seq>   leader election of the auditor
+    /autorecovery/audit-requested   its value changes when someone asks for an audit now
 
 Bookie ids are ``host:port`` unless configured otherwise. The shapes follow BookKeeper's
 ``/ledgers/available`` and ``/ledgers/available/readonly`` with clearer names.
@@ -18,10 +22,18 @@ WRITABLE_BOOKIES = "/bookies/writable"
 READONLY_BOOKIES = "/bookies/readonly"
 LEDGERS = "/ledgers"
 LEDGER_ID_GENERATOR = "/ledgers-idgen"
+UNDER_REPLICATED = "/underreplicated"
+REPLICATION_LOCKS = "/underreplicated-locks"
+AUDITOR_ELECTION = "/autorecovery/auditor"
+AUDIT_REQUESTED = "/autorecovery/audit-requested"
 
 
 def ledger_path(ledger_id: int) -> str:
-    return f"{LEDGERS}/L{ledger_id:019d}"
+    return f"{LEDGERS}/{ledger_name(ledger_id)}"
+
+
+def ledger_name(ledger_id: int) -> str:
+    return f"L{ledger_id:019d}"
 
 
 def ledger_id_from_name(name: str) -> int | None:

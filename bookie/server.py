@@ -19,6 +19,7 @@ from typing import NoReturn, Protocol
 
 import grpc
 
+from magnetar.bookie.autorecovery.service import AutoRecovery
 from magnetar.bookie.bookie import Bookie, ReadOnlyError
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.disk_monitor import DiskMonitor
@@ -319,6 +320,10 @@ async def _start_services(server: BookieServer) -> list[_Service]:
         collector = GarbageCollector(store, bookie.storage, config.gc_wait_time)
         collector.start()
         services.append(collector)
+        if config.auto_recovery_daemon_enabled:
+            recovery = AutoRecovery(store, server.bookie_id, config)
+            recovery.start()
+            services.append(recovery)
     monitor = DiskMonitor(bookie, on_full=server.request_stop)
     monitor.start()
     services.append(monitor)

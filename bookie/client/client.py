@@ -52,9 +52,12 @@ class LedgerClient:
     def __init__(self, store: MetadataStore, config: LedgerClientConfig | None = None) -> None:
         self.config = config or LedgerClientConfig()
         self.directory = BookieDirectory(store)
-        self._manager = LedgerManager(store)
-        self._placement = EnsemblePlacement(self.directory)
-        self._pool = BookieConnectionPool(self.directory.address, rpc_timeout_s=self.config.rpc_timeout_s)
+        #: ledger metadata with compare-and-set (what auto-recovery rewrites ensembles through)
+        self.manager = LedgerManager(store)
+        #: choice of bookies for new and replacement ensembles
+        self.placement = EnsemblePlacement(self.directory)
+        #: one gRPC connection per bookie, shared by every handle of this client
+        self.pool = BookieConnectionPool(self.directory.address, rpc_timeout_s=self.config.rpc_timeout_s)
 
     async def __aenter__(self) -> LedgerClient:
         return self
@@ -71,22 +74,23 @@ class LedgerClient:
         custom: dict[str, str] | None = None,
     ) -> LedgerHandle:
         e = ensemble_size or self.config.ensemble_size
-        ensemble = await self._placement.new_ensemble(e)
+        qw = write_quorum or min(self.config.write_quorum, e)
+        ensemble = await self.placement.new_ensemble(e, write_quorum=qw)
         metadata = LedgerMetadata(
             ensemble_size=e,
-            write_quorum=write_quorum or min(self.config.write_quorum, e),
+            write_quorum=qw,
             ack_quorum=ack_quorum or min(self.config.ack_quorum, e),
             ensembles=((0, ensemble),),
             custom=dict(custom or {}),
         )
-        ledger_id = await self._manager.new_ledger_id()
-        versioned = await self._manager.create(ledger_id, metadata)
+        ledger_id = await self.manager.new_ledger_id()
+        versioned = await self.manager.create(ledger_id, metadata)
         handle = LedgerHandle(
             ledger_id,
             versioned,
-            manager=self._manager,
-            pool=self._pool,
-            placement=self._placement,
+            manager=self.manager,
+            pool=self.pool,
+            placement=self.placement,
             explicit_lac_interval_s=self.config.explicit_lac_interval_s,
         )
         await handle.start()
@@ -95,36 +99,36 @@ class LedgerClient:
     async def open_ledger(self, ledger_id: int) -> ReadHandle:
         """Open for reading after recovery: fences any writer and closes the ledger where it ends."""
         metadata = await LedgerRecovery(
-            ledger_id, manager=self._manager, pool=self._pool, placement=self._placement
+            ledger_id, manager=self.manager, pool=self.pool, placement=self.placement
         ).run()
         return self._read_handle(ledger_id, metadata)
 
     async def open_ledger_no_recovery(self, ledger_id: int) -> ReadHandle:
         """Open without disturbing the writer: reads are bounded by the LAC (tailing readers)."""
-        metadata = (await self._manager.read(ledger_id)).metadata
+        metadata = (await self.manager.read(ledger_id)).metadata
         handle = self._read_handle(ledger_id, metadata)
         if not handle.is_closed:
             await handle.read_lac()
         return handle
 
     async def ledger_metadata(self, ledger_id: int) -> LedgerMetadata:
-        return (await self._manager.read(ledger_id)).metadata
+        return (await self.manager.read(ledger_id)).metadata
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Remove the ledger's metadata; bookies reclaim its entries at their next garbage collection."""
-        await self._manager.delete(ledger_id)
+        await self.manager.delete(ledger_id)
 
     async def ledger_ids(self) -> list[int]:
-        return await self._manager.ledger_ids()
+        return await self.manager.ledger_ids()
 
     async def close(self) -> None:
-        await self._pool.close()
+        await self.pool.close()
 
     def _read_handle(self, ledger_id: int, metadata: LedgerMetadata) -> ReadHandle:
         return ReadHandle(
             ledger_id,
             metadata,
-            manager=self._manager,
-            pool=self._pool,
+            manager=self.manager,
+            pool=self.pool,
             read_concurrency=self.config.read_concurrency,
         )

@@ -11,7 +11,7 @@ import random
 from collections.abc import Iterable
 
 from magnetar.bookie.client.errors import NotEnoughBookiesError
-from magnetar.bookie.layout import READONLY_BOOKIES, WRITABLE_BOOKIES, BookieRegistration
+from magnetar.bookie.layout import DEFAULT_RACK, READONLY_BOOKIES, WRITABLE_BOOKIES, BookieRegistration
 from magnetar.common.metadata.store import MetadataStore, NoNodeError
 
 
@@ -51,25 +51,64 @@ class BookieDirectory:
 
 
 class EnsemblePlacement:
-    """Random placement among writable bookies (rack awareness arrives with auto-recovery)."""
+    """Choose bookies among the writable ones, spreading every write set over racks.
+
+    Without racks (every bookie on the default rack) this is a random choice. With racks, as
+    BookKeeper's rack-aware and region-aware policies do, each write set (the Qw consecutive
+    positions of the ensemble that store one entry) should span as many regions and racks as
+    there are: a rack is ``/region/rack`` or ``/rack``, and losing one rack or zone then loses
+    at most one copy of any entry wherever the cluster allows it.
+    """
+
+    #: random ensembles tried for a new ledger; the best spread wins
+    CANDIDATES = 64
 
     def __init__(self, directory: BookieDirectory, rng: random.Random | None = None) -> None:
         self._directory = directory
         self._rng = rng or random.Random()
 
-    async def new_ensemble(self, size: int, exclude: Iterable[str] = ()) -> tuple[str, ...]:
+    async def new_ensemble(
+        self, size: int, exclude: Iterable[str] = (), *, write_quorum: int | None = None
+    ) -> tuple[str, ...]:
         excluded = set(exclude)
-        candidates = [r.bookie_id for r in await self._directory.writable() if r.bookie_id not in excluded]
-        if len(candidates) < size:
-            raise NotEnoughBookiesError(size, sorted(candidates))
-        return tuple(self._rng.sample(candidates, size))
+        racks = {r.bookie_id: r.rack for r in await self._directory.writable() if r.bookie_id not in excluded}
+        if len(racks) < size:
+            raise NotEnoughBookiesError(size, sorted(racks))
+        candidates = list(racks)
+        if len(set(racks.values())) == 1:
+            return tuple(self._rng.sample(candidates, size))
+        tries = [tuple(self._rng.sample(candidates, size)) for _ in range(self.CANDIDATES)]
+        return max(tries, key=lambda e: spread(e, racks, write_quorum or size))
 
     async def replace(
-        self, ensemble: tuple[str, ...], failed: str, exclude: Iterable[str] = ()
+        self,
+        ensemble: tuple[str, ...],
+        failed: str,
+        exclude: Iterable[str] = (),
+        *,
+        write_quorum: int | None = None,
     ) -> tuple[str, ...]:
         excluded = set(ensemble) | set(exclude) | {failed}
-        candidates = [r.bookie_id for r in await self._directory.writable() if r.bookie_id not in excluded]
+        writable = await self._directory.writable()
+        candidates = [r.bookie_id for r in writable if r.bookie_id not in excluded]
         if not candidates:
             raise NotEnoughBookiesError(len(ensemble), [b for b in ensemble if b != failed])
-        replacement = self._rng.choice(candidates)
-        return tuple(replacement if b == failed else b for b in ensemble)
+        racks = {r.bookie_id: r.rack for r in writable}
+        self._rng.shuffle(candidates)  # ties go to a random bookie, not always the same one
+
+        def with_(candidate: str) -> tuple[str, ...]:
+            return tuple(candidate if b == failed else b for b in ensemble)
+
+        best = max(candidates, key=lambda c: spread(with_(c), racks, write_quorum or len(ensemble)))
+        return with_(best)
+
+
+def spread(ensemble: tuple[str, ...], racks: dict[str, str], write_quorum: int) -> int:
+    """How well the write sets of ``ensemble`` spread over regions, then racks (higher: better)."""
+    size = len(ensemble)
+    score = 0
+    for start in range(size):
+        members = [racks.get(ensemble[(start + i) % size], DEFAULT_RACK) for i in range(write_quorum)]
+        regions = {rack.strip("/").split("/")[0] for rack in members if rack.count("/") > 1}
+        score += 1000 * len(regions) + len(set(members))
+    return score

@@ -253,7 +253,9 @@ class LedgerHandle:
         old = self._metadata.last_ensemble
         ensemble = old
         for failed in [b for b in old if b in self._failed_bookies]:
-            ensemble = await self._placement.replace(ensemble, failed, exclude=self._failed_bookies)
+            ensemble = await self._placement.replace(
+                ensemble, failed, exclude=self._failed_bookies, write_quorum=self._metadata.write_quorum
+            )
         await self._connect(ensemble)
         metadata = self._metadata.with_ensemble(first_entry, ensemble)
         await self._write_metadata(metadata)

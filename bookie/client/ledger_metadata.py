@@ -72,6 +72,23 @@ class LedgerMetadata:
         kept = tuple(e for e in self.ensembles if e[0] < first_entry)
         return replace(self, ensembles=(*kept, (first_entry, ensemble)))
 
+    def with_fragment_ensemble(self, first_entry: int, ensemble: tuple[str, ...]) -> LedgerMetadata:
+        """Replace the ensemble of the fragment starting at ``first_entry`` and no other (what
+        re-replication does once the fragment's entries are on the new bookies)."""
+        if first_entry not in {first for first, _ in self.ensembles}:
+            raise ValueError(f"no fragment starts at entry {first_entry}")
+        return replace(
+            self, ensembles=tuple((f, ensemble if f == first_entry else e) for f, e in self.ensembles)
+        )
+
+    def fragments(self, last_entry: int) -> list[tuple[int, int, tuple[str, ...]]]:
+        """(first, last, ensemble) of every fragment up to ``last_entry`` (last < first: empty)."""
+        bounds = [first for first, _ in self.ensembles[1:]] + [last_entry + 1]
+        return [
+            (first, min(end, last_entry + 1) - 1, e)
+            for (first, e), end in zip(self.ensembles, bounds, strict=True)
+        ]
+
     def closed_at(self, last_entry_id: int, length: int) -> LedgerMetadata:
         return replace(self, state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
 
