@@ -50,6 +50,8 @@ class BookieConfig(ComponentConfig):
     #: ``zk://host:port/chroot`` or ``memory://name``; none: no registration and no GC
     metadata_service_uri: str | None = None
     rack: str | None = None
+    #: metadata-store session timeout (ms): how long a killed bookie stays registered (zkTimeout)
+    zk_timeout: int = Field(default=10_000, gt=0)
     # -- auto-recovery (BookKeeper's AutoRecovery settings) ------------------------------------
     #: run the auditor election and a replication worker in this bookie
     auto_recovery_daemon_enabled: bool = True

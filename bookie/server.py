@@ -307,7 +307,7 @@ async def _start_services(server: BookieServer) -> list[_Service]:
     config, bookie = server.config, server.bookie
     services: list[_Service] = []
     if config.metadata_service_uri:
-        store = await open_store(config.metadata_service_uri)
+        store = await open_store(config.metadata_service_uri, session_timeout_s=config.zk_timeout / 1000)
         services.append(_StoreSession(store))
         registration = Registration(
             store,

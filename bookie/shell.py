@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
+from magnetar.bookie.autorecovery.marks import Mark, UnderReplication
 from magnetar.bookie.client import BKError, LedgerClient
+from magnetar.bookie.layout import AUDIT_REQUESTED
 from magnetar.common.metadata import open_store
 
 console = Console()
@@ -59,7 +64,10 @@ Examples:
   magnetar shell -m zk://127.0.0.1:2181/magnetar listbookies
   magnetar shell -m zk://127.0.0.1:2181/magnetar listledgers
   magnetar shell -m zk://127.0.0.1:2181/magnetar ledgermetadata 12
-  magnetar shell -m zk://127.0.0.1:2181/magnetar readledger 12 --first 0 --last 9""",
+  magnetar shell -m zk://127.0.0.1:2181/magnetar readledger 12 --first 0 --last 9
+  magnetar shell -m zk://127.0.0.1:2181/magnetar listunderreplicated
+  magnetar shell -m zk://127.0.0.1:2181/magnetar triggeraudit
+  magnetar shell -m zk://127.0.0.1:2181/magnetar decommissionbookie 127.0.0.1:3181""",
 )
 @_metadata_option
 @click.pass_context
@@ -144,3 +152,87 @@ def read_ledger(uri: str, ledger_id: int, first: int, last: int | None, as_hex: 
             console.print(f"{ledger_id}:{entry.entry_id}\t{len(entry.payload)} B\t{body}", markup=False)
 
     _run(uri, action)
+
+
+@shell.command("listunderreplicated")
+@click.pass_obj
+def list_under_replicated(uri: str) -> None:
+    """List ledgers marked under-replicated, with the bookies to replace and since when."""
+
+    async def action(client: LedgerClient) -> None:
+        marks = await UnderReplication(client.store).all()
+        table = Table("ledger", "lost bookies", "draining", "marked")
+        for ledger_id, mark in sorted(marks.items()):
+            since = datetime.fromtimestamp(mark.marked_ms / 1000, UTC).isoformat(timespec="seconds")
+            table.add_row(str(ledger_id), ", ".join(sorted(mark.lost)), ", ".join(sorted(mark.drain)), since)
+        console.print(table)
+        console.print(f"{len(marks)} under-replicated ledgers")
+
+    _run(uri, action)
+
+
+@shell.command("triggeraudit")
+@click.pass_obj
+def trigger_audit(uri: str) -> None:
+    """Ask the auditor to check every ledger now instead of at its next period."""
+
+    async def action(client: LedgerClient) -> None:
+        await client.store.put(AUDIT_REQUESTED, str(time.time_ns()).encode())
+        console.print("audit requested; the auditor checks every ledger now")
+
+    _run(uri, action)
+
+
+@shell.command("decommissionbookie")
+@click.argument("bookie_id")
+@click.option("--timeout", "timeout_s", type=float, default=3600, show_default=True, help="Seconds to wait.")
+@click.pass_obj
+def decommission_bookie(uri: str, bookie_id: str, timeout_s: float) -> None:
+    """Move every copy held by a stopped bookie elsewhere, then return.
+
+    As in BookKeeper, stop the bookie first: its ledgers are marked for re-replication at once
+    (no grace period), and the command waits, with progress, until no ledger uses it any more.
+    """
+
+    async def action(client: LedgerClient) -> None:
+        live = {
+            r.bookie_id for r in [*await client.directory.writable(), *await client.directory.read_only()]
+        }
+        if bookie_id in live:
+            raise click.ClickException(
+                f"bookie {bookie_id} is still running: stop it before decommissioning it"
+            )
+        await drain(client, bookie_id, timeout_s)
+
+    _run(uri, action)
+
+
+async def _ledgers_using(client: LedgerClient, bookie_id: str) -> list[int]:
+    using = []
+    for ledger_id in await client.ledger_ids():
+        try:
+            if bookie_id in (await client.ledger_metadata(ledger_id)).bookies():
+                using.append(ledger_id)
+        except BKError:
+            continue  # deleted since the listing
+    return using
+
+
+async def drain(client: LedgerClient, bookie_id: str, timeout_s: float) -> None:
+    marks = UnderReplication(client.store)
+    using = await _ledgers_using(client, bookie_id)
+    for ledger_id in using:
+        await marks.mark(ledger_id, Mark(drain=frozenset({bookie_id})))
+    deadline = time.monotonic() + timeout_s
+    with Progress(console=console) as progress:
+        total = len(using)
+        task = progress.add_task(f"re-replicating {bookie_id}", total=total)
+        while using:
+            if time.monotonic() > deadline:
+                raise click.ClickException(
+                    f"{len(using)} ledgers still use {bookie_id} after {timeout_s:.0f}s"
+                )
+            await asyncio.sleep(1)
+            using = await _ledgers_using(client, bookie_id)
+            progress.update(task, completed=total - len(using))
+    console.print(f"bookie {bookie_id} decommissioned: no ledger uses it")

@@ -51,6 +51,7 @@ class LedgerClientConfig(BaseModel):
 class LedgerClient:
     def __init__(self, store: MetadataStore, config: LedgerClientConfig | None = None) -> None:
         self.config = config or LedgerClientConfig()
+        self.store = store
         self.directory = BookieDirectory(store)
         #: ledger metadata with compare-and-set (what auto-recovery rewrites ensembles through)
         self.manager = LedgerManager(store)
