@@ -60,6 +60,12 @@ class LocalStorageCluster:
         self.processes = [self._start_bookie(i) for i in range(self.count)]
         self.addresses = [self._wait_ready(p) for p in self.processes]
 
+    def kill(self, index: int) -> str:
+        """kill -9 one bookie; returns its address (its id)."""
+        self.processes[index].kill()
+        self.processes[index].wait()
+        return self.addresses[index]
+
     def stop(self) -> None:
         for process in self.processes:
             process.terminate()

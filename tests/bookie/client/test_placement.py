@@ -1,0 +1,70 @@
+"""Rack- and region-aware placement: every write set spreads over as many racks (and regions)
+as the cluster has, so losing one rack loses at most one copy of any entry."""
+
+from __future__ import annotations
+
+import random
+
+from magnetar.bookie.client.ensemble import BookieDirectory, EnsemblePlacement
+from magnetar.bookie.layout import WRITABLE_BOOKIES, BookieRegistration
+from magnetar.common.metadata import MetadataStore, open_store
+
+
+async def register(store: MetadataStore, racks: dict[str, str]) -> None:
+    for bookie_id, rack in racks.items():
+        registration = BookieRegistration(bookie_id, bookie_id, rack)
+        await store.create(f"{WRITABLE_BOOKIES}/{bookie_id}", registration.encode(), ephemeral=True)
+
+
+def write_sets(ensemble: tuple[str, ...], qw: int) -> list[list[str]]:
+    return [[ensemble[(i + j) % len(ensemble)] for j in range(qw)] for i in range(len(ensemble))]
+
+
+async def test_write_sets_span_racks(memory_url: str) -> None:
+    store = await open_store(memory_url)
+    racks = {f"b{i}": f"/rack-{i % 3}" for i in range(9)}  # three racks of three bookies
+    await register(store, racks)
+    placement = EnsemblePlacement(BookieDirectory(store), random.Random(7))
+    for _ in range(20):
+        ensemble = await placement.new_ensemble(3, write_quorum=2)
+        for members in write_sets(ensemble, 2):
+            assert len({racks[b] for b in members}) == 2, f"{ensemble}: a write set on one rack"
+    await store.close()
+
+
+async def test_replacement_comes_from_another_rack(memory_url: str) -> None:
+    store = await open_store(memory_url)
+    racks = {"a1": "/rack-a", "a2": "/rack-a", "b1": "/rack-b", "b2": "/rack-b", "c1": "/rack-c"}
+    await register(store, racks)
+    placement = EnsemblePlacement(BookieDirectory(store), random.Random(1))
+    # c1 fails in (a1, b1, c1): only a rack-c bookie would keep every write set on two racks,
+    # and there is none left, so at least no write set may end on a single rack where avoidable.
+    replaced = await placement.replace(("a1", "b1", "c1"), "c1", write_quorum=2)
+    assert "c1" not in replaced
+    spread = [len({racks[b] for b in ws}) for ws in write_sets(replaced, 2)]
+    assert spread.count(2) >= 2
+    await store.close()
+
+
+async def test_regions_come_before_racks(memory_url: str) -> None:
+    store = await open_store(memory_url)
+    racks = {
+        "e1": "/east/r1", "e2": "/east/r2", "e3": "/east/r3",
+        "w1": "/west/r1", "w2": "/west/r2", "w3": "/west/r3",
+    }  # fmt: skip
+    await register(store, racks)
+    placement = EnsemblePlacement(BookieDirectory(store), random.Random(3))
+    for _ in range(20):
+        ensemble = await placement.new_ensemble(4, write_quorum=2)
+        for members in write_sets(ensemble, 2):
+            assert {racks[b].split("/")[1] for b in members} == {"east", "west"}, ensemble
+    await store.close()
+
+
+async def test_without_racks_any_bookies_will_do(memory_url: str) -> None:
+    store = await open_store(memory_url)
+    await register(store, {f"b{i}": "/default-rack" for i in range(5)})
+    placement = EnsemblePlacement(BookieDirectory(store))
+    ensemble = await placement.new_ensemble(5, write_quorum=3)
+    assert sorted(ensemble) == [f"b{i}" for i in range(5)]
+    await store.close()
