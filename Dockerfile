@@ -9,7 +9,7 @@ FROM python:3.11-slim
 RUN useradd --system --uid 10000 --home /var/lib/magnetar magnetar \
  && mkdir -p /var/lib/magnetar && chown magnetar /var/lib/magnetar
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir "$(ls /wheels/*.whl)[operator,chaos]" && rm -rf /wheels
 USER magnetar
 WORKDIR /var/lib/magnetar
 EXPOSE 3181 6650 8080
