@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "standalone": "magnetar.broker.standalone:standalone",
     "shell": "magnetar.bookie.shell:shell",
     "postmortem": "magnetar.spark.cli:postmortem",
+    "operator": "magnetar.operator.cli:operator",
 }
 
 
