@@ -38,7 +38,7 @@ class LocalStorageCluster:
         command = [
             sys.executable, "-m", "magnetar", "bookie", "--port", "0",
             "--journal-dir", str(root / "journal"), "--ledger-dir", str(root / "ledgers"),
-            "--metadata-service-uri", self.url,
+            "--metadata-service-uri", self.url, "--set", "prometheus_stats_http_port=0",
         ]  # fmt: skip
         for key, value in self.settings.items():
             command += ["--set", f"{key}={value}"]

@@ -13,12 +13,13 @@ import contextlib
 import logging
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from magnetar.bookie import checkpoint, journal
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.digest import verify
-from magnetar.bookie.entry_log import StoredEntry, encode_record, iter_records
+from magnetar.bookie.entry_log import CorruptEntryError, StoredEntry, encode_record, iter_records
 from magnetar.bookie.journal import Journal, journal_files
 from magnetar.bookie.ledger_storage import LedgerStorage
 from magnetar.proto import bookie_pb2 as pb
@@ -34,9 +35,21 @@ class ReadOnlyError(Exception):
     pass
 
 
+@dataclass
+class BookieStats:
+    """Counters since start, read by ``metrics.py`` at scrape time (no cost on the add path)."""
+
+    adds: int = 0
+    add_bytes: int = 0
+    refused_adds: int = 0
+    reads: int = 0
+    corrupt_reads: int = 0
+
+
 class Bookie:
     def __init__(self, config: BookieConfig) -> None:
         self.config = config
+        self.stats = BookieStats()
         self.ledger_dirs = [Path(d) for d in config.ledger_directories]
         self.storage = LedgerStorage(self.ledger_dirs, config.entry_log_size_limit)
         self.journal = Journal(
@@ -160,6 +173,10 @@ class Bookie:
                 record = encode_record(ledger_id, entry_id, lac, entry.digest, entry.payload)
                 self.storage.put(ledger_id, entry_id, lac, record)
                 records.append(record)
+                self.stats.adds += 1
+                self.stats.add_bytes += len(entry.payload)
+            else:
+                self.stats.refused_adds += 1
             results.append(
                 pb.AddResult(ledger_id=ledger_id, entry_id=entry_id, reason=reason, message=message)
             )
@@ -199,7 +216,13 @@ class Bookie:
         await self.journal.append(journal.LAC, journal.encode_lac(ledger_id, lac))
 
     async def read(self, ledger_id: int, entry_id: int) -> StoredEntry:
-        return await self.storage.read(ledger_id, entry_id)
+        try:
+            stored = await self.storage.read(ledger_id, entry_id)
+        except CorruptEntryError:
+            self.stats.corrupt_reads += 1
+            raise
+        self.stats.reads += 1
+        return stored
 
     def lac(self, ledger_id: int) -> int | None:
         state = self.storage.find(ledger_id)

@@ -102,6 +102,8 @@ async def _serve(config: BookieConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
+    if server.metrics_port:
+        click.echo(f"bookie metrics http://{config.listen_address}:{server.metrics_port}/metrics")
     click.echo(f"{READY_PREFIX} {server.address} id={server.bookie_id}")
     sys.stdout.flush()
     await server.wait_stopped()

@@ -50,6 +50,10 @@ class BookieConfig(ComponentConfig):
     #: ``zk://host:port/chroot`` or ``memory://name``; none: no registration and no GC
     metadata_service_uri: str | None = None
     rack: str | None = None
+    #: serve Prometheus /metrics (enableStatistics)
+    enable_statistics: bool = True
+    #: port of /metrics (prometheusStatsHttpPort); 0 picks a free one
+    prometheus_stats_http_port: int = Field(default=8000, ge=0, le=65535)
     #: metadata-store session timeout (ms): how long a killed bookie stays registered (zkTimeout)
     zk_timeout: int = Field(default=10_000, gt=0)
     # -- auto-recovery (BookKeeper's AutoRecovery settings) ------------------------------------

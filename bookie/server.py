@@ -29,6 +29,7 @@ from magnetar.bookie.gc import GarbageCollector
 from magnetar.bookie.journal import JournalError
 from magnetar.bookie.layout import DEFAULT_RACK, BookieRegistration
 from magnetar.bookie.ledger_storage import NoSuchEntryError, NoSuchLedgerError
+from magnetar.bookie.metrics import MetricsServer
 from magnetar.bookie.registration import Registration
 from magnetar.common.metadata import MetadataStore, open_store
 from magnetar.proto import bookie_pb2 as pb
@@ -243,6 +244,9 @@ class BookieServer:
         self._stopping = False
         self._stopped = asyncio.Event()
         self._stop_task: asyncio.Task[None] | None = None
+        self.recovery: AutoRecovery | None = None
+        #: port of /metrics (0: statistics disabled)
+        self.metrics_port = 0
 
     async def start(self) -> None:
         await self.bookie.open()
@@ -321,12 +325,19 @@ async def _start_services(server: BookieServer) -> list[_Service]:
         collector.start()
         services.append(collector)
         if config.auto_recovery_daemon_enabled:
-            recovery = AutoRecovery(store, server.bookie_id, config)
-            recovery.start()
-            services.append(recovery)
+            server.recovery = AutoRecovery(store, server.bookie_id, config)
+            server.recovery.start()
+            services.append(server.recovery)
     monitor = DiskMonitor(bookie, on_full=server.request_stop)
     monitor.start()
     services.append(monitor)
+    if config.enable_statistics:
+        metrics = MetricsServer(
+            bookie, server.recovery, config.listen_address, config.prometheus_stats_http_port
+        )
+        await metrics.start()
+        server.metrics_port = metrics.port
+        services.append(metrics)
     return services
 
 

@@ -46,6 +46,8 @@ class Auditor:
         self._wake = asyncio.Event()
         self._audit_requested = asyncio.Event()
         self._election: LeaderElection | None = None
+        #: ledgers marked under-replicated, as last counted (exported as a metric)
+        self.under_replicated = 0
 
     @property
     def is_auditor(self) -> bool:
@@ -74,7 +76,8 @@ class Auditor:
         # Bookies that went before we took the role are caught by a first audit after the delay.
         next_audit = asyncio.get_running_loop().time() + self._settings.lost_bookie_recovery_delay_s
         while True:
-            timeout = max(0.0, next_audit - asyncio.get_running_loop().time())
+            # Wake at least every few seconds to keep the under-replicated count current.
+            timeout = min(5.0, max(0.0, next_audit - asyncio.get_running_loop().time()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
             self._wake.clear()
@@ -86,6 +89,7 @@ class Auditor:
                     await self.audit()
                     period = self._settings.periodic_check_interval_s
                     next_audit = now + period if period > 0 else float("inf")
+                self.under_replicated = len(await self._marks.ledgers())
             except (MetadataError, BKError) as exc:
                 log.warning("audit interrupted (%s); retrying", exc)
                 await asyncio.sleep(1)

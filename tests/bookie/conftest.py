@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 
 READY_PREFIX = "bookie ready "
+METRICS_PREFIX = "bookie metrics "
 
 
 class BookieProcess:
@@ -53,6 +54,12 @@ class BookieProcess:
         self.address = ""
         self.bookie_id = ""
         self._process: subprocess.Popen[str] | None = None
+        self._metrics: list[str] = []
+
+    @property
+    def metrics_url(self) -> str:
+        """``http://host:port/metrics`` of the running bookie."""
+        return self._metrics[0]
 
     @property
     def running(self) -> bool:
@@ -77,6 +84,7 @@ class BookieProcess:
         ]
         if self.metadata_service_uri:
             command += ["--metadata-service-uri", self.metadata_service_uri]
+        command += ["--set", "prometheus_stats_http_port=0"]  # several bookies on one host
         for key, value in self.settings.items():
             command += ["--set", f"{key}={json.dumps(value)}"]
         return command
@@ -92,7 +100,7 @@ class BookieProcess:
             self._command(), stdout=subprocess.PIPE, stderr=log_file, text=True, env=env
         )
         log_file.close()
-        ready = self._wait_ready(self._process, timeout_s)
+        ready = self._wait_ready(self._process, timeout_s, self._metrics)
         if ready is None:
             self.kill()
             raise RuntimeError(
@@ -105,13 +113,15 @@ class BookieProcess:
         return self
 
     @staticmethod
-    def _wait_ready(process: subprocess.Popen[str], timeout_s: float) -> str | None:
+    def _wait_ready(process: subprocess.Popen[str], timeout_s: float, metrics: list[str]) -> str | None:
         found: list[str] = []
         done = threading.Event()
 
         def read() -> None:
             assert process.stdout is not None
             for line in process.stdout:
+                if line.startswith(METRICS_PREFIX):
+                    metrics[:] = [line[len(METRICS_PREFIX) :].strip()]
                 if line.startswith(READY_PREFIX) and not found:
                     found.append(line[len(READY_PREFIX) :].strip())
                     done.set()

@@ -20,6 +20,7 @@ from magnetar.proto import bookie_pb2_grpc as pb_grpc
 def config(root: Path, **settings: Any) -> BookieConfig:
     return BookieConfig(
         bookie_port=settings.pop("bookie_port", 0),
+        prometheus_stats_http_port=settings.pop("prometheus_stats_http_port", 0),
         journal_directory=str(root / "journal"),
         ledger_directories=[str(root / "ledgers")],
         **settings,

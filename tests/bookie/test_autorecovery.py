@@ -9,6 +9,7 @@ import asyncio
 import random
 import subprocess
 import sys
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -143,11 +144,37 @@ async def test_killed_bookie_is_replaced_and_every_entry_has_qw_copies_again(fou
         assert victim.bookie_id not in metadata.bookies()
         assert all(len(set(e)) == 3 for _, e in metadata.ensembles), "no bookie twice in an ensemble"
         await assert_fully_replicated(four, metadata, ledger_id, step=7)
+    # The survivors' /metrics tell the same story: bytes re-replicated, nothing left marked
+    # (the auditor refreshes its gauge every few seconds).
+    survivors = [b for b in four.bookies if b is not victim]
+    scraped = [await asyncio.to_thread(scrape, b.metrics_url) for b in survivors]
+    assert sum(m.get("bookkeeper_replication_worker_REREPLICATE_BYTES_total", 0) for m in scraped) > 0
+
+    async def auditor_counts_zero() -> bool:
+        gauges = [
+            m.get("bookkeeper_auditor_NUM_UNDER_REPLICATED_LEDGERS")
+            for m in [await asyncio.to_thread(scrape, b.metrics_url) for b in survivors]
+        ]
+        return [g for g in gauges if g is not None] == [0]
+
+    await eventually(auditor_counts_zero, 20, "auditor gauge at 0")
     # And through the client, without the dead bookie: every entry reads back exactly.
     for ledger_id in ledger_ids:
         reader = await four.client.open_ledger_no_recovery(ledger_id)
         entries = await reader.read(0, 9_999)
         assert [e.payload for e in entries] == [body(ledger_id, i) for i in range(10_000)]
+
+
+def scrape(url: str) -> dict[str, float]:
+    """The samples of a Prometheus text page, by name (labels ignored)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name.split("{")[0]] = float(value)
+    return samples
 
 
 def shell(url: str, *args: str) -> subprocess.CompletedProcess[str]:
