@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "broker": "magnetar.broker.cli:broker",
     "standalone": "magnetar.broker.standalone:standalone",
     "shell": "magnetar.bookie.shell:shell",
+    "local": "magnetar.chaos.local.cli:local",
     "postmortem": "magnetar.spark.cli:postmortem",
     "operator": "magnetar.operator.cli:operator",
 }

@@ -51,17 +51,24 @@ class ZooKeeperServer:
         host: str = "127.0.0.1",
         tick_time_ms: int = 200,
         max_session_timeout_ms: int = 30_000,
+        detached: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port(host)
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        #: in its own session, to outlive the command that started it (``magnetar local up``)
+        self.detached = detached
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
 
     @property
     def log_path(self) -> Path:
@@ -116,7 +123,11 @@ class ZooKeeperServer:
         ]
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=self.detached,
             )
         self._wait_ready(timeout_s)
 

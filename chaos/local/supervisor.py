@@ -1,0 +1,282 @@
+"""Start, record, inspect and stop the processes of a local cluster.
+
+Every process is started in its own session (so a terminal's Ctrl-C reaches only the command
+that was running), writes stdout and stderr to ``<cluster dir>/<name>.log``, and announces
+itself with a ready line that the supervisor reads from that log. The state file is written
+after every start, so even an ``up`` that fails half-way leaves a record ``down`` can use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
+from magnetar.common.zkserver import ZooKeeperServer, free_port
+
+STATE_FILE = "state.json"
+CONFIGURATION_CHROOT = "/configuration"
+
+
+class LocalClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class ProcessRecord:
+    name: str
+    role: str  # zookeeper | bookie | broker
+    region: str
+    pid: int
+    log: str
+    address: str = ""
+    #: what the ready line announced (service_url, web_service_url, metrics, id, ...)
+    endpoints: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ClusterState:
+    name: str
+    directory: str
+    zookeeper: str = ""
+    configuration_store: str = ""
+    regions: dict[str, dict[str, str]] = field(default_factory=dict)
+    processes: list[ProcessRecord] = field(default_factory=list)
+
+    def save(self) -> None:
+        path = Path(self.directory) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState:
+        path = directory / STATE_FILE
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise LocalClusterError(
+                f"no local cluster recorded in {directory} ({STATE_FILE} missing)"
+            ) from None
+        processes = [ProcessRecord(**p) for p in doc.pop("processes", [])]
+        return cls(**doc, processes=processes)
+
+    def find(self, role: str, region: str | None = None) -> list[ProcessRecord]:
+        return [p for p in self.processes if p.role == role and (region is None or p.region == region)]
+
+
+def alive(pid: int) -> bool:
+    """True if ``pid`` runs (a zombie, dead but not yet reaped, does not count)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def _belongs(record: ProcessRecord) -> bool:
+    """The pid is still the process we started (pids are reused), judged by its command line."""
+    try:
+        cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return ("magnetar" in cmdline) or ("zookeeper" in cmdline.lower())
+
+
+class Supervisor:
+    def __init__(self, directory: Path, *, on_status: Callable[[str], None] = lambda _msg: None) -> None:
+        self.directory = directory
+        self._say = on_status
+
+    # -- up -------------------------------------------------------------------------------------
+    def up(self, spec: ClusterSpec, *, timeout_s: float = 60.0) -> ClusterState:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if (self.directory / STATE_FILE).exists() and any(
+            alive(p.pid) for p in ClusterState.load(self.directory).processes
+        ):
+            raise LocalClusterError(f"a cluster is already running from {self.directory}; run `down` first")
+        state = ClusterState(spec.name, str(self.directory))
+        state.save()
+        try:
+            self._start_zookeeper(state, timeout_s)
+            for region in spec.regions:
+                self._start_region(state, region, timeout_s)
+        except BaseException:
+            self._say("start failed: stopping what was started")
+            self.down(state)
+            raise
+        return state
+
+    def _start_zookeeper(self, state: ClusterState, timeout_s: float) -> None:
+        self._say("zookeeper: starting")
+        server = ZooKeeperServer(self.directory / "zookeeper", detached=True)
+        server.start(timeout_s)
+        assert server.pid is not None
+        state.zookeeper = server.address
+        state.configuration_store = server.url(CONFIGURATION_CHROOT)
+        state.processes.append(
+            ProcessRecord("zookeeper", "zookeeper", "", server.pid, str(server.log_path), server.address)
+        )
+        state.save()
+
+    def _start_region(self, state: ClusterState, region: RegionSpec, timeout_s: float) -> None:
+        metadata = f"zk://{state.zookeeper}/{region.name}"
+        state.regions[region.name] = {"metadata_store": metadata}
+        for index in range(region.bookies):
+            name = f"{region.name}-bookie-{index}"
+            root = self.directory / name
+            settings = {
+                "prometheus_stats_http_port": 0,
+                "rack": f"/{region.name}/rack-{index % 2}",
+                **region.bookie_settings,
+            }
+            command = [
+                "bookie", "--port", "0",
+                "--journal-dir", str(root / "journal"), "--ledger-dir", str(root / "ledgers"),
+                "--metadata-service-uri", metadata,
+                *[arg for key, value in settings.items() for arg in ("--set", f"{key}={json.dumps(value)}")],
+            ]  # fmt: skip
+            self._start(state, name, "bookie", region.name, command, "bookie ready", timeout_s)
+        for index in range(region.brokers):
+            name = f"{region.name}-broker-{index}"
+            config = self.directory / f"{name}.yaml"
+            config.write_text(yaml.safe_dump(broker_config(state, region, metadata)))
+            record = self._start(
+                state,
+                name,
+                "broker",
+                region.name,
+                ["broker", "--config", str(config)],
+                "broker ready",
+                timeout_s,
+            )
+            service_url = record.endpoints.get("service_url", "")
+            if service_url and "service_url" not in state.regions[region.name]:
+                state.regions[region.name]["service_url"] = service_url
+                state.regions[region.name]["web_service_url"] = record.endpoints.get("web_service_url", "")
+        state.save()
+
+    def _start(
+        self,
+        state: ClusterState,
+        name: str,
+        role: str,
+        region: str,
+        arguments: list[str],
+        ready_prefix: str,
+        timeout_s: float,
+    ) -> ProcessRecord:
+        self._say(f"{name}: starting")
+        log_path = self.directory / f"{name}.log"
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "magnetar", *arguments],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        record = ProcessRecord(name, role, region, process.pid, str(log_path))
+        state.processes.append(record)
+        state.save()
+        line = _wait_for_line(log_path, ready_prefix, process, timeout_s)
+        record.endpoints = _endpoints(line[len(ready_prefix) :])
+        record.address = record.endpoints.pop("address", "")
+        state.save()
+        return record
+
+    # -- down and status ------------------------------------------------------------------------
+    def down(self, state: ClusterState | None = None, *, timeout_s: float = 20.0) -> list[str]:
+        """Stop every recorded process (brokers, then bookies, then ZooKeeper); returns names."""
+        state = state or ClusterState.load(self.directory)
+        order = {"broker": 0, "bookie": 1, "zookeeper": 2}
+        stopped = []
+        for record in sorted(state.processes, key=lambda p: order.get(p.role, 9)):
+            if alive(record.pid) and _belongs(record):
+                self._say(f"{record.name}: stopping")
+                _terminate(record.pid, timeout_s)
+                stopped.append(record.name)
+        return stopped
+
+    def status(self) -> list[tuple[ProcessRecord, bool]]:
+        state = ClusterState.load(self.directory)
+        return [(record, alive(record.pid) and _belongs(record)) for record in state.processes]
+
+
+def broker_config(state: ClusterState, region: RegionSpec, metadata: str) -> dict[str, Any]:
+    """A broker's configuration file (BrokerConfig names, Pulsar's in snake_case)."""
+    return {
+        "cluster_name": region.name,
+        "metadata_store_url": metadata,
+        "configuration_metadata_store_url": state.configuration_store,
+        "advertised_address": "127.0.0.1",
+        "broker_service_port": free_port(),
+        "web_service_port": free_port(),
+        "managed_ledger_default_ensemble_size": region.ledger.ensemble_size,
+        "managed_ledger_default_write_quorum": region.ledger.write_quorum,
+        "managed_ledger_default_ack_quorum": region.ledger.ack_quorum,
+        **region.broker_settings,
+    }
+
+
+def _endpoints(text: str) -> dict[str, str]:
+    """``127.0.0.1:3181 id=x metrics=...`` or ``service_url=pulsar://...`` -> a dict
+    (a leading bare word is the address)."""
+    found: dict[str, str] = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            found[key] = value
+        elif "address" not in found:
+            found["address"] = token
+    return found
+
+
+def _wait_for_line(log: Path, prefix: str, process: subprocess.Popen[bytes], timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith(prefix):
+                    return line
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise LocalClusterError(
+                f"{log.stem} exited with {process.returncode} before it was ready:\n{tail}"
+            )
+        time.sleep(0.1)
+    raise LocalClusterError(f"{log.stem} not ready after {timeout_s:.0f}s (log {log})")
+
+
+def _terminate(pid: int, timeout_s: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while alive(pid) and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.05)
+    if alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        while alive(pid):
+            _reap(pid)
+            time.sleep(0.05)
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if ``pid`` is our child (when `up` ran in this process)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
