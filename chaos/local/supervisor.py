@@ -43,6 +43,8 @@ class ProcessRecord:
     address: str = ""
     #: what the ready line announced (service_url, web_service_url, metrics, id, ...)
     endpoints: dict[str, str] = field(default_factory=dict)
+    #: ``magnetar`` arguments it was started with (a restart pins the port it bound)
+    arguments: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -83,6 +85,17 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return "\nState:\tZ" not in status
+
+
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state of ``pid`` (R, S, T stopped, Z zombie...); X when gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return line.split()[1]
+    except OSError:
+        pass
+    return "X"
 
 
 def _belongs(record: ProcessRecord) -> bool:
@@ -188,13 +201,54 @@ class Supervisor:
                 start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        record = ProcessRecord(name, role, region, process.pid, str(log_path))
+        record = ProcessRecord(name, role, region, process.pid, str(log_path), arguments=arguments)
         state.processes.append(record)
         state.save()
-        line = _wait_for_line(log_path, ready_prefix, process, timeout_s)
+        self._await_ready(state, record, process, ready_prefix, timeout_s)
+        return record
+
+    def _await_ready(
+        self,
+        state: ClusterState,
+        record: ProcessRecord,
+        process: subprocess.Popen[bytes],
+        ready_prefix: str,
+        timeout_s: float,
+        after: int = 0,
+    ) -> None:
+        line = _wait_for_line(Path(record.log), ready_prefix, process, timeout_s, after)
         record.endpoints = _endpoints(line[len(ready_prefix) :])
         record.address = record.endpoints.pop("address", "")
         state.save()
+
+    def restart(self, name: str, *, timeout_s: float = 60.0) -> ProcessRecord:
+        """Start a stopped (or killed) bookie or broker again, on its directories and port."""
+        state = ClusterState.load(self.directory)
+        record = next((p for p in state.processes if p.name == name), None)
+        if record is None or record.role == "zookeeper":
+            raise LocalClusterError(f"no bookie or broker named {name!r} in {self.directory}")
+        if alive(record.pid) and _belongs(record):
+            raise LocalClusterError(f"{name} is still running (pid {record.pid})")
+        arguments = list(record.arguments)
+        if record.role == "bookie" and "--port" in arguments:
+            # The same port keeps the same bookie id, so its ledgers find it again.
+            arguments[arguments.index("--port") + 1] = record.address.rsplit(":", 1)[1]
+        log_path = Path(record.log)
+        offset = log_path.stat().st_size if log_path.exists() else 0
+        self._say(f"{name}: restarting")
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "magnetar", *arguments],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        record.pid = process.pid
+        state.save()
+        prefix = "bookie ready" if record.role == "bookie" else "broker ready"
+        self._await_ready(state, record, process, prefix, timeout_s, after=offset)
         return record
 
     # -- down and status ------------------------------------------------------------------------
@@ -244,11 +298,17 @@ def _endpoints(text: str) -> dict[str, str]:
     return found
 
 
-def _wait_for_line(log: Path, prefix: str, process: subprocess.Popen[bytes], timeout_s: float) -> str:
+def _wait_for_line(
+    log: Path, prefix: str, process: subprocess.Popen[bytes], timeout_s: float, after: int = 0
+) -> str:
+    """The first line starting with ``prefix`` written to ``log`` past byte ``after``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
-            for line in log.read_text(errors="replace").splitlines():
+            with open(log, "rb") as file:
+                file.seek(after)
+                text = file.read().decode(errors="replace")
+            for line in text.splitlines():
                 if line.startswith(prefix):
                     return line
         if process.poll() is not None:

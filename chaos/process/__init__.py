@@ -1,0 +1,1 @@
+"""Faults on the OS processes of a local cluster (``magnetar local up``)."""

@@ -1,0 +1,244 @@
+"""Actions on the processes of a local cluster: crashes, clean stops, restarts, freezes.
+
+Each returns what it did (process name, pid, signal) so the journal records exactly which
+process was hit. Without ``name`` or ``index`` a running process of the role is picked at
+random (within ``region`` when given).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from chaoslib.exceptions import ActivityFailed
+
+from magnetar.chaos.local.supervisor import LocalClusterError, Supervisor, alive, process_state
+from magnetar.chaos.process import targets
+
+__all__ = [
+    "freeze_process",
+    "kill_bookie",
+    "kill_broker",
+    "region_outage",
+    "restore_region",
+    "start_bookie",
+    "start_broker",
+    "stop_bookie",
+    "terminate_broker",
+    "thaw_process",
+]
+
+Result = dict[str, Any]
+
+
+def _signal(role: str, sig: signal.Signals, **where: Any) -> Result:
+    configuration = where.pop("configuration", None)
+    directory = targets.cluster_dir(where.pop("cluster_dir", None), configuration)
+    record = targets.pick(targets.load(directory), role, **where)
+    os.kill(record.pid, sig)
+    return {"name": record.name, "pid": record.pid, "signal": sig.name, "at": time.time()}
+
+
+def _wait_until(condition: Callable[[], bool], failure: str, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise ActivityFailed(failure)
+        time.sleep(0.02)
+
+
+def _halted(pid: int) -> bool:
+    return process_state(pid) in ("T", "X", "Z")
+
+
+def _wait_gone(pid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while alive(pid):
+        if time.monotonic() > deadline:
+            raise ActivityFailed(f"process {pid} still running {timeout_s:.0f}s after the signal")
+        time.sleep(0.05)
+
+
+def kill_bookie(
+    region: str | None = None,
+    index: int | None = None,
+    name: str | None = None,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Crash a bookie with SIGKILL, as a lost machine would: no flush, no goodbye. Its
+    registration lingers until its metadata-store session times out (``zk_timeout``)."""
+    result = _signal("bookie", signal.SIGKILL, region=region, index=index, name=name,
+                     cluster_dir=cluster_dir, configuration=configuration)  # fmt: skip
+    _wait_gone(result["pid"], 10)
+    return result
+
+
+def stop_bookie(
+    region: str | None = None,
+    index: int | None = None,
+    name: str | None = None,
+    timeout_s: float = 30,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Stop a bookie cleanly with SIGTERM and wait until it has exited: it flushes its journal
+    and unregisters at once."""
+    result = _signal("bookie", signal.SIGTERM, region=region, index=index, name=name,
+                     cluster_dir=cluster_dir, configuration=configuration)  # fmt: skip
+    _wait_gone(result["pid"], timeout_s)
+    return result
+
+
+def _start(role: str, region: str | None, index: int | None, name: str | None, directory: str | None,
+           configuration: dict[str, Any] | None, timeout_s: float) -> Result:  # fmt: skip
+    path = targets.cluster_dir(directory, configuration)
+    record = targets.pick(targets.load(path), role, name=name, region=region, index=index, running=False)
+    try:
+        started = Supervisor(path).restart(record.name, timeout_s=timeout_s)
+    except LocalClusterError as exc:
+        raise ActivityFailed(str(exc)) from exc
+    return {"name": started.name, "pid": started.pid, "address": started.address, "at": time.time()}
+
+
+def start_bookie(
+    region: str | None = None,
+    index: int | None = None,
+    name: str | None = None,
+    timeout_s: float = 60,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Start a stopped or killed bookie again on its own directories and port (so it keeps its
+    bookie id); it replays its journal and registers. Waits until it is ready."""
+    return _start("bookie", region, index, name, cluster_dir, configuration, timeout_s)
+
+
+def kill_broker(
+    region: str | None = None,
+    index: int | None = None,
+    name: str | None = None,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Crash a broker with SIGKILL: its bundles are orphaned until its session times out and
+    another broker takes them; clients reconnect with backoff."""
+    result = _signal("broker", signal.SIGKILL, region=region, index=index, name=name,
+                     cluster_dir=cluster_dir, configuration=configuration)  # fmt: skip
+    _wait_gone(result["pid"], 10)
+    return result
+
+
+def terminate_broker(
+    region: str | None = None,
+    index: int | None = None,
+    name: str | None = None,
+    timeout_s: float = 60,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Shut a broker down gracefully with SIGTERM (it hands its bundles over first) and wait
+    until it has exited."""
+    result = _signal("broker", signal.SIGTERM, region=region, index=index, name=name,
+                     cluster_dir=cluster_dir, configuration=configuration)  # fmt: skip
+    _wait_gone(result["pid"], timeout_s)
+    return result
+
+
+def start_broker(
+    region: str | None = None,
+    index: int | None = None,
+    name: str | None = None,
+    timeout_s: float = 60,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Start a stopped or killed broker again with its configuration; waits until it is ready."""
+    return _start("broker", region, index, name, cluster_dir, configuration, timeout_s)
+
+
+def freeze_process(
+    name: str,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Freeze a process with SIGSTOP: it holds its sockets and sessions but answers nothing,
+    like a machine in a long GC pause or a hung disk. Undo with ``thaw_process``."""
+    path = targets.cluster_dir(cluster_dir, configuration)
+    record = next((p for p in targets.load(path).processes if p.name == name), None)
+    if record is None or not alive(record.pid):
+        raise ActivityFailed(f"no running process named {name!r} in {path}")
+    os.kill(record.pid, signal.SIGSTOP)
+    _wait_until(lambda: process_state(record.pid) == "T", f"{name} did not stop")
+    return {"name": name, "pid": record.pid, "signal": "SIGSTOP", "at": time.time()}
+
+
+def thaw_process(
+    name: str,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Let a frozen process run again (SIGCONT)."""
+    path = targets.cluster_dir(cluster_dir, configuration)
+    record = next((p for p in targets.load(path).processes if p.name == name), None)
+    if record is None or not alive(record.pid):
+        raise ActivityFailed(f"no process named {name!r} to thaw in {path}")
+    os.kill(record.pid, signal.SIGCONT)
+    _wait_until(lambda: process_state(record.pid) != "T", f"{name} did not resume")
+    return {"name": name, "pid": record.pid, "signal": "SIGCONT", "at": time.time()}
+
+
+def region_outage(
+    region: str,
+    mode: str = "freeze",
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Take a whole region down: every bookie and broker of it frozen (``mode: freeze``,
+    connections hang as in a network blackout) or killed (``mode: kill``, as in a power loss).
+    Undo with ``restore_region``."""
+    if mode not in ("freeze", "kill"):
+        raise ActivityFailed(f"region_outage mode must be 'freeze' or 'kill', not {mode!r}")
+    path = targets.cluster_dir(cluster_dir, configuration)
+    hit = []
+    sig = signal.SIGSTOP if mode == "freeze" else signal.SIGKILL
+    pids = []
+    for record in targets.load(path).processes:
+        if record.region == region and record.role in ("bookie", "broker") and alive(record.pid):
+            os.kill(record.pid, sig)
+            hit.append(record.name)
+            pids.append(record.pid)
+    for pid in pids:  # the outage is in place only once every process is stopped or gone
+        _wait_until(partial(_halted, pid), f"process {pid} still runs")
+    if not hit:
+        raise ActivityFailed(f"region {region!r} has no running bookie or broker in {path}")
+    return {"region": region, "mode": mode, "processes": hit, "at": time.time()}
+
+
+def restore_region(
+    region: str,
+    timeout_s: float = 60,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """End a region outage: thaw frozen processes, start killed ones again (bookies first)."""
+    path = targets.cluster_dir(cluster_dir, configuration)
+    supervisor = Supervisor(path)
+    restored = []
+    records = [
+        p for p in targets.load(path).processes if p.region == region and p.role in ("bookie", "broker")
+    ]
+    for record in sorted(records, key=lambda p: p.role != "bookie"):
+        if alive(record.pid):
+            os.kill(record.pid, signal.SIGCONT)
+        else:
+            try:
+                supervisor.restart(record.name, timeout_s=timeout_s)
+            except LocalClusterError as exc:
+                raise ActivityFailed(str(exc)) from exc
+        restored.append(record.name)
+    return {"region": region, "processes": restored, "at": time.time()}
