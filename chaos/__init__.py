@@ -4,6 +4,8 @@ Activities are laid out as in chaostoolkit-kubernetes, one folder per kind of ta
 
 - ``magnetar.chaos.process.actions`` / ``probes``: faults on the processes of a local cluster
   (``magnetar local up``): kill, stop, start, freeze and thaw bookies and brokers, region outages.
+- ``magnetar.chaos.storage.probes``: registered bookies, under-replicated ledgers, and a wait
+  for auto-recovery to finish.
 
 Experiments name them as Python providers, e.g.::
 
@@ -30,4 +32,5 @@ def discover(discover_system: bool = True) -> dict[str, Any]:
     discovery: dict[str, Any] = initialize_discovery_result("magnetar", __version__, "magnetar")
     discovery["activities"].extend(discover_actions("magnetar.chaos.process.actions"))
     discovery["activities"].extend(discover_probes("magnetar.chaos.process.probes"))
+    discovery["activities"].extend(discover_probes("magnetar.chaos.storage.probes"))
     return discovery

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "standalone": "magnetar.broker.standalone:standalone",
     "shell": "magnetar.bookie.shell:shell",
     "local": "magnetar.chaos.local.cli:local",
+    "chaos": "magnetar.chaos.cli:chaos",
     "postmortem": "magnetar.spark.cli:postmortem",
     "operator": "magnetar.operator.cli:operator",
 }

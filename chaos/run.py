@@ -1,0 +1,118 @@
+"""One chaos-lab run: an experiment executed by Chaos Toolkit, and everything it leaves behind
+gathered in ``runs/<run id>/`` (DESIGN §6):
+
+    runs/<run id>/experiment.json   the experiment as run (with the configuration we injected)
+    runs/<run id>/journal.json      Chaos Toolkit's journal: every activity's start, end, output
+    runs/<run id>/events/*.jsonl    the workload's event log
+    runs/<run id>/cluster/          the cluster's process logs and state at the end of the run
+    runs/<run id>/report/           the post-mortem, once it has run
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from chaoslib.exceptions import ChaosException, InvalidExperiment
+from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
+from chaoslib.loader import load_experiment
+
+log = logging.getLogger(__name__)
+
+RUNS = Path("runs")
+
+
+class ExperimentError(ValueError):
+    """The experiment file cannot be run; the message says why, in the user's terms."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the faults go: a local cluster directory, or service/admin URLs of any cluster."""
+
+    kind: str = "local"
+    cluster_dir: Path | None = None
+    service_url: str | None = None
+    admin_url: str | None = None
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Load and validate with Chaos Toolkit, turning its errors into one clear message."""
+    if not path.exists():
+        raise ExperimentError(f"experiment file {path} does not exist")
+    try:
+        experiment: dict[str, Any] = load_experiment(str(path))
+    except (InvalidExperiment, ChaosException) as exc:
+        raise ExperimentError(f"{path}: {exc}") from exc
+    try:
+        ensure_experiment_is_valid(experiment)
+    except ChaosException as exc:
+        raise ExperimentError(f"{path} is not a valid experiment: {exc}") from exc
+    return experiment
+
+
+def new_run_dir(experiment_path: Path, run_id: str | None = None) -> Path:
+    run_id = run_id or f"{experiment_path.stem}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    run_dir = RUNS / run_id
+    (run_dir / "events").mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+def configure(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict[str, Any]:
+    """Tell the activities where the run and the cluster are (experiment configuration keys)."""
+    configuration = dict(experiment.get("configuration") or {})
+    configuration["magnetar_run_dir"] = str(run_dir.resolve())
+    configuration["magnetar_target"] = target.kind
+    if target.cluster_dir is not None:
+        configuration["magnetar_cluster_dir"] = str(target.cluster_dir.resolve())
+    if target.service_url:
+        configuration["magnetar_service_url"] = target.service_url
+    if target.admin_url:
+        configuration["magnetar_admin_url"] = target.admin_url
+    return {**experiment, "configuration": configuration}
+
+
+def execute(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict[str, Any]:
+    """Run the experiment; write experiment.json, journal.json and the cluster's logs."""
+    experiment = configure(experiment, run_dir, target)
+    (run_dir / "experiment.json").write_text(json.dumps(experiment, indent=2, default=str))
+    journal: dict[str, Any] = run_experiment(experiment)
+    (run_dir / "journal.json").write_text(json.dumps(journal, indent=2, default=str))
+    if target.cluster_dir is not None:
+        collect_cluster_logs(target.cluster_dir, run_dir / "cluster")
+    return journal
+
+
+def collect_cluster_logs(cluster_dir: Path, destination: Path) -> None:
+    destination.mkdir(parents=True, exist_ok=True)
+    for item in [*cluster_dir.glob("*.log"), cluster_dir / "state.json"]:
+        if item.exists():
+            shutil.copy2(item, destination / item.name)
+
+
+def summary(journal: dict[str, Any]) -> dict[str, Any]:
+    """The one-screen view: status, hypothesis before/after, every activity."""
+    steady = journal.get("steady_states") or {}
+    activities = [
+        {
+            "name": run["activity"].get("name"),
+            "type": run["activity"].get("type"),
+            "status": run.get("status"),
+            "duration_s": run.get("duration"),
+            "error": run.get("exception") and "".join(run["exception"][-1:]).strip(),
+        }
+        for run in [*journal.get("run", []), *journal.get("rollbacks", [])]
+    ]
+    return {
+        "status": journal.get("status"),
+        "deviated": journal.get("deviated"),
+        "hypothesis_before": (steady.get("before") or {}).get("steady_state_met"),
+        "hypothesis_after": (steady.get("after") or {}).get("steady_state_met"),
+        "activities": activities,
+        "duration_s": journal.get("duration"),
+    }

@@ -1,0 +1,1 @@
+"""Probes and waits on the storage layer of a region (bookies, ledgers, auto-recovery)."""
