@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "shell": "magnetar.bookie.shell:shell",
     "local": "magnetar.chaos.local.cli:local",
     "chaos": "magnetar.chaos.cli:chaos",
+    "workload": "magnetar.chaos.workload.cli:workload",
     "postmortem": "magnetar.spark.cli:postmortem",
     "operator": "magnetar.operator.cli:operator",
 }

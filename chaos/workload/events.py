@@ -1,0 +1,49 @@
+"""The event log (DESIGN §6): one JSON object per line in ``<run>/events/<client>.jsonl``.
+
+Writers are called from the Pulsar client's I/O threads as well as ours, so each log has a lock;
+lines are flushed at once (a killed workload loses at most the line being written).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+#: major version of the event schema; readers reject majors they do not know
+SCHEMA_VERSION = 1
+EVENTS = ("send", "send_ok", "send_err", "receive", "ack", "connect", "disconnect", "switch_cluster")
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+def message_id_text(message_id: Any) -> str:
+    """``ledger:entry:partition:batch`` as the cluster reported it."""
+    m = message_id
+    return f"{m.ledger_id()}:{m.entry_id()}:{m.partition()}:{m.batch_index()}"
+
+
+class EventLog:
+    def __init__(self, events_dir: Path, run: str, client: str, role: str, topic: str) -> None:
+        events_dir.mkdir(parents=True, exist_ok=True)
+        self.path = events_dir / f"{client}.jsonl"
+        self._file = self.path.open("a", buffering=1)
+        self._lock = threading.Lock()
+        self._base = {"v": SCHEMA_VERSION, "run": run, "client": client, "role": role, "topic": topic}
+        self.counts: dict[str, int] = dict.fromkeys(EVENTS, 0)
+
+    def write(self, event: str, cluster: str, **fields: Any) -> None:
+        record = {"ts": now_ns(), **self._base, "cluster": cluster, "event": event}
+        record.update({k: v for k, v in fields.items() if v is not None})
+        line = json.dumps(record, separators=(",", ":"))
+        with self._lock:
+            self._file.write(line + "\n")
+            self.counts[event] += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()

@@ -1,0 +1,116 @@
+"""Run a workload: start the producers and consumers, stop on time or on SIGTERM, let the
+consumers drain what was published, and write the counters beside the event log."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from magnetar.chaos.workload.clients import (
+    ConsumerSettings,
+    ConsumerWorker,
+    Endpoint,
+    ProducerSettings,
+    ProducerWorker,
+)
+from magnetar.chaos.workload.events import EventLog
+
+
+@dataclass
+class WorkloadSpec:
+    run_dir: Path
+    run_id: str
+    prefix: str
+    home: Endpoint
+    topic: str
+    producers: int = 1
+    consumers: int = 1
+    subscription: str = "chaos"
+    subscription_type: str = "Shared"
+    rate: float = 100.0
+    size: int = 256
+    keys: int = 16
+    batching: bool = False
+    duration_s: float = 60.0
+    drain_s: float = 30.0
+    replicate_subscription_state: bool = False
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+
+
+def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
+    events_dir = spec.run_dir / "events"
+    control_dir = spec.run_dir / "control"
+    endpoints = {spec.home.cluster: spec.home, **spec.endpoints}
+    consumers = [
+        ConsumerWorker(
+            f"{spec.prefix}-c{i}",
+            spec.home,
+            ConsumerSettings(
+                spec.topic,
+                spec.subscription,
+                spec.subscription_type,
+                spec.replicate_subscription_state,
+                control_dir / f"{spec.prefix}-c{i}.json",
+                endpoints,
+            ),
+            EventLog(events_dir, spec.run_id, f"{spec.prefix}-c{i}", "consumer", spec.topic),
+        )
+        for i in range(spec.consumers)
+    ]
+    producers = [
+        ProducerWorker(
+            f"{spec.prefix}-p{i}",
+            spec.home,
+            ProducerSettings(spec.topic, spec.rate, spec.size, spec.keys, spec.batching),
+            EventLog(events_dir, spec.run_id, f"{spec.prefix}-p{i}", "producer", spec.topic),
+        )
+        for i in range(spec.producers)
+    ]
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        for worker in [*consumers, *producers]:
+            worker.start()
+        on_status(f"workload {spec.prefix}: {len(producers)} producers at {spec.rate:g}/s each")
+        stop.wait(spec.duration_s)
+        for producer in producers:
+            producer.stopping.set()
+        for producer in producers:
+            producer.join(60)
+        _drain(consumers, producers, spec.drain_s)
+        for consumer in consumers:
+            consumer.stopping.set()
+        for consumer in consumers:
+            consumer.join(30)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    logs = [w.events for w in producers] + [w.events for w in consumers]
+    counters = {events.path.stem: dict(events.counts) for events in logs}
+    for events in logs:
+        events.close()
+    out = spec.run_dir / "workload" / f"{spec.prefix}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"prefix": spec.prefix, "topic": spec.topic, "counters": counters}, indent=2))
+    return counters
+
+
+def _drain(consumers: list[ConsumerWorker], producers: list[ProducerWorker], drain_s: float) -> None:
+    """Give consumers until every acknowledged send was received (counted by events), or until
+    nothing arrived for a few seconds, or ``drain_s``, whichever comes first."""
+    if not consumers:
+        return
+    acked = sum(p.events.counts["send_ok"] for p in producers)
+    deadline = time.monotonic() + drain_s
+    while time.monotonic() < deadline:
+        received = sum(c.events.counts["receive"] for c in consumers)
+        quiet = min(time.monotonic() - c.last_receive for c in consumers)
+        if received >= acked and quiet > 1.0:
+            return
+        if quiet > 5.0:
+            return
+        time.sleep(0.2)
