@@ -27,9 +27,11 @@ from magnetar.bookie.client.errors import (
     BookieUnavailableError,
     LedgerClosedError,
     LedgerFencedError,
+    ReadPastLacError,
 )
 from magnetar.bookie.client.ledger_manager import LedgerManager, VersionedMetadata
 from magnetar.bookie.client.ledger_metadata import LedgerMetadata, LedgerState
+from magnetar.bookie.client.read_handle import EntryReader, LedgerEntry
 from magnetar.bookie.digest import entry_digest
 from magnetar.common.metadata.store import BadVersionError
 from magnetar.proto import bookie_pb2 as pb
@@ -130,6 +132,18 @@ class LedgerHandle:
         if self._ensemble_change is None:
             self._send(pending)
         return future
+
+    async def read(self, first: int, last: int) -> list[LedgerEntry]:
+        """Entries ``first..last`` this writer has had confirmed, read back from their bookies.
+
+        The writer's own LAC bounds the range, not the bookies' (which trails by one entry until
+        the next add or explicit LAC): what this writer confirmed is durable on Qa bookies.
+        """
+        if first < 0 or first > last or last > self._lac:
+            raise ReadPastLacError(self.ledger_id, last, self._lac)
+        reader = EntryReader(self.ledger_id, self._pool)
+        metadata = self._metadata
+        return list(await asyncio.gather(*(reader.read(metadata, e) for e in range(first, last + 1))))
 
     async def close(self) -> LedgerMetadata:
         """Wait for every queued add, then record the ledger as CLOSED at its LAC."""
