@@ -7,29 +7,17 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
-import yaml
 
 from magnetar.bookie.config import BookieConfig
 from magnetar.common.config import ConfigError
+from magnetar.common.process import parse_sets, run, setup_logging
 
 log = logging.getLogger("magnetar.bookie")
 
 #: the line a harness waits for; the address is the one clients use (the actual port with port 0)
 READY_PREFIX = "bookie ready"
-
-
-def _parse_sets(values: tuple[str, ...]) -> dict[str, Any]:
-    parsed: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--set")
-        # YAML gives "true", "3", "[a, b]" their natural types, as in the config file.
-        parsed[key.strip().replace("-", "_")] = yaml.safe_load(raw)
-    return parsed
 
 
 @click.command(
@@ -63,10 +51,8 @@ def bookie(
     log_level: str,
 ) -> None:
     """Run a bookie: the BookKeeper-style storage node that keeps ledger entries."""
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    overrides = _parse_sets(sets)
+    setup_logging(log_level)
+    overrides = parse_sets(sets)
     overrides.update(
         {
             "bookie_port": port,
@@ -79,16 +65,7 @@ def bookie(
         config = BookieConfig.load(config_path, overrides)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    _run(_serve(config))
-
-
-def _run(main: Any) -> None:
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(main)
-    else:
-        uvloop.run(main)
+    run(_serve(config))
 
 
 async def _serve(config: BookieConfig) -> None:

@@ -1,0 +1,82 @@
+"""``magnetar broker``: run one broker until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.common.config import ConfigError
+from magnetar.common.process import parse_sets, run, setup_logging
+
+log = logging.getLogger("magnetar.broker")
+
+#: the line a harness waits for
+READY_PREFIX = "broker ready"
+
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="""\b
+Examples:
+  magnetar broker --config broker.yaml
+  magnetar broker --metadata-store-url zk://127.0.0.1:2181/jp-east --port 6650 --web-port 8080
+  magnetar broker --config broker.yaml --set broker_deduplication_enabled=true
+
+\b
+Settings are Pulsar's broker.conf names in snake_case (cluster_name, metadata_store_url,
+broker_service_port, web_service_port, max_message_size, managed_ledger_default_ensemble_size,
+...); MAGNETAR_BROKER_<SETTING> variables override the file, flags override both. Once serving,
+the broker prints "broker ready <address> service_url=pulsar://... web_service_url=http://...".""",
+)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="YAML file.")
+@click.option("--metadata-store-url", help="zk://host:port/chroot, sqlite:///path or memory://name.")
+@click.option("--port", type=int, help="Pulsar protocol port (broker_service_port); 0 picks a free one.")
+@click.option("--web-port", type=int, help="HTTP port for /metrics and admin (web_service_port).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting; repeatable.")
+@click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
+def broker(
+    config_path: Path | None,
+    metadata_store_url: str | None,
+    port: int | None,
+    web_port: int | None,
+    sets: tuple[str, ...],
+    log_level: str,
+) -> None:
+    """Run a broker: the Pulsar binary protocol over managed ledgers on bookies."""
+    setup_logging(log_level)
+    overrides = parse_sets(sets)
+    overrides.update(
+        {"metadata_store_url": metadata_store_url, "broker_service_port": port, "web_service_port": web_port}
+    )
+    try:
+        config = BrokerConfig.load(config_path, overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    run(serve(config))
+
+
+async def serve(config: BrokerConfig) -> None:
+    from magnetar.broker.service import BrokerService
+
+    service = BrokerService(config)
+    try:
+        await service.start()
+    except Exception as exc:
+        log.error("broker failed to start: %s", exc)
+        raise SystemExit(1) from exc
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    address = f"{config.advertised_address}:{service.port}"
+    urls = f"service_url={service.service_url} web_service_url={service.web_service_url}"
+    click.echo(f"{READY_PREFIX} {address} {urls}")
+    sys.stdout.flush()
+    await stop.wait()
+    await service.stop()

@@ -1,0 +1,57 @@
+"""Configuration of one broker: Pulsar's ``broker.conf`` settings in snake_case, with Pulsar's
+defaults where the setting exists there. Environment variables are ``MAGNETAR_BROKER_<FIELD>``."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from magnetar.broker.managed_ledger import ManagedLedgerConfig
+from magnetar.common.config import ComponentConfig
+
+
+class BrokerConfig(ComponentConfig):
+    env_prefix: str = "MAGNETAR_BROKER"
+
+    #: the region this broker belongs to (clusterName)
+    cluster_name: str = "standalone"
+    #: local metadata store: zk://host:port/chroot, sqlite:///path, memory://name
+    metadata_store_url: str = "memory://standalone"
+    #: configuration store shared by geo-replicated regions (default: the local store)
+    configuration_metadata_store_url: str | None = None
+    bind_address: str = "127.0.0.1"
+    advertised_address: str = "127.0.0.1"
+    #: Pulsar protocol port; 0 picks a free one (printed on the ready line)
+    broker_service_port: int = Field(default=6650, ge=0, le=65535)
+    #: HTTP port of /metrics (and the admin REST); 0 picks a free one
+    web_service_port: int = Field(default=8080, ge=0, le=65535)
+    #: largest message accepted (maxMessageSize, 5 MiB)
+    max_message_size: int = Field(default=5 * 1024 * 1024, gt=0)
+    keep_alive_interval_seconds: int = Field(default=30, gt=0)
+    broker_deduplication_enabled: bool = False
+    # -- managed ledgers (managedLedger* settings) ---------------------------------------------
+    managed_ledger_default_ensemble_size: int = Field(default=2, ge=1)
+    managed_ledger_default_write_quorum: int = Field(default=2, ge=1)
+    managed_ledger_default_ack_quorum: int = Field(default=2, ge=1)
+    managed_ledger_max_entries_per_ledger: int = Field(default=50_000, ge=1)
+    managed_ledger_min_ledger_rollover_time_minutes: float = Field(default=10, ge=0)
+    managed_ledger_max_ledger_rollover_time_minutes: float = Field(default=240, ge=0)
+    managed_ledger_max_size_per_ledger_mbytes: int = Field(default=2048, ge=1)
+    managed_ledger_cache_size_mb: int = Field(default=64, ge=0)
+    default_retention_time_in_minutes: float = 0
+    default_retention_size_in_mb: float = 0
+    #: rpc timeout of the ledger client (bookkeeperClientTimeoutInSeconds)
+    bookkeeper_client_timeout_in_seconds: int = Field(default=30, gt=0)
+
+    def managed_ledger(self) -> ManagedLedgerConfig:
+        return ManagedLedgerConfig(
+            ensemble_size=self.managed_ledger_default_ensemble_size,
+            write_quorum=self.managed_ledger_default_write_quorum,
+            ack_quorum=self.managed_ledger_default_ack_quorum,
+            max_entries_per_ledger=self.managed_ledger_max_entries_per_ledger,
+            min_ledger_rollover_time_minutes=self.managed_ledger_min_ledger_rollover_time_minutes,
+            max_ledger_rollover_time_minutes=self.managed_ledger_max_ledger_rollover_time_minutes,
+            max_size_per_ledger_mb=self.managed_ledger_max_size_per_ledger_mbytes,
+            cache_size_mb=self.managed_ledger_cache_size_mb,
+            retention_time_minutes=self.default_retention_time_in_minutes,
+            retention_size_mb=self.default_retention_size_in_mb,
+        )

@@ -1,0 +1,643 @@
+"""One client connection speaking the Pulsar binary protocol (Pulsar's ServerCnx).
+
+Frames are read one at a time and handled in order; publishing and dispatching run beside the
+read loop so a slow bookie never stops the connection from reading. A malformed frame gets an
+ERROR when the stream can still be trusted, and a clean close when it cannot; either way other
+connections are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.managed_ledger import InitialPosition, ManagedLedgerError, Position
+from magnetar.broker.protocol import commands
+from magnetar.broker.protocol.commands import T
+from magnetar.broker.protocol.frames import (
+    FRAME_PADDING,
+    ChecksumError,
+    Frame,
+    FrameError,
+    encode,
+    parse_frame,
+    read_metadata,
+    verify_payload,
+)
+from magnetar.broker.subscription import Subscription, SubscriptionBusyError
+from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic
+from magnetar.proto import PulsarApi_pb2 as api
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+E = api.ServerError
+#: the newest protocol version this broker speaks (official clients send up to 21)
+PROTOCOL_VERSION = 21
+SERVER_VERSION = "Magnetar 0.1.0"
+_ids = itertools.count(1)
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+class ServerConnection:
+    def __init__(
+        self, service: BrokerService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.service = service
+        self.id = next(_ids)
+        self._reader = reader
+        self._writer = writer
+        peer = writer.get_extra_info("peername")
+        self._remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.protocol_version = 0
+        self._connected = False
+        self._producers: dict[int, tuple[Topic, Producer]] = {}
+        self._consumers: dict[int, tuple[Topic, Subscription, Consumer]] = {}
+        self._last_read = time.monotonic()
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def remote(self) -> str:
+        return self._remote
+
+    # -- output ---------------------------------------------------------------------------------
+    def send(self, command: api.BaseCommand, headers_and_payload: bytes = b"") -> None:
+        if not self._closed and not self._writer.is_closing():
+            self._writer.write(encode(command, headers_and_payload))
+
+    # -- the read loop --------------------------------------------------------------------------
+    async def serve(self) -> None:
+        keepalive = asyncio.get_running_loop().create_task(self._keepalive())
+        try:
+            while not self._closed:
+                frame = await self._read_frame()
+                if frame is None:
+                    break
+                self._last_read = time.monotonic()
+                await self._handle(frame)
+                if self._writer.transport.get_write_buffer_size() > 1 << 20:
+                    await self._writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ConnectionClosed):
+            pass
+        except Exception:
+            log.exception("connection %s failed", self._remote)
+        finally:
+            keepalive.cancel()
+            await self.close()
+
+    async def _read_frame(self) -> Frame | None:
+        try:
+            header = await self._reader.readexactly(4)
+        except asyncio.IncompleteReadError:
+            return None
+        (total,) = struct.unpack(">I", header)
+        limit = self.service.config.max_message_size + FRAME_PADDING
+        if total > limit:
+            self._fatal(f"frame of {total} bytes exceeds the limit of {limit}")
+        if total < 4:
+            self._fatal(f"frame size {total} is too small")
+        body = await self._reader.readexactly(total)
+        try:
+            return parse_frame(body)
+        except FrameError as exc:
+            self._fatal(str(exc))
+        return None
+
+    def _fatal(self, reason: str) -> None:
+        """The stream cannot be trusted any more: say why, then close."""
+        log.warning("closing connection %s: %s", self._remote, reason)
+        self.send(commands.error(0, E.UnknownError, f"malformed frame: {reason}"))
+        raise ConnectionClosed(reason)
+
+    async def _keepalive(self) -> None:
+        interval = self.service.config.keep_alive_interval_seconds
+        while not self._closed:
+            await asyncio.sleep(interval)
+            idle = time.monotonic() - self._last_read
+            if idle > 2 * interval:
+                log.info("connection %s silent for %.0fs: closing", self._remote, idle)
+                self._writer.close()
+                return
+            if idle > interval and self._connected:
+                self.send(commands.ping())
+
+    # -- dispatch of commands -------------------------------------------------------------------
+    async def _handle(self, frame: Frame) -> None:
+        command = frame.command
+        kind = command.type
+        if not self._connected and kind != T.CONNECT:
+            self.send(commands.error(0, E.NotAllowedError, f"{T.Name(kind)} before CONNECT"))
+            raise ConnectionClosed("command before CONNECT")
+        handler = self._handlers().get(kind)
+        if handler is None:
+            self.send(
+                commands.error(_request_id(command), E.NotAllowedError, f"{T.Name(kind)} is not supported")
+            )
+            return
+        await handler(frame)
+
+    def _handlers(self) -> dict[int, Callable[[Frame], Awaitable[None]]]:
+        return {
+            T.CONNECT: self._connect,
+            T.PING: self._ping,
+            T.PONG: self._noop,
+            T.PARTITIONED_METADATA: self._partitioned_metadata,
+            T.LOOKUP: self._lookup,
+            T.PRODUCER: self._producer,
+            T.SEND: self._send,
+            T.CLOSE_PRODUCER: self._close_producer,
+            T.SUBSCRIBE: self._subscribe,
+            T.FLOW: self._flow,
+            T.ACK: self._ack,
+            T.REDELIVER_UNACKNOWLEDGED_MESSAGES: self._redeliver,
+            T.CLOSE_CONSUMER: self._close_consumer,
+            T.UNSUBSCRIBE: self._unsubscribe,
+            T.SEEK: self._seek,
+            T.GET_LAST_MESSAGE_ID: self._last_message_id,
+            T.GET_TOPICS_OF_NAMESPACE: self._topics_of_namespace,
+            T.GET_SCHEMA: self._get_schema,
+            T.GET_OR_CREATE_SCHEMA: self._get_or_create_schema,
+            T.CONSUMER_STATS: self._consumer_stats,
+        }
+
+    async def _noop(self, frame: Frame) -> None:
+        return
+
+    async def _connect(self, frame: Frame) -> None:
+        if self._connected:
+            self.send(commands.error(0, E.NotAllowedError, "already connected"))
+            return
+        connect = frame.command.connect
+        self.protocol_version = min(connect.protocol_version, PROTOCOL_VERSION)
+        self._connected = True
+        self.send(
+            commands.command(
+                T.CONNECTED,
+                "connected",
+                server_version=SERVER_VERSION,
+                protocol_version=self.protocol_version,
+                max_message_size=self.service.config.max_message_size,
+            )
+        )
+
+    async def _ping(self, frame: Frame) -> None:
+        self.send(commands.pong())
+
+    async def _partitioned_metadata(self, frame: Frame) -> None:
+        request = frame.command.partitionMetadata
+        self.send(
+            commands.command(
+                T.PARTITIONED_METADATA_RESPONSE,
+                "partitionMetadataResponse",
+                request_id=request.request_id,
+                partitions=0,
+                response=api.CommandPartitionedTopicMetadataResponse.Success,
+            )
+        )
+
+    async def _lookup(self, frame: Frame) -> None:
+        request = frame.command.lookupTopic
+        url, authoritative = await self.service.lookup(request.topic)
+        self.send(
+            commands.command(
+                T.LOOKUP_RESPONSE,
+                "lookupTopicResponse",
+                request_id=request.request_id,
+                brokerServiceUrl=url,
+                response=api.CommandLookupTopicResponse.Connect,
+                authoritative=authoritative,
+            )
+        )
+
+    # -- producing ------------------------------------------------------------------------------
+    async def _producer(self, frame: Frame) -> None:
+        request = frame.command.producer
+        try:
+            topic = await self.service.topic(request.topic)
+        except InvalidTopicNameError as exc:
+            self.send(commands.error(request.request_id, E.InvalidTopicName, str(exc)))
+            return
+        except ManagedLedgerError as exc:
+            self.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
+            return
+        name = request.producer_name or self.service.new_producer_name()
+        existing = topic.producers.get(name)
+        if existing is not None and existing.connection_id != self.id:
+            self.send(
+                commands.error(request.request_id, E.ProducerBusy, f"producer {name} is already connected")
+            )
+            return
+        producer = Producer(request.producer_id, name, self.id)
+        topic.producers[name] = producer
+        self._producers[request.producer_id] = (topic, producer)
+        self.send(
+            commands.command(
+                T.PRODUCER_SUCCESS,
+                "producer_success",
+                request_id=request.request_id,
+                producer_name=name,
+                last_sequence_id=topic.last_sequence.get(name, -1),
+            )
+        )
+
+    async def _send(self, frame: Frame) -> None:
+        send = frame.command.send
+        entry = self._producers.get(send.producer_id)
+        if entry is None:
+            self._send_error(send, E.UnknownError, f"no producer {send.producer_id} on this connection")
+            return
+        try:
+            metadata = verify_payload(frame.headers_and_payload)
+        except ChecksumError as exc:
+            self._send_error(send, E.ChecksumError, str(exc))
+            return
+        except FrameError as exc:
+            self._send_error(send, E.UnknownError, str(exc))
+            return
+        topic, producer = entry
+        producer.messages_in += max(1, send.num_messages)
+        producer.bytes_in += len(frame.headers_and_payload)
+        self._spawn(self._publish(topic, send, metadata, frame.headers_and_payload))
+
+    async def _publish(
+        self, topic: Topic, send: api.CommandSend, metadata: api.MessageMetadata, data: bytes
+    ) -> None:
+        try:
+            position = await topic.publish(data, metadata)
+        except DuplicateMessage:
+            self._receipt(send, Position(-1, -1))
+            return
+        except ManagedLedgerError as exc:
+            self._send_error(send, E.PersistenceError, str(exc))
+            return
+        self._receipt(send, position)
+
+    def _receipt(self, send: api.CommandSend, position: Position) -> None:
+        self.send(
+            commands.command(
+                T.SEND_RECEIPT,
+                "send_receipt",
+                producer_id=send.producer_id,
+                sequence_id=send.sequence_id,
+                message_id=commands.message_id(position.ledger_id, position.entry_id),
+                highest_sequence_id=send.highest_sequence_id,
+            )
+        )
+
+    def _send_error(self, send: api.CommandSend, code: int, message: str) -> None:
+        self.send(
+            commands.command(
+                T.SEND_ERROR,
+                "send_error",
+                producer_id=send.producer_id,
+                sequence_id=send.sequence_id,
+                error=code,
+                message=message,
+            )
+        )
+
+    async def _close_producer(self, frame: Frame) -> None:
+        request = frame.command.close_producer
+        entry = self._producers.pop(request.producer_id, None)
+        if entry is not None:
+            topic, producer = entry
+            if topic.producers.get(producer.name) is producer:
+                del topic.producers[producer.name]
+        self.send(commands.success(request.request_id))
+
+    # -- consuming ------------------------------------------------------------------------------
+    async def _subscribe(self, frame: Frame) -> None:
+        request = frame.command.subscribe
+        if request.consumer_id in self._consumers:
+            self.send(commands.success(request.request_id))  # a retry of a subscribe that worked
+            return
+        try:
+            topic = await self.service.topic(request.topic)
+            subscription = await self._subscription(topic, request)
+            consumer = Consumer(
+                request.consumer_id,
+                request.consumer_name or f"consumer-{request.consumer_id}",
+                self,
+                request.subType,
+                request.priority_level,
+            )
+            subscription.add_consumer(consumer)
+        except InvalidTopicNameError as exc:
+            self.send(commands.error(request.request_id, E.InvalidTopicName, str(exc)))
+            return
+        except SubscriptionBusyError as exc:
+            self.send(commands.error(request.request_id, E.ConsumerBusy, str(exc)))
+            return
+        except ManagedLedgerError as exc:
+            self.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
+            return
+        self._consumers[request.consumer_id] = (topic, subscription, consumer)
+        self.send(commands.success(request.request_id))
+
+    async def _subscription(self, topic: Topic, request: api.CommandSubscribe) -> Subscription:
+        if request.durable:
+            initial = (
+                InitialPosition.EARLIEST
+                if request.initialPosition == api.CommandSubscribe.Earliest
+                else InitialPosition.LATEST
+            )
+            return await topic.subscription(
+                request.subscription,
+                request.subType,
+                initial,
+                replicated=request.replicate_subscription_state,
+            )
+        return topic.reader(request.subscription, self._reader_start(topic, request), request.subType)
+
+    def _reader_start(self, topic: Topic, request: api.CommandSubscribe) -> Position:
+        """Mark-delete position of a reader's cursor: reading starts after it."""
+        ledger = topic.ledger
+        if not request.HasField("start_message_id"):
+            last = ledger.last_confirmed_entry
+            if request.initialPosition == api.CommandSubscribe.Earliest or last is None:
+                return ledger.before_first()
+            return last
+        start = request.start_message_id
+        ledger_id, entry_id = commands.signed(start.ledgerId), commands.signed(start.entryId)
+        if ledger_id < 0:  # MessageId.earliest
+            return ledger.before_first()
+        if ledger_id >= 2**63 - 1 or entry_id >= 2**63 - 1:  # MessageId.latest
+            return ledger.last_confirmed_entry or ledger.before_first()
+        # The client skips what it must not see; start on the entry itself so batches arrive whole.
+        return Position(ledger_id, entry_id - 1)
+
+    async def _flow(self, frame: Frame) -> None:
+        flow = frame.command.flow
+        entry = self._consumers.get(flow.consumer_id)
+        if entry is not None:
+            _, subscription, consumer = entry
+            subscription.dispatcher.add_permits(consumer, flow.messagePermits)
+
+    async def _ack(self, frame: Frame) -> None:
+        ack = frame.command.ack
+        entry = self._consumers.get(ack.consumer_id)
+        if entry is None:
+            self._ack_response(ack, E.ConsumerNotFound, f"no consumer {ack.consumer_id}")
+            return
+        _, subscription, _ = entry
+        # An ack_set with bits left is a partial batch ack: the entry is not done yet.
+        done = [
+            Position(commands.signed(m.ledgerId), commands.signed(m.entryId))
+            for m in ack.message_id
+            if not any(m.ack_set)
+        ]
+        if ack.ack_type == api.CommandAck.Cumulative and ack.message_id:
+            m = ack.message_id[0]
+            position = Position(commands.signed(m.ledgerId), commands.signed(m.entryId))
+            if any(m.ack_set):
+                position = Position(position.ledger_id, position.entry_id - 1)
+            await subscription.acknowledge_cumulative(position)
+        elif done:
+            await subscription.acknowledge(done)
+        self._ack_response(ack, None, None)
+
+    def _ack_response(self, ack: api.CommandAck, error: int | None, message: str | None) -> None:
+        if ack.HasField("request_id"):
+            self.send(
+                commands.command(
+                    T.ACK_RESPONSE,
+                    "ackResponse",
+                    consumer_id=ack.consumer_id,
+                    request_id=ack.request_id,
+                    error=error,
+                    message=message,
+                )
+            )
+
+    async def _redeliver(self, frame: Frame) -> None:
+        request = frame.command.redeliverUnacknowledgedMessages
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            return
+        _, subscription, consumer = entry
+        if request.message_ids and subscription.sub_type in (SubType.Shared, SubType.Key_Shared):
+            positions = [
+                Position(commands.signed(m.ledgerId), commands.signed(m.entryId)) for m in request.message_ids
+            ]
+            subscription.dispatcher.redeliver(consumer, positions)
+        else:
+            subscription.dispatcher.redeliver(consumer, None)
+
+    async def _close_consumer(self, frame: Frame) -> None:
+        request = frame.command.close_consumer
+        self._drop_consumer(request.consumer_id)
+        self.send(commands.success(request.request_id))
+
+    def _drop_consumer(self, consumer_id: int) -> None:
+        entry = self._consumers.pop(consumer_id, None)
+        if entry is None:
+            return
+        topic, subscription, consumer = entry
+        consumer.closed = True
+        subscription.remove_consumer(consumer)
+        if not subscription.durable and not subscription.consumers:
+            topic.subscriptions.pop(subscription.name, None)
+            self._spawn(subscription.close())
+
+    async def _unsubscribe(self, frame: Frame) -> None:
+        request = frame.command.unsubscribe
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            self.send(
+                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
+            )
+            return
+        topic, subscription, consumer = entry
+        others = [c for c in subscription.consumers if c is not consumer]
+        if others and not request.force:
+            self.send(
+                commands.error(
+                    request.request_id, E.ConsumerBusy, "other consumers are connected to the subscription"
+                )
+            )
+            return
+        self._consumers.pop(request.consumer_id, None)
+        await topic.unsubscribe(subscription.name)
+        self.send(commands.success(request.request_id))
+
+    async def _seek(self, frame: Frame) -> None:
+        request = frame.command.seek
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            self.send(
+                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
+            )
+            return
+        topic, subscription, _ = entry
+        if request.HasField("message_publish_time"):
+            at = request.message_publish_time
+
+            def published_since(candidate: object) -> bool:
+                try:
+                    return read_metadata(candidate.data).publish_time >= at  # type: ignore[attr-defined]
+                except FrameError:
+                    return False
+
+            found = await topic.ledger.find_first_position(published_since)
+            last = topic.ledger.last_confirmed_entry
+            position = found or (topic.ledger.next_position(last) if last else topic.ledger.first_position())
+        else:
+            m = request.message_id
+            ledger_id, entry_id = commands.signed(m.ledgerId), commands.signed(m.entryId)
+            position = topic.ledger.first_position() if ledger_id < 0 else Position(ledger_id, entry_id)
+        self.send(commands.success(request.request_id))
+        for consumer_id in [cid for cid, (_, s, _) in self._consumers.items() if s is subscription]:
+            self._consumers.pop(consumer_id, None)
+        await subscription.seek(position)
+
+    async def _last_message_id(self, frame: Frame) -> None:
+        request = frame.command.getLastMessageId
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            self.send(
+                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
+            )
+            return
+        topic, subscription, _ = entry
+        last = topic.ledger.last_confirmed_entry
+        if last is None:
+            message_id = commands.message_id(-1, -1)
+        else:
+            batch_index = -1
+            stored = await topic.ledger.read_entry(last)
+            if stored is not None:
+                with contextlib.suppress(FrameError):
+                    size = read_metadata(stored.data).num_messages_in_batch
+                    batch_index = (
+                        size - 1 if read_metadata(stored.data).HasField("num_messages_in_batch") else -1
+                    )
+            message_id = commands.message_id(last.ledger_id, last.entry_id, -1, batch_index)
+        mark = subscription.cursor.mark_delete_position
+        self.send(
+            commands.command(
+                T.GET_LAST_MESSAGE_ID_RESPONSE,
+                "getLastMessageIdResponse",
+                request_id=request.request_id,
+                last_message_id=message_id,
+                consumer_mark_delete_position=commands.message_id(mark.ledger_id, mark.entry_id),
+            )
+        )
+
+    async def _topics_of_namespace(self, frame: Frame) -> None:
+        request = frame.command.getTopicsOfNamespace
+        topics = await self.service.topics_of_namespace(request.namespace)
+        self.send(
+            commands.command(
+                T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+                "getTopicsOfNamespaceResponse",
+                request_id=request.request_id,
+                topics=topics,
+            )
+        )
+
+    async def _get_schema(self, frame: Frame) -> None:
+        request = frame.command.getSchema
+        self.send(
+            commands.command(
+                T.GET_SCHEMA_RESPONSE,
+                "getSchemaResponse",
+                request_id=request.request_id,
+                error_code=E.TopicNotFound,
+                error_message=f"no schema for {request.topic}: Magnetar stores bytes",
+            )
+        )
+
+    async def _get_or_create_schema(self, frame: Frame) -> None:
+        request = frame.command.getOrCreateSchema
+        self.send(
+            commands.command(
+                T.GET_OR_CREATE_SCHEMA_RESPONSE,
+                "getOrCreateSchemaResponse",
+                request_id=request.request_id,
+                schema_version=b"",
+            )
+        )
+
+    async def _consumer_stats(self, frame: Frame) -> None:
+        request = frame.command.consumerStats
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            self.send(
+                commands.command(
+                    T.CONSUMER_STATS_RESPONSE,
+                    "consumerStatsResponse",
+                    request_id=request.request_id,
+                    error_code=E.ConsumerNotFound,
+                    error_message=f"no consumer {request.consumer_id}",
+                )
+            )
+            return
+        _, subscription, consumer = entry
+        self.send(
+            commands.command(
+                T.CONSUMER_STATS_RESPONSE,
+                "consumerStatsResponse",
+                request_id=request.request_id,
+                consumerName=consumer.name,
+                availablePermits=max(0, consumer.permits),
+                unackedMessages=sum(consumer.pending.values()),
+                msgBacklog=subscription.backlog,
+                type=SubType.Name(subscription.sub_type),
+            )
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close_producers_and_consumers(self, assigned_broker_url: str | None = None) -> None:
+        """The broker is letting go of these topics (unload, shutdown): tell the clients."""
+        for producer_id in list(self._producers):
+            self.send(
+                commands.command(
+                    T.CLOSE_PRODUCER,
+                    "close_producer",
+                    producer_id=producer_id,
+                    request_id=0,
+                    assignedBrokerServiceUrl=assigned_broker_url,
+                )
+            )
+        for _, _, consumer in self._consumers.values():
+            consumer.close_by_broker(assigned_broker_url)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for topic, producer in self._producers.values():
+            if topic.producers.get(producer.name) is producer:
+                del topic.producers[producer.name]
+        for consumer_id in list(self._consumers):
+            self._drop_consumer(consumer_id)
+        self._producers.clear()
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        self.service.forget(self)
+
+
+def _request_id(command: api.BaseCommand) -> int:
+    """The request id of any command that has one (for ERROR answers), else 0."""
+    for field, value in command.ListFields():
+        if field.name != "type" and hasattr(value, "request_id"):
+            return int(value.request_id)
+    return 0

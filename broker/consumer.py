@@ -1,0 +1,79 @@
+"""A consumer attached to a subscription: its permits, what it was sent and has not acked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from magnetar.broker.managed_ledger import Entry, Position
+from magnetar.broker.protocol import commands
+from magnetar.proto import PulsarApi_pb2 as api
+
+SubType = api.CommandSubscribe.SubType
+
+
+class ConsumerChannel(Protocol):
+    """What a consumer needs from its connection."""
+
+    protocol_version: int
+
+    def send(self, command: api.BaseCommand, headers_and_payload: bytes = b"") -> None: ...
+
+    @property
+    def remote(self) -> str: ...
+
+
+@dataclass(eq=False)
+class Consumer:
+    consumer_id: int
+    name: str
+    channel: ConsumerChannel
+    sub_type: int
+    priority: int = 0
+    permits: int = 0
+    #: entries sent and not acknowledged: position -> messages in the entry
+    pending: dict[Position, int] = field(default_factory=dict)
+    #: Key_Shared: the consumer gets new keys only once the cursor passed this position
+    blocked_until: Position | None = None
+    messages_out: int = 0
+    bytes_out: int = 0
+    closed: bool = False
+
+    def deliver(self, entry: Entry, messages: int, redelivery_count: int) -> None:
+        message = commands.command(
+            commands.T.MESSAGE,
+            "message",
+            consumer_id=self.consumer_id,
+            message_id=commands.message_id(entry.position.ledger_id, entry.position.entry_id),
+            redelivery_count=redelivery_count,
+        )
+        self.channel.send(message, entry.data)
+        self.pending[entry.position] = messages
+        self.permits -= messages
+        self.messages_out += messages
+        self.bytes_out += len(entry.data)
+
+    def set_active(self, active: bool) -> None:
+        """Tell a Failover/Exclusive consumer whether it is the active one (protocol >= 12)."""
+        if self.channel.protocol_version >= 12:
+            self.channel.send(
+                commands.command(
+                    commands.T.ACTIVE_CONSUMER_CHANGE,
+                    "active_consumer_change",
+                    consumer_id=self.consumer_id,
+                    is_active=active,
+                )
+            )
+
+    def close_by_broker(self, assigned_broker_url: str | None = None) -> None:
+        """Ask the client to reconnect (unload, seek, transfer to ``assigned_broker_url``)."""
+        self.closed = True
+        self.channel.send(
+            commands.command(
+                commands.T.CLOSE_CONSUMER,
+                "close_consumer",
+                consumer_id=self.consumer_id,
+                request_id=0,
+                assignedBrokerServiceUrl=assigned_broker_url,
+            )
+        )

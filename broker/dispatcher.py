@@ -1,0 +1,242 @@
+"""Dispatchers: which consumer of a subscription gets each entry, within its permits.
+
+One loop per subscription reads from the cursor (or replays entries to redeliver), and hands
+each entry to a consumer by the subscription type:
+
+- Exclusive and Failover: the active consumer only (Failover: the first by priority, then name);
+- Shared: round-robin among consumers with permits;
+- Key_Shared: the consumer owning the hash of the entry's key on a consistent-hash ring. A consumer
+  that joins gets new keys only once everything before its arrival was acknowledged, so no key
+  is ever delivered out of order across consumers (Pulsar's "recently joined consumers").
+
+Permits count messages: a batch entry takes as many as it holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable
+
+from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.managed_ledger import Entry, ManagedCursor, ManagedLedgerError, Position
+from magnetar.broker.protocol.frames import FrameError, read_metadata
+
+log = logging.getLogger(__name__)
+
+HASH_RANGE = 65536
+#: points per consumer on the Key_Shared hash ring (more: a more even split)
+VIRTUAL_POINTS = 16
+#: entries read per round (Pulsar's dispatcherMaxReadBatchSize)
+MAX_READ_BATCH = 100
+
+
+class Dispatcher:
+    def __init__(
+        self, cursor: ManagedCursor, sub_type: int, on_change: Callable[[], None] | None = None
+    ) -> None:
+        self.cursor = cursor
+        self.sub_type = sub_type
+        self.consumers: list[Consumer] = []
+        self.redelivery_counts: dict[Position, int] = {}
+        self._replay: set[Position] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._round_robin = 0
+        self._active: Consumer | None = None
+        self._on_change = on_change or (lambda: None)
+        self._closed = False
+
+    # -- consumers ------------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.sub_type == SubType.Key_Shared and self.consumers:
+            consumer.blocked_until = self.cursor.read_position
+        self.consumers.append(consumer)
+        self._update_active()
+        self.wake()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"dispatch-{self.cursor.name}"
+            )
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self._replay.update(consumer.pending)
+        consumer.pending.clear()
+        self._update_active()
+        self.wake()
+
+    def _update_active(self) -> None:
+        if self.sub_type not in (SubType.Failover, SubType.Exclusive):
+            return
+        ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name))
+        active = ordered[0] if ordered else None
+        if active is not self._active:
+            previous, self._active = self._active, active
+            if previous is not None and not previous.closed:
+                # Its unacknowledged entries go to the new active consumer, in order.
+                self._replay.update(previous.pending)
+                previous.pending.clear()
+            for consumer in self.consumers:
+                consumer.set_active(consumer is active)
+
+    def add_permits(self, consumer: Consumer, permits: int) -> None:
+        consumer.permits += permits
+        self.wake()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # -- acknowledgements and redelivery --------------------------------------------------------
+    def acknowledged(self, positions: list[Position], *, cumulative_up_to: Position | None = None) -> None:
+        for consumer in self.consumers:
+            for position in positions:
+                consumer.pending.pop(position, None)
+            if cumulative_up_to is not None:
+                for position in [p for p in consumer.pending if p <= cumulative_up_to]:
+                    del consumer.pending[position]
+        for position in positions:
+            self._replay.discard(position)
+            self.redelivery_counts.pop(position, None)
+        for consumer in self.consumers:
+            if consumer.blocked_until is not None and self.cursor.mark_delete_position >= Position(
+                consumer.blocked_until.ledger_id, consumer.blocked_until.entry_id - 1
+            ):
+                consumer.blocked_until = None
+        self.wake()
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Send again what ``consumer`` has not acknowledged (all of it, or ``positions``)."""
+        chosen = (
+            list(consumer.pending) if positions is None else [p for p in positions if p in consumer.pending]
+        )
+        for position in chosen:
+            consumer.permits += consumer.pending.pop(position)
+            self._replay.add(position)
+        self.wake()
+
+    def reset(self) -> None:
+        """After a seek: nothing pending, nothing to replay."""
+        self._replay.clear()
+        self.redelivery_counts.clear()
+        for consumer in self.consumers:
+            consumer.pending.clear()
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while not self._closed:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._dispatch_available()
+            except ManagedLedgerError as exc:
+                log.warning("dispatch on %s paused: %s", self.cursor.name, exc)
+                await asyncio.sleep(1)
+                self.wake()
+            except Exception:
+                log.exception("dispatcher of %s failed; retrying", self.cursor.name)
+                await asyncio.sleep(1)
+                self.wake()
+
+    async def _dispatch_available(self) -> None:
+        while self._has_room():
+            replaying = bool(self._replay)
+            if replaying:
+                batch = sorted(self._replay)[:MAX_READ_BATCH]
+                self._replay.difference_update(batch)
+                entries = await self.cursor.replay(batch)
+                for entry in entries:
+                    self.redelivery_counts[entry.position] = self.redelivery_counts.get(entry.position, 0) + 1
+            else:
+                entries = await self.cursor.read_entries(min(MAX_READ_BATCH, self._total_permits()))
+            if not entries:
+                if not replaying:
+                    self._wait_for_entries()
+                    return
+                continue
+            deferred = self._send(entries)
+            if deferred:
+                self._replay.update(e.position for e in deferred)
+                return
+
+    def _send(self, entries: list[Entry]) -> list[Entry]:
+        """Hand out ``entries``; returns those no consumer could take now."""
+        deferred: list[Entry] = []
+        for entry in entries:
+            if deferred:  # keep order: once one waits, the rest wait behind it
+                deferred.append(entry)
+                continue
+            messages, key = _messages_and_key(entry)
+            consumer = self._choose(key, entry.position)
+            if consumer is None:
+                deferred.append(entry)
+                continue
+            consumer.deliver(entry, messages, self.redelivery_counts.get(entry.position, 0))
+        self._on_change()
+        return deferred
+
+    def _choose(self, key: bytes, position: Position) -> Consumer | None:
+        if self.sub_type in (SubType.Exclusive, SubType.Failover):
+            active = self._active
+            return active if active is not None and active.permits > 0 else None
+        if self.sub_type == SubType.Key_Shared:
+            return self._key_owner(key, position)
+        candidates = [c for c in self.consumers if c.permits > 0]
+        if not candidates:
+            return None
+        self._round_robin = (self._round_robin + 1) % len(candidates)
+        return candidates[self._round_robin]
+
+    def _key_owner(self, key: bytes, position: Position) -> Consumer | None:
+        if not self.consumers:
+            return None
+        owner = self._ring_owner(zlib.crc32(key) % HASH_RANGE)
+        if owner.permits <= 0:
+            return None
+        if owner.blocked_until is not None and position >= owner.blocked_until:
+            return None
+        return owner
+
+    def _ring_owner(self, slot: int) -> Consumer:
+        """Consistent hashing over the hash range: a joining consumer takes keys only from its
+        neighbours' arcs and a leaving one gives its arcs to its successors, so every other key
+        keeps its consumer (and its order)."""
+        points = sorted(
+            (zlib.crc32(f"{c.name}#{c.consumer_id}#{i}".encode()) % HASH_RANGE, n)
+            for n, c in enumerate(self.consumers)
+            for i in range(VIRTUAL_POINTS)
+        )
+        for point, index in points:
+            if slot <= point:
+                return self.consumers[index]
+        return self.consumers[points[0][1]]
+
+    def _has_room(self) -> bool:
+        return any(c.permits > 0 for c in self.consumers)
+
+    def _total_permits(self) -> int:
+        return max(1, sum(max(0, c.permits) for c in self.consumers))
+
+    def _wait_for_entries(self) -> None:
+        future = self.cursor.ledger.wait_for_new_entries()
+        future.add_done_callback(lambda _f: self.wake())
+
+    async def close(self) -> None:
+        self._closed = True
+        self.wake()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _messages_and_key(entry: Entry) -> tuple[int, bytes]:
+    try:
+        metadata = read_metadata(entry.data)
+    except (FrameError, ValueError, IndexError):
+        return 1, b""
+    key = metadata.ordering_key or metadata.partition_key.encode()
+    return max(1, metadata.num_messages_in_batch), key

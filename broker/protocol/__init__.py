@@ -1,0 +1,1 @@
+"""The Pulsar binary protocol: framing (``frames.py``) and command builders (``commands.py``)."""

@@ -1,0 +1,53 @@
+"""Builders for the commands the broker sends, so handlers read as what they answer."""
+
+from __future__ import annotations
+
+from magnetar.proto import PulsarApi_pb2 as api
+
+T = api.BaseCommand.Type
+
+
+def command(kind: int, field: str, **values: object) -> api.BaseCommand:
+    base = api.BaseCommand(type=kind)  # type: ignore[arg-type]
+    getattr(base, field).SetInParent()
+    for key, value in values.items():
+        if value is None:
+            continue
+        target = getattr(base, field)
+        if isinstance(value, api.MessageIdData):
+            getattr(target, key).CopyFrom(value)
+        elif isinstance(value, list):
+            getattr(target, key).extend(value)
+        else:
+            setattr(target, key, value)
+    return base
+
+
+def message_id(
+    ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1
+) -> api.MessageIdData:
+    # The wire type is uint64: -1 (an unknown or "earliest" id) travels as 2**64 - 1.
+    return api.MessageIdData(
+        ledgerId=ledger_id % 2**64, entryId=entry_id % 2**64, partition=partition, batch_index=batch_index
+    )
+
+
+def signed(value: int) -> int:
+    """A uint64 id field read back as the signed long Pulsar means (-1 for 2**64 - 1)."""
+    return value - 2**64 if value >= 2**63 else value
+
+
+def error(request_id: int, code: int, message: str) -> api.BaseCommand:
+    return command(T.ERROR, "error", request_id=request_id, error=code, message=message)
+
+
+def success(request_id: int) -> api.BaseCommand:
+    return command(T.SUCCESS, "success", request_id=request_id)
+
+
+def ping() -> api.BaseCommand:
+    return command(T.PING, "ping")
+
+
+def pong() -> api.BaseCommand:
+    return command(T.PONG, "pong")

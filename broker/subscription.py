@@ -1,0 +1,74 @@
+"""A subscription: a cursor on the topic's managed ledger, its consumers and their dispatcher."""
+
+from __future__ import annotations
+
+import logging
+
+from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.dispatcher import Dispatcher
+from magnetar.broker.managed_ledger import ManagedCursor, Position
+
+log = logging.getLogger(__name__)
+
+
+class SubscriptionBusyError(Exception):
+    """The subscription cannot take this consumer (Exclusive taken, another type in use)."""
+
+
+class Subscription:
+    def __init__(self, name: str, cursor: ManagedCursor, sub_type: int, *, replicated: bool = False) -> None:
+        self.name = name
+        self.cursor = cursor
+        self.sub_type = sub_type
+        self.replicated = replicated
+        self.dispatcher = Dispatcher(cursor, sub_type)
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self.dispatcher.consumers
+
+    @property
+    def durable(self) -> bool:
+        return self.cursor.durable
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.consumers and consumer.sub_type != self.sub_type:
+            raise SubscriptionBusyError(
+                f"subscription {self.name} is {SubType.Name(self.sub_type)}; "
+                f"a {SubType.Name(consumer.sub_type)} consumer cannot join it"
+            )
+        if self.consumers and self.sub_type == SubType.Exclusive:
+            raise SubscriptionBusyError(f"exclusive subscription {self.name} already has a consumer")
+        if not self.consumers and consumer.sub_type != self.sub_type:
+            # A subscription with no consumer takes the type of the next one (as Pulsar does).
+            self.sub_type = consumer.sub_type
+            self.dispatcher.sub_type = consumer.sub_type
+        self.dispatcher.add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self.dispatcher.remove_consumer(consumer)
+
+    async def acknowledge(self, positions: list[Position]) -> None:
+        await self.cursor.delete(positions)
+        self.dispatcher.acknowledged(positions)
+
+    async def acknowledge_cumulative(self, position: Position) -> None:
+        await self.cursor.mark_delete(position)
+        self.dispatcher.acknowledged([], cumulative_up_to=position)
+
+    async def seek(self, position: Position) -> None:
+        """Reset the cursor; consumers are disconnected and reconnect to read from there."""
+        await self.cursor.seek(position)
+        self.dispatcher.reset()
+        for consumer in list(self.consumers):
+            consumer.close_by_broker()
+            self.dispatcher.remove_consumer(consumer)
+        self.dispatcher.reset()
+
+    @property
+    def backlog(self) -> int:
+        return self.cursor.number_of_entries_in_backlog
+
+    async def close(self) -> None:
+        await self.dispatcher.close()
+        await self.cursor.flush()
