@@ -33,8 +33,6 @@ class Consumer:
     permits: int = 0
     #: entries sent and not acknowledged: position -> messages in the entry
     pending: dict[Position, int] = field(default_factory=dict)
-    #: Key_Shared: the consumer gets new keys only once the cursor passed this position
-    blocked_until: Position | None = None
     messages_out: int = 0
     bytes_out: int = 0
     closed: bool = False

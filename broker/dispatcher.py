@@ -5,9 +5,10 @@ each entry to a consumer by the subscription type:
 
 - Exclusive and Failover: the active consumer only (Failover: the first by priority, then name);
 - Shared: round-robin among consumers with permits;
-- Key_Shared: the consumer owning the hash of the entry's key on a consistent-hash ring. A consumer
-  that joins gets new keys only once everything before its arrival was acknowledged, so no key
-  is ever delivered out of order across consumers (Pulsar's "recently joined consumers").
+- Key_Shared: the consumer owning the hash of the entry's key on a consistent-hash ring; an entry
+  waits while another consumer still holds unacknowledged entries of the same hash (after a
+  consumer joined or left and the hash changed hands), so a key is never delivered out of order
+  across consumers (Pulsar's "draining hashes").
 
 Permits count messages: a batch entry takes as many as it holds.
 """
@@ -48,11 +49,12 @@ class Dispatcher:
         self._active: Consumer | None = None
         self._on_change = on_change or (lambda: None)
         self._closed = False
+        #: Key_Shared: hash slot of each pending entry, and who holds unacked entries per slot
+        self._slot_of: dict[Position, int] = {}
+        self._holders: dict[int, dict[int, int]] = {}
 
     # -- consumers ------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
-        if self.sub_type == SubType.Key_Shared and self.consumers:
-            consumer.blocked_until = self.cursor.read_position
         self.consumers.append(consumer)
         self._update_active()
         self.wake()
@@ -65,6 +67,8 @@ class Dispatcher:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         self._replay.update(consumer.pending)
+        for position in consumer.pending:
+            self._release(position, consumer)
         consumer.pending.clear()
         self._update_active()
         self.wake()
@@ -93,20 +97,34 @@ class Dispatcher:
     # -- acknowledgements and redelivery --------------------------------------------------------
     def acknowledged(self, positions: list[Position], *, cumulative_up_to: Position | None = None) -> None:
         for consumer in self.consumers:
-            for position in positions:
-                consumer.pending.pop(position, None)
+            done = [p for p in positions if p in consumer.pending]
             if cumulative_up_to is not None:
-                for position in [p for p in consumer.pending if p <= cumulative_up_to]:
-                    del consumer.pending[position]
+                done += [p for p in consumer.pending if p <= cumulative_up_to]
+            for position in done:
+                consumer.pending.pop(position, None)
+                self._release(position, consumer)
         for position in positions:
             self._replay.discard(position)
             self.redelivery_counts.pop(position, None)
-        for consumer in self.consumers:
-            if consumer.blocked_until is not None and self.cursor.mark_delete_position >= Position(
-                consumer.blocked_until.ledger_id, consumer.blocked_until.entry_id - 1
-            ):
-                consumer.blocked_until = None
         self.wake()
+
+    def _hold(self, position: Position, slot: int, consumer: Consumer) -> None:
+        self._slot_of[position] = slot
+        holders = self._holders.setdefault(slot, {})
+        holders[id(consumer)] = holders.get(id(consumer), 0) + 1
+
+    def _release(self, position: Position, consumer: Consumer) -> None:
+        slot = self._slot_of.pop(position, None)
+        if slot is None:
+            return
+        holders = self._holders.get(slot, {})
+        left = holders.get(id(consumer), 0) - 1
+        if left > 0:
+            holders[id(consumer)] = left
+        else:
+            holders.pop(id(consumer), None)
+            if not holders:
+                self._holders.pop(slot, None)
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Send again what ``consumer`` has not acknowledged (all of it, or ``positions``)."""
@@ -115,6 +133,7 @@ class Dispatcher:
         )
         for position in chosen:
             consumer.permits += consumer.pending.pop(position)
+            self._release(position, consumer)
             self._replay.add(position)
         self.wake()
 
@@ -124,6 +143,8 @@ class Dispatcher:
         self.redelivery_counts.clear()
         for consumer in self.consumers:
             consumer.pending.clear()
+        self._slot_of.clear()
+        self._holders.clear()
 
     # -- the loop -------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -170,34 +191,38 @@ class Dispatcher:
                 deferred.append(entry)
                 continue
             messages, key = _messages_and_key(entry)
-            consumer = self._choose(key, entry.position)
+            slot = zlib.crc32(key) % HASH_RANGE
+            consumer = self._choose(slot)
             if consumer is None:
                 deferred.append(entry)
                 continue
             consumer.deliver(entry, messages, self.redelivery_counts.get(entry.position, 0))
+            if self.sub_type == SubType.Key_Shared:
+                self._hold(entry.position, slot, consumer)
         self._on_change()
         return deferred
 
-    def _choose(self, key: bytes, position: Position) -> Consumer | None:
+    def _choose(self, slot: int) -> Consumer | None:
         if self.sub_type in (SubType.Exclusive, SubType.Failover):
             active = self._active
             return active if active is not None and active.permits > 0 else None
         if self.sub_type == SubType.Key_Shared:
-            return self._key_owner(key, position)
+            return self._key_owner(slot)
         candidates = [c for c in self.consumers if c.permits > 0]
         if not candidates:
             return None
         self._round_robin = (self._round_robin + 1) % len(candidates)
         return candidates[self._round_robin]
 
-    def _key_owner(self, key: bytes, position: Position) -> Consumer | None:
+    def _key_owner(self, slot: int) -> Consumer | None:
         if not self.consumers:
             return None
-        owner = self._ring_owner(zlib.crc32(key) % HASH_RANGE)
+        owner = self._ring_owner(slot)
         if owner.permits <= 0:
             return None
-        if owner.blocked_until is not None and position >= owner.blocked_until:
-            return None
+        holders = self._holders.get(slot, {})
+        if any(holder != id(owner) for holder in holders):
+            return None  # another consumer still drains this hash: wait for its acks
         return owner
 
     def _ring_owner(self, slot: int) -> Consumer:

@@ -1,0 +1,108 @@
+"""A real ``magnetar standalone`` process for end-to-end tests with the official client."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+_CLIENT_LOG = logging.getLogger("pulsar-client")
+_CLIENT_LOG.setLevel(logging.WARNING)
+READY = re.compile(r"standalone ready service_url=(\S+) web_service_url=(\S+)")
+
+
+class Standalone:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.port = 0
+        self.web_port = 0
+        self.service_url = ""
+        self.web_service_url = ""
+        self.log_path = data_dir / "standalone.log"
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self, timeout_s: float = 30) -> Standalone:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(self.data_dir),
+            "--port", str(self.port), "--web-port", str(self.web_port), "--log-level", "INFO",
+        ]  # fmt: skip
+        with self.log_path.open("a") as log:
+            self._process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        found: list[re.Match[str]] = []
+        done = threading.Event()
+
+        def read() -> None:
+            assert self._process is not None and self._process.stdout is not None
+            for line in self._process.stdout:
+                match = READY.search(line)
+                if match and not found:
+                    found.append(match)
+                    done.set()
+            done.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        done.wait(timeout_s)
+        if not found:
+            self.kill()
+            raise RuntimeError(f"standalone did not start:\n{self.log_path.read_text()[-3000:]}")
+        self.service_url, self.web_service_url = found[0].group(1), found[0].group(2)
+        self.port = int(self.service_url.rsplit(":", 1)[1])
+        self.web_port = int(self.web_service_url.rsplit(":", 1)[1])
+        return self
+
+    def stop(self, timeout_s: float = 30) -> int:
+        process = self._process
+        if process is None or process.poll() is not None:
+            return 0 if process is None else process.returncode
+        process.send_signal(signal.SIGTERM)
+        return process.wait(timeout_s)
+
+    def kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def restart(self) -> Standalone:
+        self.stop()
+        return self.start()
+
+    def client(self, **options: object) -> pulsar.Client:
+        return pulsar.Client(
+            self.service_url,
+            operation_timeout_seconds=15,
+            logger=_CLIENT_LOG,
+            **options,  # type: ignore[arg-type]
+        )
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[Standalone]:
+    server = Standalone(tmp_path / "standalone").start()
+    yield server
+    try:
+        server.stop()
+    finally:
+        server.kill()
+
+
+@pytest.fixture
+def client(standalone: Standalone) -> Iterator[pulsar.Client]:
+    c = standalone.client()
+    yield c
+    c.close()

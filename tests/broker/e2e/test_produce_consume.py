@@ -1,0 +1,234 @@
+"""Produce and consume through the official ``pulsar-client`` against ``magnetar standalone``."""
+
+from __future__ import annotations
+
+import time
+
+import pulsar
+import pytest
+
+from tests.broker.e2e.conftest import Standalone
+
+TOPIC = "persistent://public/default/"
+
+
+def receive_all(
+    consumer: pulsar.Consumer, count: int, *, ack: bool = True, timeout_ms: int = 10_000
+) -> list[bytes]:
+    got = []
+    for _ in range(count):
+        message = consumer.receive(timeout_ms)
+        got.append(message.data())
+        if ack:
+            consumer.acknowledge(message)
+    return got
+
+
+@pytest.mark.slow
+def test_100000_batched_messages_arrive_in_order_none_lost(client: pulsar.Client) -> None:
+    topic = TOPIC + "bulk"
+    consumer = client.subscribe(topic, "bulk", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=1000,
+                                      batching_max_publish_delay_ms=5, block_if_queue_full=True)  # fmt: skip
+    for i in range(100_000):
+        producer.send_async(b"%08d" % i, None)
+    producer.flush()
+    received = []
+    while len(received) < 100_000:
+        message = consumer.receive(15_000)
+        received.append(int(message.data()))
+        consumer.acknowledge_cumulative(message) if len(received) % 1000 == 0 else None
+    assert received == list(range(100_000))
+
+
+def test_exclusive_rejects_a_second_consumer(client: pulsar.Client) -> None:
+    topic = TOPIC + "exclusive"
+    client.subscribe(topic, "only", consumer_type=pulsar.ConsumerType.Exclusive)
+    with pytest.raises(pulsar.PulsarException):
+        client.subscribe(topic, "only", consumer_type=pulsar.ConsumerType.Exclusive)
+
+
+def test_shared_spreads_messages_and_delivers_each_once(client: pulsar.Client) -> None:
+    topic = TOPIC + "shared"
+    consumers = [
+        client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=10)
+        for _ in range(3)
+    ]
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(90):
+        producer.send(b"%d" % i)
+    seen: dict[int, list[int]] = {}
+    deadline = time.monotonic() + 20
+    while sum(len(v) for v in seen.values()) < 90 and time.monotonic() < deadline:
+        for index, consumer in enumerate(consumers):
+            try:
+                message = consumer.receive(100)
+            except pulsar.Timeout:
+                continue
+            seen.setdefault(index, []).append(int(message.data()))
+            consumer.acknowledge(message)
+    everything = sorted(v for values in seen.values() for v in values)
+    assert everything == list(range(90)), "each message exactly once"
+    assert len(seen) == 3, "every consumer got some"
+
+
+def test_failover_switches_to_the_next_consumer(client: pulsar.Client) -> None:
+    topic = TOPIC + "failover"
+    first = client.subscribe(topic, "f", consumer_type=pulsar.ConsumerType.Failover, consumer_name="a")
+    second = client.subscribe(topic, "f", consumer_type=pulsar.ConsumerType.Failover, consumer_name="b")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(10):
+        producer.send(b"%d" % i)
+    assert receive_all(first, 10) == [b"%d" % i for i in range(10)]
+    with pytest.raises(pulsar.Timeout):
+        second.receive(300)
+    first.close()
+    for i in range(10, 20):
+        producer.send(b"%d" % i)
+    assert receive_all(second, 10) == [b"%d" % i for i in range(10, 20)]
+
+
+def test_key_shared_keeps_per_key_order_as_consumers_join_and_leave(client: pulsar.Client) -> None:
+    topic = TOPIC + "keyshared"
+    kind = pulsar.ConsumerType.KeyShared
+    consumers = [client.subscribe(topic, "k", consumer_type=kind, consumer_name="c0")]
+    producer = client.create_producer(topic, batching_enabled=False)
+    order: dict[str, list[int]] = {}
+    sent = 0
+
+    def drain(rounds: int) -> None:
+        for _ in range(rounds):
+            for consumer in consumers:
+                try:
+                    message = consumer.receive(50)
+                except pulsar.Timeout:
+                    continue
+                order.setdefault(message.partition_key(), []).append(int(message.data()))
+                consumer.acknowledge(message)
+
+    for phase in range(4):
+        for _ in range(100):
+            producer.send(b"%d" % sent, partition_key=f"key-{sent % 8}")
+            sent += 1
+        drain(40)
+        if phase == 0:
+            consumers.append(client.subscribe(topic, "k", consumer_type=kind, consumer_name="c1"))
+        elif phase == 1:
+            consumers.append(client.subscribe(topic, "k", consumer_type=kind, consumer_name="c2"))
+        elif phase == 2:
+            consumers.pop(0).close()
+    deadline = time.monotonic() + 20
+    while sum(len(v) for v in order.values()) < sent and time.monotonic() < deadline:
+        drain(10)
+    assert sum(len(v) for v in order.values()) >= sent
+    for key, values in order.items():
+        deduped = list(dict.fromkeys(values))
+        assert deduped == sorted(deduped), f"{key} out of order: {values}"
+
+
+def test_acknowledged_messages_are_not_redelivered_after_a_restart(standalone: Standalone) -> None:
+    topic = TOPIC + "restart-acks"
+    client = standalone.client()
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(20):
+        producer.send(b"%d" % i)
+    for _ in range(12):
+        consumer.acknowledge(consumer.receive(5000))
+    client.close()
+    standalone.restart()
+    client = standalone.client()
+    consumer = client.subscribe(topic, "s")
+    assert receive_all(consumer, 8) == [b"%d" % i for i in range(12, 20)]
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(500)
+    client.close()
+
+
+def test_unacknowledged_messages_are_redelivered(client: pulsar.Client) -> None:
+    topic = TOPIC + "redeliver"
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                negative_ack_redelivery_delay_ms=100)  # fmt: skip
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(5):
+        producer.send(b"%d" % i)
+    first = consumer.receive(5000)
+    consumer.negative_acknowledge(first)
+    rest = receive_all(consumer, 4)
+    again = consumer.receive(5000)
+    assert again.data() == first.data()
+    assert again.redelivery_count() >= 1
+    consumer.acknowledge(again)
+    assert sorted([first.data(), *rest]) == [b"%d" % i for i in range(5)]
+    # Closing with messages unacknowledged hands them to the next consumer.
+    for i in range(5, 8):
+        producer.send(b"%d" % i)
+    unacked = receive_all(consumer, 3, ack=False)
+    consumer.close()
+    successor = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    assert receive_all(successor, 3) == unacked
+
+
+def test_seek_by_message_id_and_by_time(client: pulsar.Client) -> None:
+    topic = TOPIC + "seek"
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(b"%d" % i) for i in range(10)]
+    halfway = time.time()
+    time.sleep(0.05)
+    for i in range(10, 20):
+        producer.send(b"%d" % i)
+    receive_all(consumer, 20)
+    consumer.seek(ids[5])  # the client resumes after the given message
+    assert receive_all(consumer, 3) == [b"6", b"7", b"8"]
+    consumer.seek(int(halfway * 1000))
+    assert consumer.receive(10_000).data() == b"10"
+
+
+def test_reader_from_earliest_and_from_a_message_id(client: pulsar.Client) -> None:
+    topic = TOPIC + "reader"
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(b"%d" % i) for i in range(10)]
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert [reader.read_next(5000).data() for _ in range(10)] == [b"%d" % i for i in range(10)]
+    later = client.create_reader(topic, ids[6])
+    assert later.read_next(5000).data() == b"7"
+    assert later.has_message_available()
+
+
+def test_producer_reconnects_after_a_broker_restart_without_loss(standalone: Standalone) -> None:
+    topic = TOPIC + "reconnect"
+    client = standalone.client()
+    consumer_client = standalone.client()
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
+    consumer = consumer_client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    for i in range(10):
+        producer.send(b"%d" % i)
+    standalone.restart()
+    for i in range(10, 20):
+        producer.send(b"%d" % i)
+    got = receive_all(consumer, 20, timeout_ms=30_000)
+    assert sorted(set(got), key=int) == [b"%d" % i for i in range(20)]
+    client.close()
+    consumer_client.close()
+
+
+def test_five_megabyte_message(client: pulsar.Client) -> None:
+    topic = TOPIC + "big"
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=False)
+    body = bytes(range(256)) * (5 * 1024 * 1024 // 256 - 64)
+    producer.send(body)
+    assert consumer.receive(15_000).data() == body
+
+
+@pytest.mark.parametrize("compression", [pulsar.CompressionType.LZ4, pulsar.CompressionType.ZSTD])
+def test_compressed_batches_pass_through(client: pulsar.Client, compression: pulsar.CompressionType) -> None:
+    topic = TOPIC + f"compressed-{compression}"
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(topic, compression_type=compression, batching_enabled=True,
+                                      batching_max_publish_delay_ms=20)  # fmt: skip
+    for i in range(200):
+        producer.send_async(b"compress me %d " % i * 20, None)
+    producer.flush()
+    assert receive_all(consumer, 200) == [b"compress me %d " % i * 20 for i in range(200)]
