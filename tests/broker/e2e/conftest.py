@@ -48,7 +48,8 @@ class Standalone:
         done = threading.Event()
 
         def read() -> None:
-            assert self._process is not None and self._process.stdout is not None
+            assert self._process is not None
+            assert self._process.stdout is not None
             for line in self._process.stdout:
                 match = READY.search(line)
                 if match and not found:
