@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.managed_ledger import InitialPosition, ManagedLedgerError, Position
+from magnetar.broker.namespace import NamespaceError
+from magnetar.broker.ownership import NotServedError
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import (
@@ -210,15 +212,29 @@ class ServerConnection:
 
     async def _lookup(self, frame: Frame) -> None:
         request = frame.command.lookupTopic
-        url, authoritative = await self.service.lookup(request.topic)
+        try:
+            url, redirect = await self.service.lookup(request.topic, authoritative=request.authoritative)
+        except (InvalidTopicNameError, NamespaceError) as exc:
+            self.send(
+                commands.command(
+                    T.LOOKUP_RESPONSE,
+                    "lookupTopicResponse",
+                    request_id=request.request_id,
+                    response=api.CommandLookupTopicResponse.Failed,
+                    error=E.TopicNotFound,
+                    message=str(exc),
+                )
+            )
+            return
+        kind = api.CommandLookupTopicResponse
         self.send(
             commands.command(
                 T.LOOKUP_RESPONSE,
                 "lookupTopicResponse",
                 request_id=request.request_id,
                 brokerServiceUrl=url,
-                response=api.CommandLookupTopicResponse.Connect,
-                authoritative=authoritative,
+                response=kind.Redirect if redirect else kind.Connect,
+                authoritative=True,
             )
         )
 
@@ -230,7 +246,7 @@ class ServerConnection:
         except InvalidTopicNameError as exc:
             self.send(commands.error(request.request_id, E.InvalidTopicName, str(exc)))
             return
-        except ManagedLedgerError as exc:
+        except (ManagedLedgerError, NotServedError) as exc:
             self.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
             return
         name = request.producer_name or self.service.new_producer_name()
@@ -268,6 +284,8 @@ class ServerConnection:
             self._send_error(send, E.UnknownError, str(exc))
             return
         topic, producer = entry
+        if topic.fenced:
+            return  # being handed over: the client resends it to the new owner after reconnecting
         producer.messages_in += max(1, send.num_messages)
         producer.bytes_in += len(frame.headers_and_payload)
         self._spawn(self._publish(topic, send, metadata, frame.headers_and_payload))
@@ -341,7 +359,7 @@ class ServerConnection:
         except SubscriptionBusyError as exc:
             self.send(commands.error(request.request_id, E.ConsumerBusy, str(exc)))
             return
-        except ManagedLedgerError as exc:
+        except (ManagedLedgerError, NotServedError) as exc:
             self.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
             return
         self._consumers[request.consumer_id] = (topic, subscription, consumer)
@@ -605,9 +623,14 @@ class ServerConnection:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def close_producers_and_consumers(self, assigned_broker_url: str | None = None) -> None:
-        """The broker is letting go of these topics (unload, shutdown): tell the clients."""
-        for producer_id in list(self._producers):
+    def close_producers_and_consumers(
+        self, topics: set[str] | None = None, assigned_broker_url: str | None = None
+    ) -> None:
+        """The broker lets go of ``topics`` (all with None): unload, transfer, shutdown. The
+        clients are told to reconnect, at ``assigned_broker_url`` when there is one."""
+        for producer_id, (topic, producer) in list(self._producers.items()):
+            if topics is not None and str(topic.name) not in topics:
+                continue
             self.send(
                 commands.command(
                     T.CLOSE_PRODUCER,
@@ -617,8 +640,14 @@ class ServerConnection:
                     assignedBrokerServiceUrl=assigned_broker_url,
                 )
             )
-        for _, _, consumer in self._consumers.values():
+            del self._producers[producer_id]
+            if topic.producers.get(producer.name) is producer:
+                del topic.producers[producer.name]
+        for consumer_id, (topic, _, consumer) in list(self._consumers.items()):
+            if topics is not None and str(topic.name) not in topics:
+                continue
             consumer.close_by_broker(assigned_broker_url)
+            self._drop_consumer(consumer_id)
 
     async def close(self) -> None:
         if self._closed:

@@ -1,4 +1,10 @@
-"""The broker: accepts Pulsar-protocol connections and owns the topics it serves."""
+"""The broker: accepts Pulsar-protocol connections and serves the topics of the bundles it owns.
+
+Lookups on any broker answer Connect (this broker owns the bundle, or just took it) or Redirect
+(another broker owns it, or the least-loaded broker should take it). Bundles leave a broker by
+unload (clients reconnect with backoff and look the topic up again) or by transfer (the
+destination takes ownership first and clients are sent straight to it).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +18,11 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
+from magnetar.broker.namespace import Bundle, Namespaces
+from magnetar.broker.namespace import topic_hash as _hash
+from magnetar.broker.ownership import BrokerInfo, NotServedError, Ownership
 from magnetar.broker.topic import Topic, TopicName
-from magnetar.common.metadata import MetadataStore, open_store
+from magnetar.common.metadata import LeaderElection, MetadataStore, open_store
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +42,15 @@ class BrokerService:
         self.port = 0
         self.web_port = 0
         self._stopped = asyncio.Event()
+        self.configuration_store: MetadataStore | None = None
+        self.namespaces: Namespaces | None = None
+        self.ownership: Ownership | None = None
+        self.election: LeaderElection | None = None
+        self._background: list[asyncio.Task[None]] = []
+
+    @property
+    def broker_id(self) -> str:
+        return f"{self.config.advertised_address}:{self.port}"
 
     @property
     def service_url(self) -> str:
@@ -59,7 +77,35 @@ class BrokerService:
         self._metrics = MetricsServer(self, self.config.bind_address, self.config.web_service_port)
         await self._metrics.start()
         self.web_port = self._metrics.port
+        await self._join_cluster()
         log.info("broker serving %s (metrics on %s/metrics)", self.service_url, self.web_service_url)
+
+    async def _join_cluster(self) -> None:
+        """Register, make sure the cluster and public/default exist, campaign for leadership."""
+        assert self.store is not None
+        url = self.config.configuration_metadata_store_url
+        self.configuration_store = await open_store(url) if url else self.store
+        self.namespaces = Namespaces(self.configuration_store)
+        cluster = self.config.cluster_name
+        await self.namespaces.set_cluster(cluster, self.web_service_url, self.service_url)
+        await self.namespaces.create_tenant("public", [cluster], exist_ok=True)
+        await self.namespaces.create("public/default", exist_ok=True)
+        me = BrokerInfo(self.broker_id, self.service_url, self.web_service_url, cluster)
+        self.ownership = Ownership(self.store, me)
+        await self.ownership.register()
+        self.election = self.store.election("/loadbalance/leader", self.broker_id)
+        loop = asyncio.get_running_loop()
+        self._background = [loop.create_task(self.election.campaign()), loop.create_task(self._report_load())]
+
+    async def _report_load(self) -> None:
+        assert self.ownership is not None
+        while True:
+            await asyncio.sleep(5)
+            me = self.ownership.me
+            me.topics = len(self.topics)
+            me.connections = len(self._connections)
+            with contextlib.suppress(Exception):
+                await self.ownership.report()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = ServerConnection(self, reader, writer)
@@ -71,11 +117,16 @@ class BrokerService:
 
     # -- topics ---------------------------------------------------------------------------------
     async def topic(self, name: str) -> Topic:
-        """The topic ``name`` (``persistent://tenant/ns/topic``), loaded or created on first use."""
+        """The topic ``name`` (``persistent://tenant/ns/topic``), loaded or created on first use;
+        NotServedError when its bundle is not owned by this broker."""
         topic_name = TopicName.parse(name)
         key = str(topic_name)
         if key in self.topics:
             return self.topics[key]
+        namespace, bundle = await self.bundle_of(topic_name)
+        assert self.ownership is not None
+        if (namespace, bundle) not in self.ownership.owned:
+            raise NotServedError(f"{key} (bundle {namespace}/{bundle.name}) is not served by this broker")
         task = self._loading.get(key)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._load(topic_name))
@@ -86,6 +137,11 @@ class BrokerService:
             if task.done():
                 self._loading.pop(key, None)
 
+    async def bundle_of(self, topic: TopicName) -> tuple[str, Bundle]:
+        assert self.namespaces is not None
+        policies = await self.namespaces.policies(topic.namespace_name)
+        return topic.namespace_name, policies.bundle_for(str(topic))
+
     async def _load(self, name: TopicName) -> Topic:
         assert self.factory is not None
         ledger = await self.factory.open(name.managed_ledger_name)
@@ -93,9 +149,112 @@ class BrokerService:
         self.topics[str(name)] = topic
         return topic
 
-    async def lookup(self, topic: str) -> tuple[str, bool]:
-        """Where ``topic`` is served: this broker (ownership across brokers arrives with bundles)."""
-        return self.service_url, True
+    async def lookup(self, topic: str, *, authoritative: bool = False) -> tuple[str, bool]:
+        """(service URL, redirect?) for ``topic``: its owner, or a broker chosen to own it."""
+        assert self.ownership is not None
+        namespace, bundle = await self.bundle_of(TopicName.parse(topic))
+        owner = await self.ownership.owner(namespace, bundle)
+        if owner is None:
+            chosen = self.broker_id if authoritative else await self.choose_broker()
+            if chosen != self.broker_id:
+                target = next((b for b in await self.ownership.brokers() if b.broker_id == chosen), None)
+                if target is not None:
+                    return target.service_url, True
+            owner = await self.ownership.acquire(namespace, bundle)
+        return owner.service_url, owner.broker_id != self.broker_id
+
+    async def choose_broker(self, exclude: set[str] | None = None) -> str:
+        """The least-loaded live broker by owned bundles, then topics (ties: by id)."""
+        assert self.ownership is not None
+        brokers = [b for b in await self.ownership.brokers() if b.broker_id not in (exclude or set())]
+        if not brokers:
+            return self.broker_id
+        return min(brokers, key=lambda b: (b.bundles, b.topics, b.broker_id)).broker_id
+
+    # -- moving bundles -------------------------------------------------------------------------
+    def _topics_in(self, namespace: str, bundle: Bundle) -> list[Topic]:
+        return [
+            t for t in self.topics.values()
+            if t.name.namespace_name == namespace and bundle.contains(_hash(str(t.name)))
+        ]  # fmt: skip
+
+    async def unload(self, namespace: str, bundle: Bundle) -> list[str]:
+        """Pulsar's unload: close the bundle's topics and release it; clients look up again."""
+        assert self.ownership is not None
+        topics = self._topics_in(namespace, bundle)
+        names = {str(t.name) for t in topics}
+        for connection in list(self._connections):
+            connection.close_producers_and_consumers(names)
+        for topic in topics:
+            self.topics.pop(str(topic.name), None)
+            with contextlib.suppress(Exception):
+                await topic.close()
+        await self.ownership.release(namespace, bundle)
+        log.info("unloaded %s/%s (%d topics)", namespace, bundle.name, len(topics))
+        return sorted(names)
+
+    async def transfer(self, namespace: str, bundle: Bundle, destination: str) -> list[str]:
+        """Hand the bundle to ``destination`` (a broker id) so clients move without a backoff:
+        fence, let in-flight sends finish, close, release, have the destination take the
+        bundle, then send clients there. Falls back to an unload if the destination fails."""
+        assert self.ownership is not None
+        target = next((b for b in await self.ownership.brokers() if b.broker_id == destination), None)
+        if target is None or destination == self.broker_id:
+            log.warning(
+                "transfer of %s/%s to %s impossible (not a live broker): unloading",
+                namespace,
+                bundle.name,
+                destination,
+            )
+            return await self.unload(namespace, bundle)
+        topics = self._topics_in(namespace, bundle)
+        for topic in topics:
+            topic.fenced = True
+        for topic in topics:
+            await topic.drain()
+        for topic in topics:
+            self.topics.pop(str(topic.name), None)
+            with contextlib.suppress(Exception):
+                await topic.close()
+        await self.ownership.release(namespace, bundle)
+        names = {str(t.name) for t in topics}
+        try:
+            await self._ask_to_acquire(target, namespace, bundle, sorted(names))
+        except Exception as exc:
+            log.warning(
+                "transfer of %s/%s to %s failed (%s): unloading instead",
+                namespace,
+                bundle.name,
+                destination,
+                exc,
+            )
+            target = None
+        for connection in list(self._connections):
+            connection.close_producers_and_consumers(names, target.service_url if target else None)
+        log.info("transferred %s/%s to %s (%d topics)", namespace, bundle.name, destination, len(topics))
+        return sorted(names)
+
+    async def _ask_to_acquire(
+        self, target: BrokerInfo, namespace: str, bundle: Bundle, topics: list[str]
+    ) -> None:
+        import aiohttp
+
+        url = f"{target.web_service_url}/admin/v2/internal/acquire/{namespace}/{bundle.name}"
+        timeout = aiohttp.ClientTimeout(total=15)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(url, json={"topics": topics}) as response,
+        ):
+            if response.status != 200:
+                raise RuntimeError(f"{url}: HTTP {response.status} {await response.text()}")
+
+    async def acquire_and_load(self, namespace: str, bundle: Bundle, topics: list[str]) -> None:
+        """Take a bundle handed over by another broker and open its topics before clients come."""
+        assert self.ownership is not None
+        owner = await self.ownership.acquire(namespace, bundle)
+        if owner.broker_id != self.broker_id:
+            raise NotServedError(f"bundle {namespace}/{bundle.name} is owned by {owner.broker_id}")
+        await asyncio.gather(*(self.topic(name) for name in topics))
 
     async def topics_of_namespace(self, namespace: str) -> list[str]:
         assert self.factory is not None
@@ -107,9 +266,18 @@ class BrokerService:
 
     # -- stopping -------------------------------------------------------------------------------
     async def stop(self) -> None:
-        """Stop accepting, tell clients to go, close topics (cursors flushed, ledgers closed)."""
+        """Graceful shutdown: every owned bundle is transferred to another broker (unloaded if
+        there is none), then connections, topics and stores are closed."""
         if self._server is not None:
             self._server.close()
+        if self.ownership is not None:
+            for namespace, bundle in list(self.ownership.owned):
+                destination = await self.choose_broker(exclude={self.broker_id})
+                with contextlib.suppress(Exception):
+                    if destination != self.broker_id:
+                        await self.transfer(namespace, bundle, destination)
+                    else:
+                        await self.unload(namespace, bundle)
         for connection in list(self._connections):
             connection.close_producers_and_consumers()
         await asyncio.sleep(0.05)  # let the close commands leave before the sockets go
@@ -119,10 +287,20 @@ class BrokerService:
             with contextlib.suppress(Exception):
                 await topic.close()
         self.topics.clear()
+        for task in self._background:
+            task.cancel()
+        if self.ownership is not None:
+            with contextlib.suppress(Exception):
+                await self.ownership.unregister()
+        if self.election is not None:
+            with contextlib.suppress(Exception):
+                await self.election.resign()
         if self._metrics is not None:
             await self._metrics.stop()
         if self.ledger_client is not None:
             await self.ledger_client.close()
+        if self.configuration_store is not None and self.configuration_store is not self.store:
+            await self.configuration_store.close()
         if self.store is not None:
             await self.store.close()
         self._stopped.set()

@@ -6,6 +6,8 @@ metadata, payload): batches stay batches and compressed payloads stay compressed
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -74,6 +76,11 @@ class Topic:
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
     #: highest sequence id persisted per producer name (deduplication)
     last_sequence: dict[str, int] = field(default_factory=dict)
+    #: set while the topic is handed over: new sends are not taken (clients resend them to the
+    #: new owner), sends already being written still get their receipts
+    fenced: bool = False
+    in_flight: int = 0
+    _idle: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
     async def load(cls, name: TopicName, ledger: ManagedLedger, *, deduplication: bool) -> Topic:
@@ -87,7 +94,14 @@ class Topic:
         sequence = metadata.highest_sequence_id or metadata.sequence_id
         if self.deduplication and sequence <= self.last_sequence.get(producer_name, -1):
             raise DuplicateMessage(f"{producer_name}:{sequence}")
-        position = await self.ledger.add_entry(headers_and_payload)
+        self.in_flight += 1
+        self._idle.clear()
+        try:
+            position = await self.ledger.add_entry(headers_and_payload)
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self._idle.set()
         if self.deduplication:
             self.last_sequence[producer_name] = max(self.last_sequence.get(producer_name, -1), sequence)
         return position
@@ -122,6 +136,12 @@ class Topic:
 
     def consumers(self) -> list[Consumer]:
         return [c for s in self.subscriptions.values() for c in s.consumers]
+
+    async def drain(self, timeout_s: float = 10.0) -> None:
+        """Wait until every send taken before the fence has been written (or failed)."""
+        if self.in_flight:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), timeout_s)
 
     async def close(self) -> None:
         for subscription in list(self.subscriptions.values()):

@@ -101,6 +101,8 @@ def test_commands_before_connect_are_refused(standalone: Standalone) -> None:
 def test_bad_checksum_gets_send_error_and_the_connection_survives(standalone: Standalone) -> None:
     raw = RawConnection(standalone)
     raw.connect()
+    raw.send(commands.command(T.LOOKUP, "lookupTopic", topic="persistent://public/default/crc", request_id=9))
+    assert raw.receive().type == T.LOOKUP_RESPONSE  # type: ignore[union-attr]
     raw.send(commands.command(T.PRODUCER, "producer", topic="persistent://public/default/crc",
                               producer_id=1, request_id=1))  # fmt: skip
     assert raw.receive().type == T.PRODUCER_SUCCESS  # type: ignore[union-attr]

@@ -1,0 +1,194 @@
+"""Tenants, namespaces, their policies and bundles (DESIGN §5), in the configuration store.
+
+    /admin/clusters/<cluster>                 JSON {serviceUrl, brokerServiceUrl}
+    /admin/policies/<tenant>                  JSON {allowedClusters, adminRoles}
+    /admin/policies/<tenant>/<namespace>      JSON namespace policies (below)
+
+A namespace's 32-bit hash space is cut into bundles by sorted boundaries (default 4 equal
+bundles, Pulsar's defaultNumberOfNamespaceBundles). A topic belongs to the bundle containing
+``crc32(topic name)`` (the full ``persistent://tenant/ns/topic`` name, UTF-8): Magnetar's
+documented hash; Pulsar uses Murmur3 for the same purpose, and no client depends on it.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+
+FULL_RANGE = 0x1_0000_0000
+DEFAULT_BUNDLES = 4
+
+
+class NamespaceError(Exception):
+    """Unknown or invalid tenant/namespace/bundle; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, message: str, status: int = 404) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, order=True)
+class Bundle:
+    start: int
+    end: int  # exclusive; FULL_RANGE for the last bundle
+
+    @property
+    def name(self) -> str:
+        """Pulsar's bundle name: ``0x00000000_0x40000000`` (the last ends at 0xffffffff)."""
+        return f"0x{self.start:08x}_0x{min(self.end, 0xFFFFFFFF):08x}"
+
+    @classmethod
+    def parse(cls, name: str) -> Bundle:
+        try:
+            start_text, end_text = name.split("_")
+            start, end = int(start_text, 16), int(end_text, 16)
+        except ValueError:
+            raise NamespaceError(f"invalid bundle {name!r}: expected 0x00000000_0x40000000", 412) from None
+        return cls(start, FULL_RANGE if end == 0xFFFFFFFF else end)
+
+    def contains(self, hash_value: int) -> bool:
+        return self.start <= hash_value < self.end
+
+
+def topic_hash(topic: str) -> int:
+    return zlib.crc32(topic.encode()) & 0xFFFFFFFF
+
+
+def even_boundaries(count: int) -> list[int]:
+    return [FULL_RANGE * i // count for i in range(count)] + [FULL_RANGE]
+
+
+class NamespacePolicies(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    replication_clusters: list[str] = Field(default_factory=list)
+    #: bundle boundaries, first 0, last 2**32
+    boundaries: list[int] = Field(default_factory=lambda: even_boundaries(DEFAULT_BUNDLES))
+    retention_time_in_minutes: float | None = None
+    retention_size_in_mb: float | None = None
+    deduplication_enabled: bool | None = None
+    replicate_subscription_state: bool = False
+
+    def bundles(self) -> list[Bundle]:
+        return [Bundle(a, b) for a, b in zip(self.boundaries, self.boundaries[1:], strict=False)]
+
+    def bundle_for(self, topic: str) -> Bundle:
+        value = topic_hash(topic)
+        return next(b for b in self.bundles() if b.contains(value))
+
+
+def _split_name(namespace: str) -> tuple[str, str]:
+    parts = namespace.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise NamespaceError(f"invalid namespace {namespace!r}: expected tenant/namespace", 412)
+    return parts[0], parts[1]
+
+
+class Namespaces:
+    """Clusters, tenants and namespace policies in the configuration store."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+
+    # -- clusters -------------------------------------------------------------------------------
+    async def set_cluster(self, name: str, service_url: str, broker_service_url: str) -> None:
+        doc = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
+        await self._store.put(f"/admin/clusters/{name}", json.dumps(doc).encode())
+
+    async def clusters(self) -> list[str]:
+        try:
+            return await self._store.children("/admin/clusters")
+        except NoNodeError:
+            return []
+
+    async def cluster(self, name: str) -> dict[str, str]:
+        try:
+            return dict(json.loads((await self._store.get(f"/admin/clusters/{name}"))[0]))
+        except NoNodeError:
+            raise NamespaceError(f"cluster {name} does not exist") from None
+
+    # -- tenants --------------------------------------------------------------------------------
+    async def create_tenant(
+        self, tenant: str, allowed_clusters: list[str], *, exist_ok: bool = False
+    ) -> None:
+        doc = {"allowedClusters": allowed_clusters, "adminRoles": []}
+        try:
+            await self._store.create(f"/admin/policies/{tenant}", json.dumps(doc).encode())
+        except NodeExistsError:
+            if not exist_ok:
+                raise NamespaceError(f"tenant {tenant} already exists", 409) from None
+
+    async def tenants(self) -> list[str]:
+        try:
+            return await self._store.children("/admin/policies")
+        except NoNodeError:
+            return []
+
+    async def tenant(self, tenant: str) -> dict[str, object]:
+        try:
+            return dict(json.loads((await self._store.get(f"/admin/policies/{tenant}"))[0]))
+        except NoNodeError:
+            raise NamespaceError(f"tenant {tenant} does not exist") from None
+
+    # -- namespaces -----------------------------------------------------------------------------
+    async def create(
+        self, namespace: str, policies: NamespacePolicies | None = None, *, exist_ok: bool = False
+    ) -> None:
+        tenant, _ = _split_name(namespace)
+        await self.tenant(tenant)
+        data = (policies or NamespacePolicies()).model_dump_json().encode()
+        try:
+            await self._store.create(f"/admin/policies/{namespace}", data)
+        except NodeExistsError:
+            if not exist_ok:
+                raise NamespaceError(f"namespace {namespace} already exists", 409) from None
+
+    async def namespaces(self, tenant: str) -> list[str]:
+        await self.tenant(tenant)
+        return [f"{tenant}/{n}" for n in await self._store.children(f"/admin/policies/{tenant}")]
+
+    async def policies(self, namespace: str) -> NamespacePolicies:
+        _split_name(namespace)
+        try:
+            data, _ = await self._store.get(f"/admin/policies/{namespace}")
+        except NoNodeError:
+            raise NamespaceError(f"namespace {namespace} does not exist") from None
+        return NamespacePolicies.model_validate_json(data)
+
+    async def update(self, namespace: str, change: dict[str, object]) -> NamespacePolicies:
+        """Apply ``change`` to the policies by compare-and-set (concurrent admins both land)."""
+        while True:
+            try:
+                data, stat = await self._store.get(f"/admin/policies/{namespace}")
+            except NoNodeError:
+                raise NamespaceError(f"namespace {namespace} does not exist") from None
+            updated = NamespacePolicies.model_validate({**json.loads(data), **change})
+            try:
+                await self._store.put(
+                    f"/admin/policies/{namespace}",
+                    updated.model_dump_json().encode(),
+                    expected_version=stat.version,
+                )
+                return updated
+            except BadVersionError:
+                continue
+
+    async def delete(self, namespace: str) -> None:
+        try:
+            await self._store.delete(f"/admin/policies/{namespace}")
+        except NoNodeError:
+            raise NamespaceError(f"namespace {namespace} does not exist") from None
+
+    async def split(self, namespace: str, bundle: Bundle) -> tuple[Bundle, Bundle]:
+        """Split ``bundle`` in the middle of its range."""
+        policies = await self.policies(namespace)
+        if bundle not in policies.bundles():
+            raise NamespaceError(f"bundle {bundle.name} is not a bundle of {namespace}")
+        middle = (bundle.start + bundle.end) // 2
+        await self.update(namespace, {"boundaries": sorted({*policies.boundaries, middle})})
+        return Bundle(bundle.start, middle), Bundle(middle, bundle.end)

@@ -1,0 +1,137 @@
+"""Bundle ownership and the broker registry, in the region's metadata store.
+
+    /loadbalance/brokers/<broker id>         ephemeral, JSON load report of a live broker
+    /namespace/<tenant>/<ns>/<bundle name>   ephemeral, JSON owner of a bundle
+
+An ownership node dies with its broker's session, so a crashed broker's bundles become free and
+the next lookup places them again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from magnetar.broker.namespace import Bundle
+from magnetar.common.metadata import MetadataStore, NodeExistsError, NoNodeError
+
+BROKERS = "/loadbalance/brokers"
+LEADER = "/loadbalance/leader"
+
+
+@dataclass
+class BrokerInfo:
+    broker_id: str
+    service_url: str
+    web_service_url: str
+    cluster: str
+    bundles: int = 0
+    topics: int = 0
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+    connections: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> BrokerInfo:
+        return cls(**json.loads(data))
+
+
+@dataclass(frozen=True)
+class Owner:
+    broker_id: str
+    service_url: str
+    web_service_url: str
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {"brokerId": self.broker_id, "nativeUrl": self.service_url, "httpUrl": self.web_service_url}
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Owner:
+        doc = json.loads(data)
+        return cls(doc["brokerId"], doc["nativeUrl"], doc["httpUrl"])
+
+
+class NotServedError(Exception):
+    """The topic's bundle is owned by another broker (or by none yet): look it up again."""
+
+
+def bundle_path(namespace: str, bundle: Bundle) -> str:
+    return f"/namespace/{namespace}/{bundle.name}"
+
+
+class Ownership:
+    def __init__(self, store: MetadataStore, me: BrokerInfo) -> None:
+        self._store = store
+        self.me = me
+        self.owned: set[tuple[str, Bundle]] = set()
+
+    @property
+    def owner_record(self) -> Owner:
+        return Owner(self.me.broker_id, self.me.service_url, self.me.web_service_url)
+
+    async def register(self) -> None:
+        path = f"{BROKERS}/{self.me.broker_id}"
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(path)  # a previous incarnation's node, not yet expired
+        await self._store.create(path, self.me.encode(), ephemeral=True)
+
+    async def report(self) -> None:
+        self.me.bundles = len(self.owned)
+        path = f"{BROKERS}/{self.me.broker_id}"
+        try:
+            await self._store.put(path, self.me.encode(), expected_version=None)
+        except NoNodeError:
+            await self.register()
+
+    async def brokers(self) -> list[BrokerInfo]:
+        try:
+            names = await self._store.children(BROKERS)
+        except NoNodeError:
+            return []
+        found = []
+        for name in names:
+            with contextlib.suppress(NoNodeError):
+                found.append(BrokerInfo.decode((await self._store.get(f"{BROKERS}/{name}"))[0]))
+        return found
+
+    async def owner(self, namespace: str, bundle: Bundle) -> Owner | None:
+        try:
+            return Owner.decode((await self._store.get(bundle_path(namespace, bundle)))[0])
+        except NoNodeError:
+            return None
+
+    async def acquire(self, namespace: str, bundle: Bundle) -> Owner:
+        """Take the bundle if it is free; returns whoever owns it afterwards."""
+        try:
+            await self._store.create(
+                bundle_path(namespace, bundle), self.owner_record.encode(), ephemeral=True
+            )
+        except NodeExistsError:
+            owner = await self.owner(namespace, bundle)
+            if owner is not None:
+                if owner.broker_id == self.me.broker_id:
+                    self.owned.add((namespace, bundle))
+                return owner
+            return await self.acquire(namespace, bundle)
+        self.owned.add((namespace, bundle))
+        await self.report()
+        return self.owner_record
+
+    async def release(self, namespace: str, bundle: Bundle) -> None:
+        self.owned.discard((namespace, bundle))
+        owner = await self.owner(namespace, bundle)
+        if owner is not None and owner.broker_id == self.me.broker_id:
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(bundle_path(namespace, bundle))
+        await self.report()
+
+    async def unregister(self) -> None:
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(f"{BROKERS}/{self.me.broker_id}")
