@@ -14,6 +14,7 @@ import itertools
 import logging
 
 from magnetar.bookie.client import LedgerClient, LedgerClientConfig
+from magnetar.broker.admin import AdminApi
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.managed_ledger import ManagedLedgerFactory
@@ -75,6 +76,7 @@ class BrokerService:
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._metrics = MetricsServer(self, self.config.bind_address, self.config.web_service_port)
+        AdminApi(self).install(self._metrics.app)
         await self._metrics.start()
         self.web_port = self._metrics.port
         await self._join_cluster()
@@ -111,6 +113,10 @@ class BrokerService:
         connection = ServerConnection(self, reader, writer)
         self._connections.add(connection)
         await connection.serve()
+
+    @property
+    def connections(self) -> list[ServerConnection]:
+        return list(self._connections)
 
     def forget(self, connection: ServerConnection) -> None:
         self._connections.discard(connection)

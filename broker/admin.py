@@ -1,0 +1,330 @@
+"""The admin REST API: the subset of Pulsar's ``/admin/v2`` the chaos lab and users need.
+
+Errors are JSON ``{"reason": "..."}`` with Pulsar's status codes (404 unknown resource, 409
+already exists, 412 invalid name, 400 malformed body). Bundle operations go to the owning broker
+(a request reaching another broker is answered with a 307 redirect to the owner, as Pulsar does).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, even_boundaries
+from magnetar.broker.ownership import NotServedError
+from magnetar.broker.topic import InvalidTopicNameError, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except NamespaceError as exc:
+        return _error(exc.status, str(exc))
+    except InvalidTopicNameError as exc:
+        return _error(412, str(exc))
+    except NotServedError as exc:
+        return _error(503, str(exc))
+    except (json.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
+        return _error(400, f"malformed request: {exc}")
+
+
+class AdminApi:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    def install(self, app: web.Application) -> None:
+        app.middlewares.append(errors)
+        r = app.router
+        r.add_get("/admin/v2/clusters", self.clusters)
+        r.add_get("/admin/v2/clusters/{cluster}", self.cluster)
+        r.add_get("/admin/v2/tenants", self.tenants)
+        r.add_put("/admin/v2/tenants/{tenant}", self.create_tenant)
+        r.add_get("/admin/v2/tenants/{tenant}", self.tenant)
+        r.add_get("/admin/v2/namespaces/{tenant}", self.namespaces)
+        r.add_put("/admin/v2/namespaces/{tenant}/{namespace}", self.create_namespace)
+        r.add_get("/admin/v2/namespaces/{tenant}/{namespace}", self.policies)
+        r.add_delete("/admin/v2/namespaces/{tenant}/{namespace}", self.delete_namespace)
+        r.add_get("/admin/v2/namespaces/{tenant}/{namespace}/replication", self.replication)
+        r.add_post("/admin/v2/namespaces/{tenant}/{namespace}/replication", self.set_replication)
+        r.add_get("/admin/v2/namespaces/{tenant}/{namespace}/bundles", self.bundles)
+        r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/unload", self.unload_namespace)
+        r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload", self.unload_bundle)
+        r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split", self.split_bundle)
+        r.add_get("/admin/v2/persistent/{tenant}/{namespace}", self.topics)
+        r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats", self.topic_stats)
+        r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/internalStats", self.internal_stats)
+        r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscriptions", self.subscriptions)
+        r.add_put("/admin/v2/persistent/{tenant}/{namespace}/{topic}/unload", self.unload_topic)
+        r.add_get("/admin/v2/brokers/leaderBroker", self.leader)
+        r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
+        r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
+        r.add_post("/admin/v2/internal/acquire/{tenant}/{namespace}/{bundle}", self.acquire)
+
+    @property
+    def _namespaces(self) -> Any:
+        return self.service.namespaces
+
+    # -- clusters and tenants -------------------------------------------------------------------
+    async def clusters(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._namespaces.clusters())
+
+    async def cluster(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._namespaces.cluster(request.match_info["cluster"]))
+
+    async def tenants(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._namespaces.tenants())
+
+    async def create_tenant(self, request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else {}
+        clusters = list(body.get("allowedClusters", [self.service.config.cluster_name]))
+        await self._namespaces.create_tenant(request.match_info["tenant"], clusters)
+        return web.Response(status=204)
+
+    async def tenant(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._namespaces.tenant(request.match_info["tenant"]))
+
+    # -- namespaces -----------------------------------------------------------------------------
+    def _ns(self, request: web.Request) -> str:
+        return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+
+    async def namespaces(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._namespaces.namespaces(request.match_info["tenant"]))
+
+    async def create_namespace(self, request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else {}
+        policies = NamespacePolicies()
+        bundles = body.get("bundles", {}).get("numBundles") if isinstance(body.get("bundles"), dict) else None
+        if bundles is not None:
+            if not isinstance(bundles, int) or not 1 <= bundles <= 1024:
+                return _error(412, f"numBundles must be an integer in 1..1024, not {bundles!r}")
+            policies.boundaries = even_boundaries(bundles)
+        clusters = body.get("replication_clusters") or body.get("replicationClusters")
+        policies.replication_clusters = list(clusters or [self.service.config.cluster_name])
+        await self._namespaces.create(self._ns(request), policies)
+        return web.Response(status=204)
+
+    async def policies(self, request: web.Request) -> web.Response:
+        policies = await self._namespaces.policies(self._ns(request))
+        doc = policies.model_dump()
+        doc["bundles"] = {"boundaries": [f"0x{b:08x}" for b in policies.boundaries[:-1]] + ["0xffffffff"],
+                          "numBundles": len(policies.bundles())}  # fmt: skip
+        return web.json_response(doc)
+
+    async def delete_namespace(self, request: web.Request) -> web.Response:
+        await self._namespaces.delete(self._ns(request))
+        return web.Response(status=204)
+
+    async def replication(self, request: web.Request) -> web.Response:
+        return web.json_response((await self._namespaces.policies(self._ns(request))).replication_clusters)
+
+    async def set_replication(self, request: web.Request) -> web.Response:
+        clusters = await request.json()
+        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+            return _error(400, "expected a JSON list of cluster names")
+        known = set(await self._namespaces.clusters())
+        unknown = sorted(set(clusters) - known)
+        if unknown:
+            return _error(412, f"unknown clusters {unknown} (known: {sorted(known)})")
+        await self._namespaces.update(self._ns(request), {"replication_clusters": clusters})
+        return web.Response(status=204)
+
+    async def bundles(self, request: web.Request) -> web.Response:
+        policies = await self._namespaces.policies(self._ns(request))
+        boundaries = [f"0x{b:08x}" for b in policies.boundaries[:-1]] + ["0xffffffff"]
+        return web.json_response({"boundaries": boundaries, "numBundles": len(policies.bundles())})
+
+    async def _forward_to_owner(
+        self, request: web.Request, namespace: str, bundle: Bundle
+    ) -> web.Response | None:
+        """A 307 to the owning broker's same URL, or None when this broker owns the bundle."""
+        ownership = self.service.ownership
+        assert ownership is not None
+        owner = await ownership.owner(namespace, bundle)
+        if owner is None or owner.broker_id == self.service.broker_id:
+            return None
+        raise web.HTTPTemporaryRedirect(f"{owner.web_service_url}{request.rel_url}")
+
+    async def unload_namespace(self, request: web.Request) -> web.Response:
+        namespace = self._ns(request)
+        policies = await self._namespaces.policies(namespace)
+        ownership = self.service.ownership
+        assert ownership is not None
+        for bundle in policies.bundles():
+            owner = await ownership.owner(namespace, bundle)
+            if owner is not None and owner.broker_id == self.service.broker_id:
+                await self.service.unload(namespace, bundle)
+            elif owner is not None:
+                await _put(f"{owner.web_service_url}/admin/v2/namespaces/{namespace}/{bundle.name}/unload")
+        return web.Response(status=204)
+
+    async def _owned_bundle(self, request: web.Request) -> tuple[str, Bundle]:
+        namespace = self._ns(request)
+        bundle = Bundle.parse(request.match_info["bundle"])
+        if bundle not in (await self._namespaces.policies(namespace)).bundles():
+            raise NamespaceError(f"bundle {bundle.name} is not a bundle of {namespace}")
+        return namespace, bundle
+
+    async def unload_bundle(self, request: web.Request) -> web.Response:
+        namespace, bundle = await self._owned_bundle(request)
+        await self._forward_to_owner(request, namespace, bundle)
+        destination = request.query.get("destinationBroker")
+        if destination:
+            topics = await self.service.transfer(namespace, bundle, destination)
+        else:
+            topics = await self.service.unload(namespace, bundle)
+        return web.json_response({"bundle": bundle.name, "topics": topics, "destinationBroker": destination})
+
+    async def split_bundle(self, request: web.Request) -> web.Response:
+        namespace, bundle = await self._owned_bundle(request)
+        await self._forward_to_owner(request, namespace, bundle)
+        owned = self.service.ownership is not None and (namespace, bundle) in self.service.ownership.owned
+        if owned:
+            await self.service.unload(namespace, bundle)  # topics re-home under the halves
+        low, high = await self._namespaces.split(namespace, bundle)
+        return web.json_response({"bundles": [low.name, high.name]})
+
+    # -- topics ---------------------------------------------------------------------------------
+    def _topic(self, request: web.Request) -> TopicName:
+        return TopicName.parse(f"persistent://{self._ns(request)}/{request.match_info['topic']}")
+
+    async def topics(self, request: web.Request) -> web.Response:
+        await self._namespaces.policies(self._ns(request))
+        return web.json_response(await self.service.topics_of_namespace(self._ns(request)))
+
+    async def _served(self, request: web.Request) -> Any:
+        name = self._topic(request)
+        topic = self.service.topics.get(str(name))
+        if topic is None:
+            namespace, bundle = await self.service.bundle_of(name)
+            await self._forward_to_owner(request, namespace, bundle)
+            topic = await self.service.topic(str(name))
+        return topic
+
+    async def topic_stats(self, request: web.Request) -> web.Response:
+        topic = await self._served(request)
+        return web.json_response(
+            {
+                "msgInCounter": sum(p.messages_in for p in topic.producers.values()),
+                "bytesInCounter": topic.ledger.bytes_added,
+                "storageSize": topic.ledger.total_size,
+                "publishers": [
+                    {"producerName": p.name, "msgInCounter": p.messages_in} for p in topic.producers.values()
+                ],
+                "subscriptions": {
+                    name: {
+                        "msgBacklog": sub.backlog,
+                        "type": _type_name(sub.sub_type),
+                        "isReplicated": sub.replicated,
+                        "consumers": [
+                            {
+                                "consumerName": c.name,
+                                "availablePermits": c.permits,
+                                "unackedMessages": sum(c.pending.values()),
+                            }
+                            for c in sub.consumers
+                        ],
+                    }
+                    for name, sub in topic.subscriptions.items()
+                },
+            }
+        )
+
+    async def internal_stats(self, request: web.Request) -> web.Response:
+        topic = await self._served(request)
+        ledger = topic.ledger
+        last = ledger.last_confirmed_entry
+        return web.json_response(
+            {
+                "entriesAddedCounter": ledger.entries_added,
+                "numberOfEntries": ledger.number_of_entries,
+                "totalSize": ledger.total_size,
+                "lastConfirmedEntry": str(last) if last else "-1:-1",
+                "ledgers": [
+                    {"ledgerId": i.ledger_id, "entries": i.entries, "size": i.size} for i in ledger.ledgers
+                ],
+                "cursors": {
+                    name: {
+                        "markDeletePosition": str(c.mark_delete_position),
+                        "readPosition": str(c.read_position),
+                        "individuallyDeletedMessages": str([str(p) for p in c.individually_deleted]),
+                    }
+                    for name, c in ledger.cursors.items()
+                },
+            }
+        )
+
+    async def subscriptions(self, request: web.Request) -> web.Response:
+        topic = await self._served(request)
+        return web.json_response(sorted(topic.subscriptions))
+
+    async def unload_topic(self, request: web.Request) -> web.Response:
+        name = self._topic(request)
+        namespace, bundle = await self.service.bundle_of(name)
+        await self._forward_to_owner(request, namespace, bundle)
+        topic = self.service.topics.pop(str(name), None)
+        if topic is not None:
+            for connection in list(self.service.connections):
+                connection.close_producers_and_consumers({str(name)})
+            await topic.close()
+        return web.Response(status=204)
+
+    # -- brokers --------------------------------------------------------------------------------
+    async def brokers(self, request: web.Request) -> web.Response:
+        assert self.service.ownership is not None
+        cluster = request.match_info["cluster"]
+        found = [b.broker_id for b in await self.service.ownership.brokers() if b.cluster == cluster]
+        if not found and cluster not in await self._namespaces.clusters():
+            return _error(404, f"cluster {cluster} does not exist")
+        return web.json_response(sorted(found))
+
+    async def leader(self, request: web.Request) -> web.Response:
+        assert self.service.election is not None
+        leader = await self.service.election.leader()
+        if leader is None:
+            return _error(404, "no leader broker elected yet")
+        brokers = (
+            {b.broker_id: b for b in await self.service.ownership.brokers()} if self.service.ownership else {}
+        )
+        info = brokers.get(leader)
+        return web.json_response({"brokerId": leader, "serviceUrl": info.web_service_url if info else None})
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        url, _ = await self.service.lookup(str(self._topic(request)))
+        owner = next((b for b in await self.service.ownership.brokers() if b.service_url == url), None)  # type: ignore[union-attr]
+        return web.json_response({"brokerUrl": url, "httpUrl": owner.web_service_url if owner else None})
+
+    async def acquire(self, request: web.Request) -> web.Response:
+        namespace, bundle = self._ns(request), Bundle.parse(request.match_info["bundle"])
+        body = await request.json() if request.can_read_body else {}
+        await self.service.acquire_and_load(namespace, bundle, list(body.get("topics", [])))
+        return web.json_response({"bundle": bundle.name, "owner": self.service.broker_id})
+
+
+def _type_name(sub_type: int) -> str:
+    from magnetar.broker.consumer import SubType
+
+    return str(SubType.Name(sub_type))
+
+
+async def _put(url: str) -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.put(url) as response:
+        if response.status >= 300:
+            raise NamespaceError(f"{url}: HTTP {response.status} {await response.text()}", 502)

@@ -1,0 +1,258 @@
+"""``magnetar admin``: the admin REST API in ``pulsar-admin``'s command shapes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import click
+from rich.console import Console
+
+console = Console()
+
+
+class AdminClient:
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        url = f"{self.url}{path}"
+        data = None if body is None else json.dumps(body).encode()
+        for _ in range(3):  # follow the owner's redirects, for PUT and POST too
+            request = urllib.request.Request(
+                url, data=data, method=method, headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    text = response.read().decode()
+                    return json.loads(text) if text else None
+            except urllib.error.HTTPError as exc:
+                if exc.code in (307, 308) and exc.headers.get("Location"):
+                    url = exc.headers["Location"]
+                    continue
+                reason = exc.read().decode()
+                with contextlib.suppress(ValueError):
+                    reason = json.loads(reason).get("reason", reason)
+                raise click.ClickException(f"{method} {path}: HTTP {exc.code}: {reason}") from None
+            except urllib.error.URLError as exc:
+                raise click.ClickException(
+                    f"cannot reach the admin API at {self.url}: {exc.reason}"
+                ) from None
+        raise click.ClickException(f"{method} {path}: too many redirects")
+
+
+def _show(value: Any) -> None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        for item in value:
+            console.print(item, markup=False)
+    elif value is not None:
+        console.print_json(data=value)
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="""\b
+Examples:
+  magnetar admin tenants create acme --allowed-clusters jp-east,jp-west
+  magnetar admin namespaces create --clusters jp-east,jp-west acme/orders
+  magnetar admin namespaces bundles public/default
+  magnetar admin namespaces unload public/default --bundle 0x00000000_0x40000000
+  magnetar admin namespaces unload public/default -b 0x00000000_0x40000000 -d 127.0.0.1:6651
+  magnetar admin topics stats persistent://public/default/orders
+  magnetar admin brokers leader-broker""",
+)
+@click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default="http://127.0.0.1:8080", show_default=True,
+              help="Admin REST URL of any broker (env MAGNETAR_ADMIN_URL).")  # fmt: skip
+@click.pass_context
+def admin(ctx: click.Context, admin_url: str) -> None:
+    """Administer clusters, tenants, namespaces, bundles, topics and brokers (pulsar-admin shapes)."""
+    ctx.obj = AdminClient(admin_url)
+
+
+@admin.group()
+def clusters() -> None:
+    """Clusters (regions)."""
+
+
+@clusters.command("list")
+@click.pass_obj
+def clusters_list(client: AdminClient) -> None:
+    _show(client.call("GET", "/admin/v2/clusters"))
+
+
+@admin.group()
+def tenants() -> None:
+    """Tenants."""
+
+
+@tenants.command("list")
+@click.pass_obj
+def tenants_list(client: AdminClient) -> None:
+    _show(client.call("GET", "/admin/v2/tenants"))
+
+
+@tenants.command("create")
+@click.argument("tenant")
+@click.option("--allowed-clusters", "-c", default="", help="Comma-separated clusters.")
+@click.pass_obj
+def tenants_create(client: AdminClient, tenant: str, allowed_clusters: str) -> None:
+    clusters = [c for c in allowed_clusters.split(",") if c]
+    client.call("PUT", f"/admin/v2/tenants/{tenant}", {"allowedClusters": clusters} if clusters else {})
+
+
+@admin.group()
+def namespaces() -> None:
+    """Namespaces and their bundles."""
+
+
+@namespaces.command("list")
+@click.argument("tenant")
+@click.pass_obj
+def namespaces_list(client: AdminClient, tenant: str) -> None:
+    _show(client.call("GET", f"/admin/v2/namespaces/{tenant}"))
+
+
+@namespaces.command("create")
+@click.argument("namespace")
+@click.option("--clusters", "-c", default="", help="Comma-separated replication clusters.")
+@click.option("--bundles", "-b", type=int, default=None, help="Number of bundles (default 4).")
+@click.pass_obj
+def namespaces_create(client: AdminClient, namespace: str, clusters: str, bundles: int | None) -> None:
+    body: dict[str, Any] = {}
+    if clusters:
+        body["replication_clusters"] = [c for c in clusters.split(",") if c]
+    if bundles is not None:
+        body["bundles"] = {"numBundles": bundles}
+    client.call("PUT", f"/admin/v2/namespaces/{namespace}", body)
+
+
+@namespaces.command("policies")
+@click.argument("namespace")
+@click.pass_obj
+def namespaces_policies(client: AdminClient, namespace: str) -> None:
+    _show(client.call("GET", f"/admin/v2/namespaces/{namespace}"))
+
+
+@namespaces.command("set-clusters")
+@click.argument("namespace")
+@click.option("--clusters", "-c", required=True, help="Comma-separated replication clusters.")
+@click.pass_obj
+def namespaces_set_clusters(client: AdminClient, namespace: str, clusters: str) -> None:
+    client.call(
+        "POST", f"/admin/v2/namespaces/{namespace}/replication", [c for c in clusters.split(",") if c]
+    )
+
+
+@namespaces.command("get-clusters")
+@click.argument("namespace")
+@click.pass_obj
+def namespaces_get_clusters(client: AdminClient, namespace: str) -> None:
+    _show(client.call("GET", f"/admin/v2/namespaces/{namespace}/replication"))
+
+
+@namespaces.command("bundles")
+@click.argument("namespace")
+@click.pass_obj
+def namespaces_bundles(client: AdminClient, namespace: str) -> None:
+    _show(client.call("GET", f"/admin/v2/namespaces/{namespace}/bundles"))
+
+
+@namespaces.command("unload")
+@click.argument("namespace")
+@click.option("--bundle", "-b", default=None, help="One bundle (0x00000000_0x40000000); default: all.")
+@click.option("--destinationBroker", "--destination-broker", "-d", "destination", default=None,
+              help="Transfer the bundle to this broker instead of unloading it.")  # fmt: skip
+@click.pass_obj
+def namespaces_unload(
+    client: AdminClient, namespace: str, bundle: str | None, destination: str | None
+) -> None:
+    if bundle is None:
+        if destination:
+            raise click.UsageError("--destinationBroker needs --bundle")
+        client.call("PUT", f"/admin/v2/namespaces/{namespace}/unload")
+        return
+    query = f"?destinationBroker={destination}" if destination else ""
+    _show(client.call("PUT", f"/admin/v2/namespaces/{namespace}/{bundle}/unload{query}"))
+
+
+@namespaces.command("split-bundle")
+@click.argument("namespace")
+@click.option("--bundle", "-b", required=True, help="The bundle to split in two.")
+@click.pass_obj
+def namespaces_split(client: AdminClient, namespace: str, bundle: str) -> None:
+    _show(client.call("PUT", f"/admin/v2/namespaces/{namespace}/{bundle}/split"))
+
+
+@admin.group()
+def topics() -> None:
+    """Topics."""
+
+
+def _topic_path(topic: str) -> str:
+    prefix = "persistent://"
+    if not topic.startswith(prefix):
+        raise click.BadParameter(f"expected persistent://tenant/namespace/topic, got {topic!r}")
+    return topic[len(prefix) :]
+
+
+@topics.command("list")
+@click.argument("namespace")
+@click.pass_obj
+def topics_list(client: AdminClient, namespace: str) -> None:
+    _show(client.call("GET", f"/admin/v2/persistent/{namespace}"))
+
+
+@topics.command("stats")
+@click.argument("topic")
+@click.pass_obj
+def topics_stats(client: AdminClient, topic: str) -> None:
+    _show(client.call("GET", f"/admin/v2/persistent/{_topic_path(topic)}/stats"))
+
+
+@topics.command("stats-internal")
+@click.argument("topic")
+@click.pass_obj
+def topics_stats_internal(client: AdminClient, topic: str) -> None:
+    _show(client.call("GET", f"/admin/v2/persistent/{_topic_path(topic)}/internalStats"))
+
+
+@topics.command("subscriptions")
+@click.argument("topic")
+@click.pass_obj
+def topics_subscriptions(client: AdminClient, topic: str) -> None:
+    _show(client.call("GET", f"/admin/v2/persistent/{_topic_path(topic)}/subscriptions"))
+
+
+@topics.command("unload")
+@click.argument("topic")
+@click.pass_obj
+def topics_unload(client: AdminClient, topic: str) -> None:
+    client.call("PUT", f"/admin/v2/persistent/{_topic_path(topic)}/unload")
+
+
+@topics.command("lookup")
+@click.argument("topic")
+@click.pass_obj
+def topics_lookup(client: AdminClient, topic: str) -> None:
+    _show(client.call("GET", f"/lookup/v2/topic/persistent/{_topic_path(topic)}"))
+
+
+@admin.group()
+def brokers() -> None:
+    """Brokers."""
+
+
+@brokers.command("list")
+@click.argument("cluster")
+@click.pass_obj
+def brokers_list(client: AdminClient, cluster: str) -> None:
+    _show(client.call("GET", f"/admin/v2/brokers/{cluster}"))
+
+
+@brokers.command("leader-broker")
+@click.pass_obj
+def brokers_leader(client: AdminClient) -> None:
+    _show(client.call("GET", "/admin/v2/brokers/leaderBroker"))
