@@ -18,6 +18,9 @@ class BrokerConfig(ComponentConfig):
     metadata_store_url: str = "memory://standalone"
     #: configuration store shared by geo-replicated regions (default: the local store)
     configuration_metadata_store_url: str | None = None
+    #: session timeout of the metadata store (metadataStoreSessionTimeoutMillis): how long a
+    #: crashed broker keeps its bundles and leadership before others take over
+    metadata_store_session_timeout_millis: int = Field(default=30_000, gt=0)
     bind_address: str = "127.0.0.1"
     advertised_address: str = "127.0.0.1"
     #: Pulsar protocol port; 0 picks a free one (printed on the ready line)

@@ -62,7 +62,8 @@ class BrokerService:
         return f"http://{self.config.advertised_address}:{self.web_port}"
 
     async def start(self) -> None:
-        self.store = await open_store(self.config.metadata_store_url)
+        session_timeout_s = self.config.metadata_store_session_timeout_millis / 1000
+        self.store = await open_store(self.config.metadata_store_url, session_timeout_s=session_timeout_s)
         client_config = LedgerClientConfig(
             ensemble_size=self.config.managed_ledger_default_ensemble_size,
             write_quorum=self.config.managed_ledger_default_write_quorum,

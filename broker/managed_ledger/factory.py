@@ -22,8 +22,10 @@ class ManagedLedgerFactory:
 
     async def open(self, name: str) -> ManagedLedger:
         """The managed ledger ``name`` (e.g. ``tenant/ns/persistent/topic``), created if new."""
-        if name in self._ledgers:
-            return self._ledgers[name]
+        cached = self._ledgers.get(name)
+        if cached is not None and not cached.closed:
+            return cached
+        self._ledgers.pop(name, None)  # closed (unloaded): open it afresh
         task = self._opening.get(name)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._open(name))

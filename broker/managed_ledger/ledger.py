@@ -232,6 +232,10 @@ class ManagedLedger:
 
     # -- reading --------------------------------------------------------------------------------
     @property
+    def closed(self) -> bool:
+        return self._closed or self._fenced
+
+    @property
     def last_confirmed_entry(self) -> Position | None:
         return self._last_confirmed
 

@@ -1,0 +1,288 @@
+"""Three brokers, two bookies and a real ZooKeeper as separate processes (``magnetar local``):
+lookups across brokers, the admin API, unload, transfer, SIGTERM of an owner, leader failover.
+Every client is the official ``pulsar-client``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
+
+_LOG = logging.getLogger("pulsar-test")
+_LOG.setLevel(logging.WARNING)
+
+
+class Cluster:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.supervisor = Supervisor(directory)
+
+    @property
+    def state(self) -> ClusterState:
+        return ClusterState.load(self.directory)
+
+    def brokers(self) -> list[Any]:
+        return [b for b in self.state.find("broker") if alive(b.pid)]
+
+    def service_url(self, index: int = 0) -> str:
+        return self.state.find("broker")[index].endpoints["service_url"]
+
+    def admin_url(self, index: int = 0) -> str:
+        return self.state.find("broker")[index].endpoints["web_service_url"]
+
+    def admin(self, method: str, path: str, body: Any = None, index: int = 0) -> tuple[int, Any]:
+        url = self.admin_url(index) + path
+        data = None if body is None else json.dumps(body).encode()
+        for _ in range(3):
+            request = urllib.request.Request(
+                url, data=data, method=method, headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    text = response.read().decode()
+                    return response.status, json.loads(text) if text else None
+            except urllib.error.HTTPError as exc:
+                if exc.code == 307:
+                    url = exc.headers["Location"]
+                    continue
+                return exc.code, json.loads(exc.read().decode() or "null")
+        raise AssertionError("redirect loop")
+
+    def client(self, index: int = 0) -> pulsar.Client:
+        return pulsar.Client(self.service_url(index), operation_timeout_seconds=30, logger=_LOG)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    spec = ClusterSpec(
+        name="multi",
+        regions=[
+            RegionSpec(
+                name="r1",
+                bookies=2,
+                brokers=3,
+                ledger=LedgerSpec(ensemble_size=2, write_quorum=2, ack_quorum=2),
+                bookie_settings={"zk_timeout": 4000},
+                broker_settings={"metadata_store_session_timeout_millis": 4000},
+            )
+        ],
+    )
+    c = Cluster(tmp_path / "cluster")
+    c.supervisor.up(spec)
+    yield c
+    c.supervisor.down()
+
+
+class Workload:
+    """Producers on several topics at a steady rate, a consumer per topic; records what was
+    acknowledged by the broker and what was received."""
+
+    def __init__(self, client: pulsar.Client, topics: list[str], rate: float) -> None:
+        self.topics = topics
+        self.rate = rate
+        self.producers = [
+            client.create_producer(t, batching_enabled=False, send_timeout_millis=60_000) for t in topics
+        ]
+        self.consumers = [client.subscribe(t, "w", consumer_type=pulsar.ConsumerType.Shared) for t in topics]
+        self.acked: set[str] = set()
+        self.failed: list[str] = []
+        self.received: list[str] = []
+        self.receipts: list[float] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._produce, daemon=True)] + [
+            threading.Thread(target=self._consume, args=(c,), daemon=True) for c in self.consumers
+        ]
+
+    def start(self) -> Workload:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _produce(self) -> None:
+        sequence = 0
+        interval = 1 / self.rate
+        next_send = time.monotonic()
+        while not self._stop.is_set():
+            producer = self.producers[sequence % len(self.producers)]
+            uid = f"{sequence}"
+
+            def done(result: pulsar.Result, _id: pulsar.MessageId, uid: str = uid) -> None:
+                with self._lock:
+                    if result == pulsar.Result.Ok:
+                        self.acked.add(uid)
+                        self.receipts.append(time.monotonic())
+                    else:
+                        self.failed.append(uid)
+
+            producer.send_async(uid.encode(), done, properties={"uid": uid})
+            sequence += 1
+            next_send += interval
+            time.sleep(max(0.0, next_send - time.monotonic()))
+
+    def _consume(self, consumer: pulsar.Consumer) -> None:
+        while not self._stop.is_set() or True:
+            try:
+                message = consumer.receive(500)
+            except pulsar.Timeout:
+                if self._stop.is_set():
+                    return
+                continue
+            with self._lock:
+                self.received.append(message.data().decode())
+            consumer.acknowledge(message)
+
+    def stop(self, drain_s: float = 20) -> None:
+        self._stop.set()
+        for producer in self.producers:
+            producer.flush()
+        deadline = time.monotonic() + drain_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self.acked <= set(self.received):
+                    break
+            time.sleep(0.2)
+        time.sleep(1)
+
+    @property
+    def lost(self) -> set[str]:
+        return self.acked - set(self.received)
+
+
+def topics(count: int, prefix: str) -> list[str]:
+    return [f"persistent://public/default/{prefix}-{i}" for i in range(count)]
+
+
+def owner_of(cluster: Cluster, topic: str) -> str:
+    _, found = cluster.admin("GET", f"/lookup/v2/topic/persistent/{topic.removeprefix('persistent://')}")
+    return str(found["brokerUrl"])
+
+
+def test_lookups_redirect_across_brokers_and_messages_flow(cluster: Cluster) -> None:
+    names = topics(12, "spread")
+    client = cluster.client(0)  # every client starts at broker 0; lookups send them on
+    producers = [client.create_producer(t) for t in names]
+    consumers = [client.subscribe(t, "s") for t in names]
+    for index, producer in enumerate(producers):
+        producer.send(f"m{index}".encode())
+    assert [c.receive(10_000).data() for c in consumers] == [f"m{i}".encode() for i in range(12)]
+    owners = {owner_of(cluster, t) for t in names}
+    assert len(owners) >= 2, f"bundles spread over brokers, got {owners}"
+    client.close()
+
+
+def test_admin_api_shapes_and_errors(cluster: Cluster) -> None:
+    assert cluster.admin("PUT", "/admin/v2/tenants/acme", {"allowedClusters": ["r1"]})[0] == 204
+    assert cluster.admin("PUT", "/admin/v2/namespaces/acme/orders", {"bundles": {"numBundles": 8}})[0] == 204
+    status, bundles = cluster.admin("GET", "/admin/v2/namespaces/acme/orders/bundles")
+    assert status == 200
+    assert bundles["numBundles"] == 8
+    status, error = cluster.admin("PUT", "/admin/v2/namespaces/acme/orders", {})
+    assert status == 409
+    assert "already exists" in error["reason"]
+    status, error = cluster.admin("GET", "/admin/v2/namespaces/acme/nope")
+    assert status == 404
+    assert "acme/nope" in error["reason"]
+    status, error = cluster.admin("PUT", "/admin/v2/namespaces/acme/orders/0xzz_0x10/unload")
+    assert status == 412
+    assert "invalid bundle" in error["reason"]
+    status, error = cluster.admin("POST", "/admin/v2/namespaces/acme/orders/replication", ["mars"])
+    assert status == 412
+    assert "mars" in error["reason"]
+    status, brokers = cluster.admin("GET", "/admin/v2/brokers/r1")
+    assert status == 200
+    assert len(brokers) == 3
+    status, leader = cluster.admin("GET", "/admin/v2/brokers/leaderBroker")
+    assert leader["brokerId"] in brokers
+
+
+def _bundle_of(cluster: Cluster, topic: str) -> str:
+    import zlib
+
+    value = zlib.crc32(topic.encode()) & 0xFFFFFFFF
+    _, bundles = cluster.admin("GET", "/admin/v2/namespaces/public/default/bundles")
+    edges = [int(b, 16) for b in bundles["boundaries"]]
+    for low, high in zip(edges, edges[1:], strict=False):
+        if low <= value < high or (high == 0xFFFFFFFF and value >= low):
+            return f"0x{low:08x}_0x{high:08x}"
+    raise AssertionError("no bundle")
+
+
+@pytest.mark.parametrize("move", ["unload", "transfer"])
+def test_moving_a_bundle_under_load_loses_nothing(cluster: Cluster, move: str) -> None:
+    topic = "persistent://public/default/moving"
+    client = cluster.client(0)
+    workload = Workload(client, [topic], rate=500).start()
+    time.sleep(2)
+    owner = owner_of(cluster, topic)
+    bundle = _bundle_of(cluster, topic)
+    query = ""
+    if move == "transfer":
+        others = [b for b in cluster.brokers() if b.endpoints["service_url"] != owner]
+        query = f"?destinationBroker={others[0].address}"
+    status, _ = cluster.admin("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload{query}")
+    assert status == 200
+    time.sleep(3)
+    workload.stop()
+    assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
+    assert len(workload.acked) > 1500
+    if move == "transfer":
+        assert owner_of(cluster, topic) != owner
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        stored = []
+        while reader.has_message_available():
+            stored.append(reader.read_next(5000).data().decode())
+        assert len(stored) == len(set(stored)), "a message was persisted twice"
+    client.close()
+
+
+def test_sigterm_of_an_owner_under_load_loses_nothing(cluster: Cluster) -> None:
+    names = topics(4, "sigterm")
+    client = cluster.client(0)
+    workload = Workload(client, names, rate=400).start()
+    time.sleep(2)
+    owner = owner_of(cluster, names[0])
+    victim = next(b for b in cluster.brokers() if b.endpoints["service_url"] == owner)
+    if victim.endpoints["service_url"] == cluster.service_url(0):
+        victim = next(
+            b for b in cluster.brokers() if b.endpoints["service_url"] == owner_of(cluster, names[1])
+        )
+    os.kill(victim.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while alive(victim.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(victim.pid)
+    time.sleep(3)
+    workload.stop()
+    assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
+    client.close()
+
+
+def test_leader_fails_over(cluster: Cluster) -> None:
+    _, leader = cluster.admin("GET", "/admin/v2/brokers/leaderBroker")
+    victim = next(b for b in cluster.brokers() if b.address == leader["brokerId"])
+    index = next(i for i, b in enumerate(cluster.state.find("broker")) if b.name != victim.name)
+    os.kill(victim.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status, now = cluster.admin("GET", "/admin/v2/brokers/leaderBroker", index=index)
+        if status == 200 and now["brokerId"] != leader["brokerId"]:
+            return
+        time.sleep(0.5)
+    raise AssertionError("no new leader within 30 s")
