@@ -4,6 +4,7 @@ Every client is the official ``pulsar-client``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -218,7 +219,7 @@ def _bundle_of(cluster: Cluster, topic: str) -> str:
     value = zlib.crc32(topic.encode()) & 0xFFFFFFFF
     _, bundles = cluster.admin("GET", "/admin/v2/namespaces/public/default/bundles")
     edges = [int(b, 16) for b in bundles["boundaries"]]
-    for low, high in zip(edges, edges[1:], strict=False):
+    for low, high in itertools.pairwise(edges):
         if low <= value < high or (high == 0xFFFFFFFF and value >= low):
             return f"0x{low:08x}_0x{high:08x}"
     raise AssertionError("no bundle")
