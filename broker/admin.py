@@ -71,6 +71,7 @@ class AdminApi:
         r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/internalStats", self.internal_stats)
         r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscriptions", self.subscriptions)
         r.add_put("/admin/v2/persistent/{tenant}/{namespace}/{topic}/unload", self.unload_topic)
+        r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/bundle", self.topic_bundle)
         r.add_get("/admin/v2/brokers/leaderBroker", self.leader)
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
         r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
@@ -272,6 +273,10 @@ class AdminApi:
     async def subscriptions(self, request: web.Request) -> web.Response:
         topic = await self._served(request)
         return web.json_response(sorted(topic.subscriptions))
+
+    async def topic_bundle(self, request: web.Request) -> web.Response:
+        _, bundle = await self.service.bundle_of(self._topic(request))
+        return web.json_response(bundle.name)
 
     async def unload_topic(self, request: web.Request) -> web.Response:
         name = self._topic(request)

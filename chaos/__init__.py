@@ -6,6 +6,8 @@ Activities are laid out as in chaostoolkit-kubernetes, one folder per kind of ta
   (``magnetar local up``): kill, stop, start, freeze and thaw bookies and brokers, region outages.
 - ``magnetar.chaos.storage.probes``: registered bookies, under-replicated ledgers, and a wait
   for auto-recovery to finish.
+- ``magnetar.chaos.bundles.actions``: unload and transfer bundles through the admin REST API.
+- ``magnetar.chaos.workload.actions`` / ``probes``: the background workload and its event log.
 
 Experiments name them as Python providers, e.g.::
 
@@ -33,4 +35,7 @@ def discover(discover_system: bool = True) -> dict[str, Any]:
     discovery["activities"].extend(discover_actions("magnetar.chaos.process.actions"))
     discovery["activities"].extend(discover_probes("magnetar.chaos.process.probes"))
     discovery["activities"].extend(discover_probes("magnetar.chaos.storage.probes"))
+    discovery["activities"].extend(discover_actions("magnetar.chaos.bundles.actions"))
+    discovery["activities"].extend(discover_actions("magnetar.chaos.workload.actions"))
+    discovery["activities"].extend(discover_probes("magnetar.chaos.workload.probes"))
     return discovery

@@ -70,6 +70,11 @@ def configure(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict
     configuration["magnetar_target"] = target.kind
     if target.cluster_dir is not None:
         configuration["magnetar_cluster_dir"] = str(target.cluster_dir.resolve())
+        state = target.cluster_dir / "state.json"
+        if state.exists():
+            regions = list(json.loads(state.read_text()).get("regions", {}))
+            if regions:
+                configuration.setdefault("magnetar_cluster_name", regions[0])
     if target.service_url:
         configuration["magnetar_service_url"] = target.service_url
     if target.admin_url:

@@ -1,0 +1,1 @@
+"""Bundle moves through the admin REST API (Pulsar-compatible): unloads and transfers."""

@@ -1,0 +1,92 @@
+"""Start and stop the workload in the background of an experiment.
+
+The workload runs as its own process (``magnetar workload``) writing the run's event log, so a
+fault in the cluster never stops the record of what clients saw.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from chaoslib.exceptions import ActivityFailed
+
+from magnetar.chaos.admin_target import service_url
+
+__all__ = ["start_workload", "stop_workload"]
+
+
+def _run_dir(configuration: dict[str, Any] | None) -> Path:
+    run_dir = (configuration or {}).get("magnetar_run_dir")
+    if not run_dir:
+        raise ActivityFailed("no run directory: run experiments with `magnetar chaos run`")
+    return Path(run_dir)
+
+
+def start_workload(
+    topic: str = "persistent://public/default/chaos",
+    producers: int = 1,
+    consumers: int = 1,
+    rate: float = 200,
+    size: int = 256,
+    keys: int = 16,
+    subscription_type: str = "Shared",
+    duration: float = 600,
+    prefix: str = "w",
+    service_url_: str | None = None,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Start producers and consumers (official client) that log every send, receipt, receive and
+    ack to ``runs/<id>/events/``; they run until ``stop_workload`` (or ``duration`` seconds)."""
+    run_dir = _run_dir(configuration)
+    url = service_url(service_url_, cluster_dir, configuration)
+    cluster = (configuration or {}).get("magnetar_cluster_name", "local")
+    log = run_dir / "workload" / f"{prefix}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "magnetar", "workload", "--service-url", url, "--cluster", cluster,
+        "--topic", topic, "--producers", str(producers), "--consumers", str(consumers),
+        "--rate", str(rate), "--size", str(size), "--keys", str(keys),
+        "--subscription-type", subscription_type, "--duration", str(duration),
+        "--run-dir", str(run_dir), "--prefix", prefix,
+    ]  # fmt: skip
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    (run_dir / "workload" / f"{prefix}.pid").write_text(str(process.pid))
+    time.sleep(2)  # connected and flowing before the fault
+    if process.poll() is not None:
+        raise ActivityFailed(f"workload exited at once ({process.returncode}); see {log}")
+    return {"pid": process.pid, "service_url": url, "topic": topic, "at": time.time()}
+
+
+def stop_workload(
+    prefix: str = "w", timeout_s: float = 90, configuration: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Stop producing (SIGTERM), let consumers drain what was published, wait for the exit."""
+    run_dir = _run_dir(configuration)
+    pid_file = run_dir / "workload" / f"{prefix}.pid"
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        raise ActivityFailed(f"no workload {prefix!r} was started in {run_dir}") from None
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return {"pid": pid, "already_stopped": True}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            finished, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            finished = 0 if Path(f"/proc/{pid}").exists() else pid
+        if finished == pid:
+            return {"pid": pid, "stopped_at": time.time()}
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    raise ActivityFailed(f"workload {pid} did not drain within {timeout_s:.0f}s; killed")
