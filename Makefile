@@ -15,8 +15,7 @@ test: install lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 demo: install
-	@echo "The demo (local cluster, chaos experiments, Spark report) arrives with the chaos lab (issue 5)."
-	@echo "Until then: 'make test' runs the storage layer against real bookie processes and ZooKeeper."
+	$(BIN)/magnetar chaos demo
 
 install: system-deps $(STAMP) proto
 

@@ -107,3 +107,78 @@ def _print_summary(result: dict[str, Any], run_dir: Path) -> None:
         f"journal: {run_dir / 'journal.json'}"
     )
     (run_dir / "chaos-summary.json").write_text(json.dumps(result, indent=2, default=str))
+
+
+@chaos.command()
+@click.option("--cluster-file", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("examples/one-region.yaml"), show_default=True)  # fmt: skip
+@click.option("--experiment", "experiments", multiple=True, default=("bundle-unload", "bundle-transfer"),
+              show_default=True, help="Experiment names under chaos/experiments/; repeatable.")  # fmt: skip
+def demo(cluster_file: Path, experiments: tuple[str, ...]) -> None:
+    """Start a local cluster, run experiments with a real workload, write the post-mortem, stop.
+
+    \b
+    Example:
+      magnetar chaos demo --experiment bundle-unload --experiment bookie-loss
+    """
+    from datetime import UTC, datetime
+
+    from magnetar.chaos.local.cli import _link_latest
+    from magnetar.chaos.local.spec import ClusterSpec, ClusterSpecError
+    from magnetar.chaos.local.supervisor import LocalClusterError, Supervisor
+
+    try:
+        spec = ClusterSpec.load(cluster_file)
+    except ClusterSpecError as exc:
+        raise click.ClickException(str(exc)) from exc
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    cluster_dir = Path("runs") / f"demo-{stamp}" / "cluster"
+    supervisor = Supervisor(cluster_dir, on_status=lambda msg: console.print(f"[dim]{msg}[/]"))
+    console.print(f"[bold]starting[/] {cluster_file} in {cluster_dir}")
+    try:
+        supervisor.up(spec)
+    except (LocalClusterError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    _link_latest(cluster_dir)
+    results = []
+    try:
+        for name in experiments:
+            path = Path("chaos/experiments") / f"{name}.yaml"
+            loaded = chaos_run.load(path)
+            run_dir = chaos_run.new_run_dir(path, f"demo-{stamp}-{name}")
+            _show_progress()
+            journal = chaos_run.execute(loaded, run_dir, chaos_run.Target("local", cluster_dir))
+            result = chaos_run.summary(journal)
+            _print_summary(result, run_dir)
+            results.append((name, run_dir, result))
+    finally:
+        console.print("[bold]stopping[/] the local cluster")
+        supervisor.down()
+    for name, run_dir, result in results:
+        console.print(
+            f"{name}: {result['status']}, hypothesis after: {result['hypothesis_after']} -> {run_dir}"
+        )
+        report = _postmortem(run_dir)
+        if report:
+            console.print(f"  report: {report}")
+    if any(r["status"] != "completed" for _, _, r in results):
+        raise SystemExit(1)
+
+
+def _postmortem(run_dir: Path) -> str | None:
+    """Run the Spark post-mortem on ``run_dir`` when it is installed; its report's path."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    try:
+        available = importlib.util.find_spec("magnetar.spark.cli") is not None
+    except ModuleNotFoundError:
+        available = False
+    if not available:
+        console.print(
+            f"  post-mortem: not available yet (magnetar.spark); events are in {run_dir / 'events'}"
+        )
+        return None
+    done = subprocess.run([sys.executable, "-m", "magnetar", "postmortem", str(run_dir)], check=False)
+    return str(run_dir / "report" / "report.html") if done.returncode in (0, 3) else None
