@@ -10,14 +10,20 @@ each entry to a consumer by the subscription type:
   consumer joined or left and the hash changed hands), so a key is never delivered out of order
   across consumers (Pulsar's "draining hashes").
 
-Permits count messages: a batch entry takes as many as it holds.
+Permits count messages: a batch entry takes as many as it holds, so a read asks for about as many
+entries as the permits cover (by the average batch size seen so far). Entries read but not taken
+wait in the replay set; only entries a consumer really had and gave back (close, redelivery
+request, failover switch) count as redelivered (``redelivery_count``, which drives the client's
+dead-letter policy).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
+import math
 import zlib
 from collections.abc import Callable
 
@@ -52,10 +58,15 @@ class Dispatcher:
         #: Key_Shared: hash slot of each pending entry, and who holds unacked entries per slot
         self._slot_of: dict[Position, int] = {}
         self._holders: dict[int, dict[int, int]] = {}
+        #: Key_Shared ring (sorted points, consumer at each point), rebuilt when consumers change
+        self._ring: tuple[list[int], list[Consumer]] | None = None
+        #: moving average of messages per entry, to size reads to the permits
+        self._messages_per_entry = 1.0
 
     # -- consumers ------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
+        self._ring = None
         self._update_active()
         self.wake()
         if self._task is None:
@@ -66,10 +77,8 @@ class Dispatcher:
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        self._replay.update(consumer.pending)
-        for position in consumer.pending:
-            self._release(position, consumer)
-        consumer.pending.clear()
+        self._ring = None
+        self._give_back(consumer, list(consumer.pending))
         self._update_active()
         self.wake()
 
@@ -82,8 +91,7 @@ class Dispatcher:
             previous, self._active = self._active, active
             if previous is not None and not previous.closed:
                 # Its unacknowledged entries go to the new active consumer, in order.
-                self._replay.update(previous.pending)
-                previous.pending.clear()
+                self._give_back(previous, list(previous.pending))
             for consumer in self.consumers:
                 consumer.set_active(consumer is active)
 
@@ -106,6 +114,10 @@ class Dispatcher:
         for position in positions:
             self._replay.discard(position)
             self.redelivery_counts.pop(position, None)
+        if cumulative_up_to is not None:
+            self._replay = {p for p in self._replay if p > cumulative_up_to}
+            for position in [p for p in self.redelivery_counts if p <= cumulative_up_to]:
+                del self.redelivery_counts[position]
         self.wake()
 
     def _hold(self, position: Position, slot: int, consumer: Consumer) -> None:
@@ -132,10 +144,17 @@ class Dispatcher:
             list(consumer.pending) if positions is None else [p for p in positions if p in consumer.pending]
         )
         for position in chosen:
-            consumer.permits += consumer.pending.pop(position)
+            consumer.permits += consumer.pending[position]
+        self._give_back(consumer, chosen)
+        self.wake()
+
+    def _give_back(self, consumer: Consumer, positions: list[Position]) -> None:
+        """Entries ``consumer`` had and did not acknowledge go out again, counted as redelivered."""
+        for position in positions:
+            consumer.pending.pop(position, None)
             self._release(position, consumer)
             self._replay.add(position)
-        self.wake()
+            self.redelivery_counts[position] = self.redelivery_counts.get(position, 0) + 1
 
     def reset(self) -> None:
         """After a seek: nothing pending, nothing to replay."""
@@ -169,10 +188,8 @@ class Dispatcher:
                 batch = sorted(self._replay)[:MAX_READ_BATCH]
                 self._replay.difference_update(batch)
                 entries = await self.cursor.replay(batch)
-                for entry in entries:
-                    self.redelivery_counts[entry.position] = self.redelivery_counts.get(entry.position, 0) + 1
             else:
-                entries = await self.cursor.read_entries(min(MAX_READ_BATCH, self._total_permits()))
+                entries = await self.cursor.read_entries(self._entries_to_read())
             if not entries:
                 if not replaying:
                     self._wait_for_entries()
@@ -196,6 +213,7 @@ class Dispatcher:
             if consumer is None:
                 deferred.append(entry)
                 continue
+            self._messages_per_entry += (messages - self._messages_per_entry) / 16
             consumer.deliver(entry, messages, self.redelivery_counts.get(entry.position, 0))
             if self.sub_type == SubType.Key_Shared:
                 self._hold(entry.position, slot, consumer)
@@ -217,7 +235,7 @@ class Dispatcher:
     def _key_owner(self, slot: int) -> Consumer | None:
         if not self.consumers:
             return None
-        owner = self._ring_owner(slot)
+        owner = self.ring_owner(slot)
         if owner.permits <= 0:
             return None
         holders = self._holders.get(slot, {})
@@ -225,25 +243,34 @@ class Dispatcher:
             return None  # another consumer still drains this hash: wait for its acks
         return owner
 
-    def _ring_owner(self, slot: int) -> Consumer:
+    def ring_owner(self, slot: int) -> Consumer:
         """Consistent hashing over the hash range: a joining consumer takes keys only from its
         neighbours' arcs and a leaving one gives its arcs to its successors, so every other key
         keeps its consumer (and its order)."""
-        points = sorted(
-            (zlib.crc32(f"{c.name}#{c.consumer_id}#{i}".encode()) % HASH_RANGE, n)
-            for n, c in enumerate(self.consumers)
-            for i in range(VIRTUAL_POINTS)
-        )
-        for point, index in points:
-            if slot <= point:
-                return self.consumers[index]
-        return self.consumers[points[0][1]]
+        if self._ring is None:
+            ordered = sorted(
+                (zlib.crc32(f"{c.name}#{c.consumer_id}#{i}".encode()) % HASH_RANGE, n)
+                for n, c in enumerate(self.consumers)
+                for i in range(VIRTUAL_POINTS)
+            )
+            self._ring = ([p for p, _ in ordered], [self.consumers[n] for _, n in ordered])
+        points, owners = self._ring
+        index = bisect.bisect_left(points, slot)
+        return owners[index if index < len(points) else 0]
+
+    def _receivers(self) -> list[Consumer]:
+        """The consumers entries can go to now: the active one of Exclusive/Failover, else all."""
+        if self.sub_type in (SubType.Exclusive, SubType.Failover):
+            return [self._active] if self._active is not None else []
+        return self.consumers
 
     def _has_room(self) -> bool:
-        return any(c.permits > 0 for c in self.consumers)
+        return any(c.permits > 0 for c in self._receivers())
 
-    def _total_permits(self) -> int:
-        return max(1, sum(max(0, c.permits) for c in self.consumers))
+    def _entries_to_read(self) -> int:
+        """About as many entries as the permits cover (Pulsar's avgMessagesPerEntry estimate)."""
+        permits = sum(max(0, c.permits) for c in self._receivers())
+        return max(1, min(MAX_READ_BATCH, math.ceil(permits / max(1.0, self._messages_per_entry))))
 
     def _wait_for_entries(self) -> None:
         future = self.cursor.ledger.wait_for_new_entries()

@@ -10,10 +10,15 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from magnetar.common.process import run, setup_logging
+from magnetar.common.config import ConfigError
+from magnetar.common.process import parse_sets, run, setup_logging
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import BrokerConfig
 
 log = logging.getLogger("magnetar.standalone")
 
@@ -25,6 +30,7 @@ Examples:
   magnetar standalone
   magnetar standalone --data-dir /tmp/magnetar --port 6651 --web-port 8081
   magnetar standalone --port 0 --web-port 0      # free ports, printed on the ready line
+  magnetar standalone --set broker_deduplication_enabled=true
 Then, with the official client:
   python -c "import pulsar; c = pulsar.Client('pulsar://127.0.0.1:6650'); ..."
 Ctrl-C stops it cleanly.""",
@@ -34,22 +40,42 @@ Ctrl-C stops it cleanly.""",
 @click.option("--port", type=int, default=6650, show_default=True, help="Pulsar protocol port.")
 @click.option("--web-port", type=int, default=8080, show_default=True, help="HTTP port (/metrics).")
 @click.option("--bookie-port", type=int, default=0, show_default=True, help="The bookie's gRPC port.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="A broker setting (Pulsar's broker.conf name in snake_case); repeatable.")  # fmt: skip
 @click.option("--log-level", default="WARNING", show_default=True)
-def standalone(data_dir: Path, port: int, web_port: int, bookie_port: int, log_level: str) -> None:
+def standalone(
+    data_dir: Path, port: int, web_port: int, bookie_port: int, sets: tuple[str, ...], log_level: str
+) -> None:
     """Run a whole Magnetar cluster in one process (metadata, bookie, broker)."""
+    from magnetar.broker.config import BrokerConfig
+
     setup_logging(log_level)
+    data_dir = data_dir.resolve()
+    # One bookie, so one copy of each entry (as in Pulsar standalone); --set may override the rest.
+    settings = {
+        "metadata_store_url": f"sqlite://{data_dir / 'metadata.db'}",
+        "managed_ledger_default_ensemble_size": 1,
+        "managed_ledger_default_write_quorum": 1,
+        "managed_ledger_default_ack_quorum": 1,
+        **parse_sets(sets),
+        "broker_service_port": port,
+        "web_service_port": web_port,
+    }
+    try:
+        config = BrokerConfig.load(None, settings)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     data_dir.mkdir(parents=True, exist_ok=True)
-    run(_serve(data_dir.resolve(), port, web_port, bookie_port))
+    run(_serve(data_dir, config, bookie_port))
 
 
-async def _serve(data_dir: Path, port: int, web_port: int, bookie_port: int) -> None:
+async def _serve(data_dir: Path, config: BrokerConfig, bookie_port: int) -> None:
     from magnetar.bookie.config import BookieConfig
     from magnetar.bookie.server import start_bookie
-    from magnetar.broker.config import BrokerConfig
     from magnetar.broker.service import BrokerService
 
     started = time.monotonic()
-    metadata = f"sqlite://{data_dir / 'metadata.db'}"
+    metadata = config.metadata_store_url
     bookie = await start_bookie(
         BookieConfig(
             bookie_port=bookie_port,
@@ -61,16 +87,7 @@ async def _serve(data_dir: Path, port: int, web_port: int, bookie_port: int) -> 
             auto_recovery_daemon_enabled=False,
         )
     )
-    broker = BrokerService(
-        BrokerConfig(
-            metadata_store_url=metadata,
-            broker_service_port=port,
-            web_service_port=web_port,
-            managed_ledger_default_ensemble_size=1,
-            managed_ledger_default_write_quorum=1,
-            managed_ledger_default_ack_quorum=1,
-        )
-    )
+    broker = BrokerService(config)
     await broker.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
