@@ -1,0 +1,285 @@
+"""The Kubernetes objects one ``MagnetarCluster`` becomes: a ZooKeeper ensemble (unless the
+metadata store is external), bookies with their volumes, brokers and read-only brokers, their
+Services, ConfigMaps and PodDisruptionBudgets.
+
+Bookie and broker StatefulSets use the ``OnDelete`` update strategy: the operator itself restarts
+their pods one at a time, in order, after the checks a restart needs (no under-replicated ledger
+for bookies, bundles moved away for brokers). A pod is out of date when its
+``magnetar.dev/config-hash`` differs from its StatefulSet's template.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from magnetar.operator import configs
+from magnetar.operator.resources import ClusterSpec, Resources
+
+CONFIG_HASH = "magnetar.dev/config-hash"
+COMPONENT = "app.kubernetes.io/component"
+INSTANCE = "app.kubernetes.io/instance"
+#: the order the operator brings a cluster up and restarts it: storage before serving
+ROLL_ORDER = ("zookeeper", "bookie", "broker", "broker-readonly")
+
+Manifest = dict[str, Any]
+
+
+def labels(name: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "magnetar",
+        INSTANCE: name,
+        COMPONENT: component,
+        "app.kubernetes.io/managed-by": "magnetar-operator",
+    }
+
+
+def selector(name: str, component: str) -> str:
+    return f"{INSTANCE}={name},{COMPONENT}={component}"
+
+
+def render_cluster(spec: ClusterSpec, name: str, namespace: str) -> list[Manifest]:
+    """Every object of a managed cluster, in the order they are applied."""
+    objs: list[Manifest] = []
+    if not spec.metadata_store.url:
+        objs += _zookeeper(spec, name)
+    objs += _bookies(spec, name, namespace)
+    objs += _brokers(spec, name, namespace, "broker", spec.brokers.replicas)
+    if spec.brokers.read_only_replicas:
+        objs += _brokers(spec, name, namespace, "broker-readonly", spec.brokers.read_only_replicas)
+    return objs
+
+
+def _meta(name: str, component: str, obj_name: str) -> dict[str, Any]:
+    return {"name": obj_name, "labels": labels(name, component)}
+
+
+def _service(name: str, component: str, obj_name: str, ports: dict[str, int], *, headless: bool) -> Manifest:
+    spec: dict[str, Any] = {
+        "selector": labels(name, component),
+        "ports": [{"name": n, "port": p, "targetPort": p} for n, p in ports.items()],
+    }
+    if headless:
+        # Peers and clients find each pod by its stable DNS name, ready or not (bootstrap).
+        spec |= {"clusterIP": "None", "publishNotReadyAddresses": True}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, component, obj_name), "spec": spec}
+
+
+def _pdb(name: str, component: str) -> Manifest:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(name, component, f"{name}-{component}"),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels(name, component)}},
+    }
+
+
+def _config_map(name: str, component: str, data: dict[str, str]) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(name, component, f"{name}-{component}"),
+        "data": data,
+    }
+
+
+def _hash(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _statefulset(
+    name: str,
+    component: str,
+    *,
+    replicas: int,
+    service: str,
+    pod_spec: dict[str, Any],
+    config: dict[str, str] | None,
+    volumes: dict[str, tuple[str, str | None]],
+    operator_rolls: bool,
+) -> Manifest:
+    config_hash = _hash(pod_spec, config, volumes)
+    claims = [
+        {
+            "metadata": {"name": vol, "labels": labels(name, component)},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": size}},
+                **({"storageClassName": sc} if sc else {}),
+            },
+        }
+        for vol, (size, sc) in volumes.items()
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _meta(name, component, f"{name}-{component}"),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": service,
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"} if operator_rolls else {"type": "RollingUpdate"},
+            "selector": {"matchLabels": labels(name, component)},
+            "template": {
+                "metadata": {"labels": labels(name, component), "annotations": {CONFIG_HASH: config_hash}},
+                "spec": pod_spec,
+            },
+            "volumeClaimTemplates": claims,
+        },
+    }
+
+
+def _container(
+    spec: ClusterSpec, component: str, args: list[str], ports: dict[str, int], resources: Resources
+) -> dict[str, Any]:
+    return {
+        "name": component,
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": ["/usr/local/bin/magnetar-entrypoint"],
+        "args": args,
+        "ports": [{"name": n, "containerPort": p} for n, p in ports.items()],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ],
+        "resources": resources.render(),
+        "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False},
+    }
+
+
+def _health(component: str) -> dict[str, Any]:
+    return {"exec": {"command": ["magnetar-healthcheck", component]}, "periodSeconds": 5}
+
+
+def _zookeeper(spec: ClusterSpec, name: str) -> list[Manifest]:
+    zk = spec.metadata_store.zookeeper
+    headless = f"{name}-zookeeper-headless"
+    servers = " ".join(
+        f"server.{i + 1}={name}-zookeeper-{i}.{headless}:2888:3888;{configs.ZOOKEEPER_PORT}"
+        for i in range(zk.replicas)
+    )
+    zk_ports = {"client": configs.ZOOKEEPER_PORT, "peer": 2888, "election": 3888}
+    # The official image takes its id from ZOO_MY_ID; a StatefulSet pod knows only its ordinal.
+    set_id = 'export ZOO_MY_ID=$(( ${HOSTNAME##*-} + 1 )); exec /docker-entrypoint.sh "$@"'
+    container = {
+        "name": "zookeeper",
+        "image": zk.image,
+        "command": ["sh", "-c", set_id, "--"],
+        "args": ["zkServer.sh", "start-foreground"],
+        "env": [
+            {"name": "ZOO_SERVERS", "value": servers},
+            {"name": "ZOO_4LW_COMMANDS_WHITELIST", "value": "ruok"},
+        ],
+        "ports": [{"name": n, "containerPort": p} for n, p in zk_ports.items()],
+        "readinessProbe": {"tcpSocket": {"port": configs.ZOOKEEPER_PORT}, "periodSeconds": 5},
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "resources": zk.resources.render(),
+    }
+    sts = _statefulset(
+        name,
+        "zookeeper",
+        replicas=zk.replicas,
+        service=headless,
+        pod_spec={"containers": [container]},
+        config=None,
+        volumes={"data": (zk.storage, None)},
+        operator_rolls=False,
+    )
+    return [
+        _service(name, "zookeeper", headless, zk_ports, headless=True),
+        _service(name, "zookeeper", f"{name}-zookeeper", {"client": configs.ZOOKEEPER_PORT}, headless=False),
+        _pdb(name, "zookeeper"),
+        sts,
+    ]
+
+
+def _bookies(spec: ClusterSpec, name: str, namespace: str) -> list[Manifest]:
+    b = spec.bookies
+    data = {"bookie.yaml": configs.to_yaml(configs.bookie_settings(spec, name, namespace))}
+    container = _container(
+        spec,
+        "bookie",
+        ["bookie", "--config", "/etc/magnetar/bookie.yaml"],
+        {"bookie": configs.BOOKIE_PORT, "metrics": configs.BOOKIE_METRICS_PORT},
+        b.resources,
+    )
+    container["env"] += [
+        # The entrypoint derives the advertised address and the rack from these.
+        {"name": "MAGNETAR_SERVICE", "value": f"{name}-bookie"},
+        {"name": "MAGNETAR_RACKS", "value": ",".join(b.racks)},
+    ]
+    container["readinessProbe"] = _health("bookie")
+    container["volumeMounts"] = [
+        {"name": "config", "mountPath": "/etc/magnetar"},
+        {"name": "journal", "mountPath": f"{configs.DATA}/journal"},
+        {"name": "ledgers", "mountPath": f"{configs.DATA}/ledgers"},
+    ]
+    pod_spec = {
+        "containers": [container],
+        "volumes": [{"name": "config", "configMap": {"name": f"{name}-bookie"}}],
+        "securityContext": {"fsGroup": 10000},
+        "terminationGracePeriodSeconds": 60,
+    }
+    sc = b.storage.storage_class_name
+    sts = _statefulset(
+        name,
+        "bookie",
+        replicas=b.replicas,
+        service=f"{name}-bookie",
+        pod_spec=pod_spec,
+        config=data,
+        volumes={"journal": (b.storage.journal, sc), "ledgers": (b.storage.ledgers, sc)},
+        operator_rolls=True,
+    )
+    ports = {"bookie": configs.BOOKIE_PORT, "metrics": configs.BOOKIE_METRICS_PORT}
+    return [
+        _config_map(name, "bookie", data),
+        _service(name, "bookie", f"{name}-bookie", ports, headless=True),
+        _pdb(name, "bookie"),
+        sts,
+    ]
+
+
+def _brokers(spec: ClusterSpec, name: str, namespace: str, component: str, replicas: int) -> list[Manifest]:
+    data = {"broker.yaml": configs.to_yaml(configs.broker_settings(spec, name, namespace))}
+    ports = {"pulsar": configs.BROKER_PORT, "http": configs.BROKER_WEB_PORT}
+    container = _container(
+        spec, "broker", ["broker", "--config", "/etc/magnetar/broker.yaml"], ports, spec.brokers.resources
+    )
+    container["env"] += [
+        {"name": "MAGNETAR_SERVICE", "value": f"{name}-{component}-headless"},
+        {"name": "MAGNETAR_BROKER_ROLE", "value": "read-only" if "readonly" in component else "serving"},
+    ]
+    container["readinessProbe"] = _health("broker")
+    container["volumeMounts"] = [{"name": "config", "mountPath": "/etc/magnetar"}]
+    pod_spec = {
+        "containers": [container],
+        "volumes": [{"name": "config", "configMap": {"name": f"{name}-{component}"}}],
+        "terminationGracePeriodSeconds": 60,
+    }
+    sts = _statefulset(
+        name,
+        component,
+        replicas=replicas,
+        service=f"{name}-{component}-headless",
+        pod_spec=pod_spec,
+        config=data,
+        volumes={},
+        operator_rolls=True,
+    )
+    return [
+        _config_map(name, component, data),
+        _service(name, component, f"{name}-{component}-headless", ports, headless=True),
+        _service(name, component, f"{name}-{component}", ports, headless=False),
+        _pdb(name, component),
+        sts,
+    ]
+
+
+def admin_url(spec: ClusterSpec, name: str, namespace: str) -> str:
+    """Where the operator sends admin requests for this cluster."""
+    if spec.external is not None:
+        return spec.external.admin_url.rstrip("/")
+    return f"http://{name}-broker.{namespace}.svc:{configs.BROKER_WEB_PORT}"

@@ -1,0 +1,203 @@
+"""The specs of the custom resources, typed: what the operator reads from ``MagnetarCluster``,
+``MagnetarNamespace`` and ``MagnetarBundle`` objects.
+
+The API server already enforces the structural schema of ``charts/magnetar/crds/`` (types, ranges,
+required fields), so these models parse rather than police; the checks that a schema cannot express
+(E >= Qw >= Qa, enough bookies for an ensemble, settings the components know) are
+:class:`SpecError`\\ s, which the handlers turn into conditions and Events, never a crash loop.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+GROUP = "magnetar.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CLUSTERS = "magnetarclusters"
+NAMESPACES = "magnetarnamespaces"
+BUNDLES = "magnetarbundles"
+
+_BUNDLE = re.compile(r"^0x([0-9a-fA-F]{8})_0x([0-9a-fA-F]{8})$")
+
+
+class SpecError(ValueError):
+    """A spec the schema accepts but the operator cannot carry out; the message says why."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class _Spec(BaseModel):
+    # Unknown fields were already pruned by the API server; ignore rather than fail on them.
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+class Resources(_Spec):
+    requests: dict[str, str] = Field(default_factory=dict)
+    limits: dict[str, str] = Field(default_factory=dict)
+
+    def render(self) -> dict[str, Any]:
+        return {k: v for k, v in (("requests", self.requests), ("limits", self.limits)) if v}
+
+
+class ZooKeeperSpec(_Spec):
+    replicas: int = Field(default=1, ge=1)
+    image: str = "zookeeper:3.9"
+    storage: str = "1Gi"
+    resources: Resources = Field(default_factory=Resources)
+
+
+class MetadataStoreSpec(_Spec):
+    #: an external store (``zk://host:port/chroot``); none: the operator runs ZooKeeper
+    url: str | None = None
+    zookeeper: ZooKeeperSpec = Field(default_factory=ZooKeeperSpec)
+
+
+class ConfigurationStoreSpec(_Spec):
+    #: the store shared by geo-replicated regions; none: the region's own metadata store
+    url: str | None = None
+
+
+class BookieStorage(_Spec):
+    journal: str = "1Gi"
+    ledgers: str = "5Gi"
+    storage_class_name: str | None = Field(default=None, alias="storageClassName")
+
+
+class BookiesSpec(_Spec):
+    replicas: int = Field(default=3, ge=0)
+    storage: BookieStorage = Field(default_factory=BookieStorage)
+    ensemble_size: int = Field(default=2, ge=1, alias="ensembleSize")
+    write_quorum: int = Field(default=2, ge=1, alias="writeQuorum")
+    ack_quorum: int = Field(default=2, ge=1, alias="ackQuorum")
+    #: rack of bookie ``i`` is ``racks[i % len(racks)]``
+    racks: list[str] = Field(default_factory=list)
+    resources: Resources = Field(default_factory=Resources)
+    #: extra BookieConfig settings (snake_case names, as in bookie.yaml)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class BrokersSpec(_Spec):
+    replicas: int = Field(default=2, ge=0)
+    read_only_replicas: int = Field(default=0, ge=0, alias="readOnlyReplicas")
+    resources: Resources = Field(default_factory=Resources)
+    #: extra BrokerConfig settings (snake_case names, as in broker.yaml)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReplicationPeer(_Spec):
+    name: str
+    service_url: str = Field(alias="serviceUrl")
+    admin_url: str | None = Field(default=None, alias="adminUrl")
+
+
+class ExternalCluster(_Spec):
+    admin_url: str = Field(alias="adminUrl")
+    service_url: str | None = Field(default=None, alias="serviceUrl")
+
+
+class ClusterSpec(_Spec):
+    #: the region's name (Pulsar's clusterName); default: the resource's name
+    cluster_name: str | None = Field(default=None, alias="clusterName")
+    image: str = "magnetar:0.1.0"
+    image_pull_policy: str = Field(default="IfNotPresent", alias="imagePullPolicy")
+    metadata_store: MetadataStoreSpec = Field(default_factory=MetadataStoreSpec, alias="metadataStore")
+    configuration_store: ConfigurationStoreSpec = Field(
+        default_factory=ConfigurationStoreSpec, alias="configurationStore"
+    )
+    bookies: BookiesSpec = Field(default_factory=BookiesSpec)
+    brokers: BrokersSpec = Field(default_factory=BrokersSpec)
+    replication_peers: list[ReplicationPeer] = Field(default_factory=list, alias="replicationPeers")
+    external: ExternalCluster | None = None
+
+    def region(self, name: str) -> str:
+        return self.cluster_name or name
+
+
+class NamespaceSpec(_Spec):
+    #: the MagnetarCluster (same Kubernetes namespace) whose admin REST applies this namespace
+    cluster: str
+    tenant: str
+    namespace: str
+    #: Pulsar clusters (regions) the namespace replicates to; default: the cluster's own region
+    clusters: list[str] = Field(default_factory=list)
+    bundles: int = Field(default=4, ge=1, le=1024)
+    retention_time_in_minutes: int | None = Field(default=None, alias="retentionTimeInMinutes")
+    retention_size_in_mb: int | None = Field(default=None, alias="retentionSizeInMB")
+    replicated_subscriptions: bool | None = Field(default=None, alias="replicatedSubscriptions")
+    #: what deleting the resource does to the namespace in the cluster
+    deletion_policy: Literal["Retain", "Delete"] = Field(default="Retain", alias="deletionPolicy")
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+
+class BundleAction(_Spec):
+    type: Literal["Unload", "Transfer", "Split"]
+    destination_broker: str | None = Field(default=None, alias="destinationBroker")
+
+
+class BundleSpec(_Spec):
+    cluster: str
+    #: ``tenant/namespace``
+    namespace: str
+    #: Pulsar's bundle name, ``0x00000000_0x40000000``
+    range: str = Field(pattern=_BUNDLE.pattern)
+    action: BundleAction | None = None
+
+
+def parse_cluster(spec: dict[str, Any], name: str) -> ClusterSpec:
+    """The typed spec, after the checks a schema cannot make."""
+    try:
+        parsed = ClusterSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise SpecError("InvalidSpec", _first_error(exc)) from None
+    if parsed.external is None:
+        _check_ledgers(parsed.bookies)
+        _check_settings(parsed, name)
+    return parsed
+
+
+def _check_ledgers(bookies: BookiesSpec) -> None:
+    e, qw, qa = bookies.ensemble_size, bookies.write_quorum, bookies.ack_quorum
+    if not e >= qw >= qa:
+        raise SpecError(
+            "InvalidQuorum",
+            f"bookies need ensembleSize >= writeQuorum >= ackQuorum, got E={e} Qw={qw} Qa={qa}",
+        )
+    if 0 < bookies.replicas < e:
+        raise SpecError(
+            "NotEnoughBookies",
+            f"bookies.replicas={bookies.replicas} cannot hold an ensemble of ensembleSize={e}",
+        )
+
+
+def _check_settings(spec: ClusterSpec, name: str) -> None:
+    # Imported here: the rendered configs are what the pods load, so an unknown or invalid
+    # setting is reported now, on the resource, instead of as a crash-looping pod.
+    from magnetar.operator.configs import bookie_settings, broker_settings
+
+    for component, render in (("bookies", bookie_settings), ("brokers", broker_settings)):
+        try:
+            render(spec, name, "default")
+        except ValidationError as exc:
+            raise SpecError("InvalidConfig", f"{component}.config: {_first_error(exc)}") from None
+
+
+def parse_bundle_range(name: str) -> tuple[int, int]:
+    match = _BUNDLE.match(name)
+    if match is None:
+        raise SpecError("InvalidRange", f"bundle range {name!r} is not 0xXXXXXXXX_0xXXXXXXXX")
+    return int(match.group(1), 16), int(match.group(2), 16)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "spec"
+    return f"{where}: {err['msg']}"
