@@ -1,0 +1,155 @@
+"""The few Kubernetes calls the handlers make, as plain dicts, off the event loop.
+
+The official client is synchronous; every call here runs in a worker thread so a slow API server
+never stalls kopf's event loop. Objects are applied with server-side apply under one field
+manager, so re-applying an unchanged manifest is a no-op and fields others own are left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from magnetar.operator.resources import GROUP, VERSION
+
+FIELD_MANAGER = "magnetar-operator"
+
+
+def api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """A client for ``kubeconfig``; without one, in-cluster credentials, then ~/.kube/config."""
+    if kubeconfig:
+        return config.new_client_from_config(config_file=kubeconfig)
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+def _json(response: Any) -> Any:
+    return json.loads(response.data)
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self._dynamic: DynamicClient | None = None
+
+    # -- generic --------------------------------------------------------------------------------
+    def _apply(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+        if self._dynamic is None:
+            self._dynamic = DynamicClient(self.api)
+        resource = self._dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        result = self._dynamic.server_side_apply(
+            resource, body=obj, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
+        )
+        applied: dict[str, Any] = result.to_dict()
+        return applied
+
+    async def apply(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self._apply, obj, namespace)
+
+    # -- pods and StatefulSets ------------------------------------------------------------------
+    async def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        response = await asyncio.to_thread(
+            self.core.list_namespaced_pod, namespace, label_selector=selector, _preload_content=False
+        )
+        items: list[dict[str, Any]] = _json(response)["items"]
+        return items
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(self.core.delete_namespaced_pod, name, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    async def statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = await asyncio.to_thread(
+                self.apps.read_namespaced_stateful_set, name, namespace, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        found: dict[str, Any] = _json(response)
+        return found
+
+    # -- our custom resources -------------------------------------------------------------------
+    async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = await asyncio.to_thread(
+                self.custom.get_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                plural,
+                name,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        found: dict[str, Any] = _json(response)
+        return found
+
+    async def list_custom(self, plural: str, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        response = await asyncio.to_thread(
+            self.custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            label_selector=selector,
+            _preload_content=False,
+        )
+        items: list[dict[str, Any]] = _json(response)["items"]
+        return items
+
+    async def create_custom(self, plural: str, namespace: str, body: dict[str, Any]) -> None:
+        await asyncio.to_thread(
+            self.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, plural, body
+        )
+
+    async def patch_custom_status(
+        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
+        await asyncio.to_thread(
+            self.custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            {"status": status},
+        )
+
+    async def delete_custom(self, plural: str, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(
+                self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, plural, name
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def ordinal(pod: dict[str, Any]) -> int:
+    return int(str(pod["metadata"]["name"]).rsplit("-", 1)[1])
