@@ -303,6 +303,11 @@ class ManagedLedger:
         while len(entries) < max_entries and self.has_entry(position):
             info = next(i for i in self._ledgers if i.ledger_id == position.ledger_id)
             last = min(self._entries_of(info) - 1, position.entry_id + max_entries - len(entries) - 1)
+            confirmed = self._last_confirmed
+            if confirmed is not None and confirmed.ledger_id == position.ledger_id:
+                # Not past what add_entry has handed back yet: those entries are in the cache,
+                # the ones the writer confirmed a moment later are not (yet).
+                last = min(last, confirmed.entry_id)
             entries += await self._read_range(position.ledger_id, position.entry_id, last)
             position = self.next_position(Position(position.ledger_id, last))
         return entries
