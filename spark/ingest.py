@@ -1,119 +1,132 @@
-"""Reading a run: events (with every bad line counted and located) and the fault journal."""
+"""Reading the event log: every line parsed once with an explicit schema, bad lines located.
+
+A line is one of: an event; blank (ignored: writers end files with a newline); or bad, with the
+reason, its file and its line number. Bad lines are counted and listed, never dropped in silence.
+An event whose major schema version (``v``, absent means 1) is not ours stops the post-mortem with
+an error naming the file, since guessing at a newer schema would give wrong numbers.
+
+Line numbers are exact without reading files twice: Spark reads a file split (block) in order
+within a partition, so a line is the lines of the earlier blocks of its file, plus its position in
+its own block (from ``monotonically_increasing_id``, contiguous within a partition).
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from magnetar.spark.schema import EVENT_SCHEMA, EVENTS, SCHEMA_VERSION
+from magnetar.spark.errors import BadInputError
+from magnetar.spark.schema import CORRUPT, EVENT_SCHEMA, EVENTS, KEPT, REQUIRED, SCHEMA_VERSION
 
-
-class BadInputError(Exception):
-    """The run cannot be analysed (missing files, unreadable journal, unknown schema version)."""
-
-
-@dataclass(frozen=True)
-class Fault:
-    name: str
-    start_ns: int
-    end_ns: int
+#: the longest excerpt of a bad line kept for the report
+EXCERPT = 160
+OK, BLANK, BAD, NEWER = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
-class BadLine:
-    file: str
-    line: int
-    reason: str
+class EventLog:
+    events: DataFrame  # the valid events, columns KEPT, cached
+    bad_lines: DataFrame  # file, line, reason, text
+    lines: int
+    bad: int
+    files: int
 
 
-def read_events(spark: SparkSession, run_dir: Path) -> tuple[DataFrame, list[BadLine]]:
-    """Valid events, and the bad lines (file, line number, why) that were left out."""
+def event_files(run_dir: Path) -> list[Path]:
+    if not run_dir.is_dir():
+        raise BadInputError(f"{run_dir}: no such run directory")
     files = sorted((run_dir / "events").glob("*.jsonl"))
     if not files:
-        raise BadInputError(f"{run_dir / 'events'} holds no *.jsonl event logs")
-    raw = spark.read.text([str(f) for f in files]).withColumn("file", F.input_file_name())
+        raise BadInputError(f"{run_dir / 'events'}: no *.jsonl event logs")
+    return files
+
+
+def read_events(spark: SparkSession, run_dir: Path) -> EventLog:
+    files = event_files(run_dir)
+    raw = spark.read.text([str(f) for f in files]).select(
+        "value",
+        F.col("_metadata.file_name").alias("file"),
+        F.col("_metadata.file_block_start").alias("block"),
+        F.monotonically_increasing_id().alias("rid"),
+    )
     parsed = raw.withColumn("e", F.from_json("value", EVENT_SCHEMA, {"mode": "PERMISSIVE"}))
-    valid_event = F.col("e.event").isin(*EVENTS)
-    good = (
-        F.col("e").isNotNull()
-        & F.col("e.ts").isNotNull()
-        & F.col("e.client").isNotNull()
-        & valid_event
-        & (F.trim(F.col("value")) != "")
+    status, reason = _judge()
+    rows = parsed.select(
+        "file",
+        "block",
+        "rid",
+        status.alias("status"),
+        F.when(status >= BAD, reason).alias("reason"),
+        F.when(status >= BAD, F.substring("value", 1, EXCERPT)).alias("text"),
+        *[F.col(f"e.{name}").alias(name) for name in KEPT],
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = rows.agg(
+        F.count("*").alias("lines"),
+        F.sum((F.col("status") >= BAD).cast("long")).alias("bad"),
+        F.min(F.when(F.col("status") == NEWER, F.col("rid"))).alias("newer"),
+    ).collect()[0]
+    if counts["newer"] is not None:
+        first = rows.where(F.col("rid") == counts["newer"]).select("file", "reason").collect()[0]
+        rows.unpersist()
+        raise BadInputError(f"{first['file']}: {first['reason']}")
+    events = rows.where(F.col("status") == OK).select(*KEPT)
+    return EventLog(events, _locate(rows), counts["lines"], counts["bad"] or 0, len(files))
+
+
+def _judge() -> tuple[Column, Column]:
+    """Each line's status (OK, BLANK, BAD, NEWER) and, for bad ones, why."""
+    e = F.col("e")
+    major = F.split(F.trim(e["v"]), r"\.").getItem(0)
+    missing = [F.when(e[name].isNull(), F.lit(name)) for name in REQUIRED]
+    status = (
+        F.when(F.trim(F.col("value")) == "", BLANK)
+        .when(e[CORRUPT].isNotNull() & e["ts"].isNull() & e["client"].isNull() & e["event"].isNull(), BAD)
+        .when(e["v"].isNotNull() & (major != str(SCHEMA_VERSION)), NEWER)
+        .when(e[CORRUPT].isNotNull(), BAD)
+        .when(F.greatest(*[e[name].isNull() for name in REQUIRED]), BAD)
+        .when(~e["event"].isin(*EVENTS), BAD)
+        .otherwise(OK)
     )
-    versions = parsed.where(F.col("e.v").isNotNull() & (F.col("e.v") != SCHEMA_VERSION)).select("file", "e.v")
-    unknown = versions.limit(1).collect()
-    if unknown:
-        file, version = unknown[0]["file"], unknown[0]["v"]
-        raise BadInputError(
-            f"{file}: event schema version {version} is not supported (this reader: {SCHEMA_VERSION})"
+    reason = (
+        F.when(
+            e[CORRUPT].isNotNull() & e["ts"].isNull() & e["client"].isNull() & e["event"].isNull(),
+            F.lit("not a JSON object of the event schema"),
         )
-    events = parsed.where(good).select("e.*").drop("v")
-    bad_rows = (
-        parsed.where(~good & (F.trim(F.col("value")) != "")).select("file", "value").limit(1000).collect()
+        .when(
+            e["v"].isNotNull() & (major != str(SCHEMA_VERSION)),
+            F.concat(
+                F.lit("event schema version "),
+                e["v"],
+                F.lit(f" is not supported (this reader knows major version {SCHEMA_VERSION})"),
+            ),
+        )
+        .when(e[CORRUPT].isNotNull(), F.lit("a field has the wrong type"))
+        .when(
+            F.greatest(*[e[name].isNull() for name in REQUIRED]),
+            F.concat_ws(", ", F.lit("missing"), *missing),
+        )
+        .otherwise(F.concat(F.lit("unknown event "), F.coalesce(e["event"], F.lit("?"))))
     )
-    return events, _locate(bad_rows)
+    return status, reason
 
 
-def _locate(rows: list) -> list[BadLine]:  # type: ignore[type-arg]
-    """Line numbers of bad lines, found in their files (bad lines are few; good ones are many)."""
-    found: list[BadLine] = []
-    by_file: dict[str, list[str]] = {}
-    for row in rows:
-        by_file.setdefault(row["file"], []).append(row["value"])
-    for file, values in by_file.items():
-        path = Path(file.removeprefix("file://"))
-        wanted = set(values)
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
-            if line in wanted:
-                found.append(BadLine(path.name, number, _why(line)))
-    return found
-
-
-def _why(line: str) -> str:
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        return "not JSON"
-    if not isinstance(doc, dict):
-        return "not a JSON object"
-    missing = [k for k in ("ts", "client", "event") if k not in doc]
-    if missing:
-        return f"missing {', '.join(missing)}"
-    if doc.get("event") not in EVENTS:
-        return f"unknown event {doc.get('event')!r}"
-    return "fields of the wrong type"
-
-
-def read_faults(run_dir: Path) -> list[Fault]:
-    """Fault activities of the Chaos Toolkit journal (workload starts and stops excluded)."""
-    path = run_dir / "journal.json"
-    if not path.exists():
-        return []
-    try:
-        journal = json.loads(path.read_text())
-        runs = journal.get("run", [])
-        faults = []
-        for activity in runs:
-            spec = activity.get("activity", {})
-            module = str(spec.get("provider", {}).get("module", ""))
-            if spec.get("type") != "action" or module.endswith(".workload.actions"):
-                continue
-            faults.append(Fault(spec.get("name", "?"), _ns(activity["start"]), _ns(activity["end"])))
-        return faults
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise BadInputError(f"{path} is not a Chaos Toolkit journal: {exc}") from exc
-
-
-def _ns(text: str) -> int:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        from datetime import UTC
-
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1e9)
+def _locate(rows: DataFrame) -> DataFrame:
+    """file, line (1-based), reason and text of every bad line."""
+    blocks = rows.groupBy("file", "block").agg(F.min("rid").alias("first_rid"), F.count("*").alias("n"))
+    earlier = Window.partitionBy("file").orderBy("block").rowsBetween(Window.unboundedPreceding, -1)
+    blocks = blocks.withColumn("before", F.coalesce(F.sum("n").over(earlier), F.lit(0)))
+    bad = rows.where(F.col("status") >= BAD).select("file", "block", "rid", "reason", "text")
+    return (
+        bad.join(F.broadcast(blocks), ["file", "block"])
+        .select(
+            "file",
+            (F.col("before") + F.col("rid") - F.col("first_rid") + 1).cast("long").alias("line"),
+            "reason",
+            "text",
+        )
+        .orderBy("file", "line")
+    )

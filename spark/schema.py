@@ -1,16 +1,24 @@
-"""The event-log schema (DESIGN §6), read with an explicit Spark schema."""
+"""The event-log schema (DESIGN §6), read with an explicit Spark schema, and the report's version."""
 
 from __future__ import annotations
 
-from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-#: the major version this reader understands; events without "v" are version 1
+#: the major version of the event schema this reader understands; events without "v" are version 1
 SCHEMA_VERSION = 1
+#: the version of summary.json; its keys only grow within a major version
 SUMMARY_SCHEMA = "magnetar.postmortem/v1"
 
-EVENT_SCHEMA = StructType(
+EVENTS = ("send", "send_ok", "send_err", "receive", "ack", "connect", "disconnect", "switch_cluster")
+#: a line without these is not an event
+REQUIRED = ("ts", "client", "event")
+#: Spark puts a line that does not fit the schema here (PERMISSIVE mode)
+CORRUPT = "_corrupt_record"
+
+EVENT_FIELDS = StructType(
     [
-        StructField("v", IntegerType()),
+        # a string, so that "v": 2.1 or "v": "2" are still read and judged by their major version
+        StructField("v", StringType()),
         StructField("ts", LongType()),
         StructField("run", StringType()),
         StructField("client", StringType()),
@@ -26,5 +34,7 @@ EVENT_SCHEMA = StructType(
         StructField("error", StringType()),
     ]
 )
+EVENT_SCHEMA = StructType([*EVENT_FIELDS.fields, StructField(CORRUPT, StringType())])
 
-EVENTS = ("send", "send_ok", "send_err", "receive", "ack", "connect", "disconnect", "switch_cluster")
+#: the columns the metrics use; the rest (run, msg_id, error, v) are not kept in memory
+KEPT = ("ts", "client", "role", "cluster", "topic", "subscription", "event", "uid", "key", "latency_ms")

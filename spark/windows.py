@@ -1,125 +1,120 @@
-"""Disruption windows (DESIGN §6), each attributed to a fault.
+"""Disruption windows (DESIGN §6), per producer, per consumer and per topic, each attributed to a fault.
 
-- producer: a maximal interval with at least one send outstanding and no send acknowledged,
-  longer than the threshold: between two consecutive ``send_ok`` of a producer, when sends were
-  outstanding after the first;
-- consumer: an interval with messages available and none received: between two consecutive
-  ``receive`` of a consumer, when its topic had a ``send_ok`` in the interval (so messages were
-  available, yet none arrived);
-- topic: the same over all consumers of the topic together.
+- producer (key: client, topic): at least one send outstanding (sent, neither ``send_ok`` nor
+  ``send_err`` yet) and no ``send_ok``;
+- consumer (key: client, topic, subscription): messages available to its subscription
+  (acknowledged to the producer, later received by the subscription, not yet received) and none
+  received by this consumer; a message never received is a loss, reported as such, not a window
+  that lasts to the end of the run;
+- topic: work pending on the topic (a send outstanding or a message available to any of its
+  subscriptions) and no operation on it succeeding (no ``send_ok``, no receive).
 
-A window goes to the fault whose activity overlaps it, else to the one that most closely
-precedes it; windows before any fault are attributed to none ("baseline").
+Each is bounded by its key's life in the log (first to last event); a window still pending when
+that life ends is reported as ``open``. Windows last longer than the threshold (default 50 ms).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from magnetar.spark.ingest import Fault
+from magnetar.spark.attribution import fault_of
+from magnetar.spark.intervals import pending_intervals
+from magnetar.spark.journal import Fault
+from magnetar.spark.receipts import SUBSCRIPTION
+
+COLUMNS = ["kind", "topic", "client", "subscription", "start", "end", "open", "duration_ms", "fault"]
+
+
+def _send_steps(events: DataFrame) -> DataFrame:
+    sends = events.where(F.col("event").isin("send", "send_ok", "send_err"))
+    return sends.select(
+        "client",
+        "topic",
+        "ts",
+        F.when(F.col("event") == "send", 1).otherwise(-1).alias("delta"),
+        (F.col("event") == "send_ok").alias("success"),
+    )
+
+
+def _lifetimes(events: DataFrame, keys: list[str]) -> DataFrame:
+    return events.groupBy(*keys).agg(F.min("ts").alias("begin"), F.max("ts").alias("end"))
+
+
+def availability_steps(acked: DataFrame, firsts: DataFrame) -> DataFrame:
+    """topic, subscription, ts, delta: +1 when a message is acknowledged to its producer, -1 when
+    the subscription first receives it (nothing when it arrived before the acknowledgement did)."""
+    paired = acked.select("topic", "uid", F.col("ts").alias("acked")).join(
+        firsts.select(*SUBSCRIPTION, "uid", F.col("ts").alias("received")), ["topic", "uid"]
+    )
+    waited = paired.where(F.col("received") > F.col("acked"))
+    return waited.select(*SUBSCRIPTION, F.col("acked").alias("ts"), F.lit(1).alias("delta")).unionByName(
+        waited.select(*SUBSCRIPTION, F.col("received").alias("ts"), F.lit(-1).alias("delta"))
+    )
 
 
 def producer_windows(events: DataFrame, threshold_ns: int) -> DataFrame:
-    flow = events.where(F.col("event").isin("send", "send_ok")).select(
-        "client", "topic", "ts", F.when(F.col("event") == "send", 1).otherwise(-1).alias("delta"), "event"
-    )
-    ordered = Window.partitionBy("client").orderBy("ts", F.desc("delta"))
-    flow = flow.withColumn(
-        "outstanding", F.sum("delta").over(ordered.rowsBetween(Window.unboundedPreceding, 0))
-    ).withColumn(
-        "last_ok",
-        F.max(F.when(F.col("event") == "send_ok", F.col("ts"))).over(
-            ordered.rowsBetween(Window.unboundedPreceding, -1)
-        ),
-    )
-    # The first send after each acknowledgement: when nothing was outstanding at the
-    # acknowledgement, the window opens only when the next send goes out.
-    first_sends = (
-        flow.where(F.col("event") == "send")
-        .groupBy("client", "last_ok")
-        .agg(F.min("ts").alias("first_send"))
-        .withColumnRenamed("last_ok", "after_ok")
-    )
-    oks = flow.where(F.col("event") == "send_ok")
-    by_client = Window.partitionBy("client").orderBy("ts")
-    oks = oks.withColumn("previous_ok", F.lag("ts").over(by_client)).withColumn(
-        "outstanding_after", F.lag("outstanding").over(by_client)
-    )
-    joined = oks.join(
-        first_sends,
-        (oks["client"] == first_sends["client"]) & (oks["previous_ok"] == first_sends["after_ok"]),
-        "left",
-    ).drop(first_sends["client"])
-    opened = joined.withColumn(
-        "start", F.when(F.col("outstanding_after") > 0, F.col("previous_ok")).otherwise(F.col("first_send"))
-    )
-    return opened.where(F.col("start").isNotNull() & (F.col("ts") - F.col("start") > threshold_ns)).select(
-        F.lit("producer").alias("kind"), "client", "topic", "start", F.col("ts").alias("end")
+    keys = ["client", "topic"]
+    producers = events.where(F.col("role") == "producer")
+    found = pending_intervals(_send_steps(producers), _lifetimes(producers, keys), keys, threshold_ns)
+    return found.select(
+        F.lit("producer").alias("kind"),
+        "topic",
+        "client",
+        F.lit(None).cast("string").alias("subscription"),
+        "start",
+        "end",
+        "open",
     )
 
 
-def consumer_windows(events: DataFrame, threshold_ns: int, *, per_topic: bool = False) -> DataFrame:
-    receives = events.where(F.col("event") == "receive")
-    key = "topic" if per_topic else "client"
-    by = Window.partitionBy(key).orderBy("ts")
-    gaps = receives.withColumn("start", F.lag("ts").over(by)).where(
-        F.col("start").isNotNull() & (F.col("ts") - F.col("start") > threshold_ns)
+def consumer_windows(events: DataFrame, available: DataFrame, threshold_ns: int) -> DataFrame:
+    keys = ["client", "topic", "subscription"]
+    consumers = events.where((F.col("role") == "consumer") & F.col("subscription").isNotNull())
+    members = consumers.select(*keys).distinct()
+    steps = available.join(members, SUBSCRIPTION).select(*keys, "ts", "delta", F.lit(False).alias("success"))
+    received = consumers.where(F.col("event") == "receive").select(
+        *keys, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
     )
-    gaps = (
-        gaps.select(key, "topic", "start", F.col("ts").alias("end"))
-        if not per_topic
-        else gaps.select("topic", "start", F.col("ts").alias("end"))
+    found = pending_intervals(steps.unionByName(received), _lifetimes(consumers, keys), keys, threshold_ns)
+    return found.select(
+        F.lit("consumer").alias("kind"), "topic", "client", "subscription", "start", "end", "open"
     )
-    published = events.where(F.col("event") == "send_ok").select(
-        F.col("topic").alias("p_topic"), F.col("ts").alias("p_ts")
-    )
-    joined = gaps.join(
-        published,
-        (gaps["topic"] == published["p_topic"])
-        & (published["p_ts"] > gaps["start"])
-        & (published["p_ts"] < gaps["end"]),
-        "left_semi",
-    )
-    if per_topic:
-        return joined.select(
-            F.lit("topic").alias("kind"), F.col("topic").alias("client"), "topic", "start", "end"
-        )
-    return joined.select(F.lit("consumer").alias("kind"), "client", "topic", "start", "end")
 
 
-def attribute(spark: SparkSession, windows: DataFrame, faults: list[Fault]) -> DataFrame:
-    """Add ``fault``: the fault overlapping the window, else the one most closely preceding."""
-    if not faults:
-        return windows.withColumn("fault", F.lit("baseline"))
-    table = spark.createDataFrame(
-        [(f.name, f.start_ns, f.end_ns) for f in faults], "fault string, f_start long, f_end long"
+def topic_windows(events: DataFrame, available: DataFrame, threshold_ns: int) -> DataFrame:
+    keys = ["topic"]
+    sends = _send_steps(events.where(F.col("role") == "producer")).drop("client")
+    waiting = available.select("topic", "ts", "delta", F.lit(False).alias("success"))
+    received = events.where(F.col("event") == "receive").select(
+        "topic", "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
     )
-    candidates = windows.join(table, table["f_start"] <= windows["end"], "left")
-    ranked = candidates.withColumn("overlaps", (F.col("f_end") >= F.col("start")).cast("int")).withColumn(
-        "rank",
-        F.row_number().over(
-            Window.partitionBy("kind", "client", "start", "end").orderBy(
-                F.desc("overlaps"), F.desc("f_start")
-            )
-        ),
+    steps = sends.unionByName(waiting).unionByName(received)
+    found = pending_intervals(
+        steps, _lifetimes(events.where(F.col("topic").isNotNull()), keys), keys, threshold_ns
+    )
+    return found.select(
+        F.lit("topic").alias("kind"),
+        "topic",
+        F.lit(None).cast("string").alias("client"),
+        F.lit(None).cast("string").alias("subscription"),
+        "start",
+        "end",
+        "open",
+    )
+
+
+def disruption_windows(
+    events: DataFrame, available: DataFrame, faults: list[Fault], threshold_ms: float
+) -> DataFrame:
+    threshold_ns = int(threshold_ms * 1_000_000)
+    found = (
+        producer_windows(events, threshold_ns)
+        .unionByName(consumer_windows(events, available, threshold_ns))
+        .unionByName(topic_windows(events, available, threshold_ns))
     )
     return (
-        ranked.where(F.col("rank") == 1)
-        .select(
-            "kind", "client", "topic", "start", "end", F.coalesce("fault", F.lit("baseline")).alias("fault")
-        )
-        .withColumn("duration_ms", (F.col("end") - F.col("start")) / 1e6)
+        found.withColumn("duration_ms", (F.col("end") - F.col("start")) / 1e6)
+        .withColumn("fault", fault_of(F.col("start"), F.col("end"), faults))
+        .select(*COLUMNS)
     )
-
-
-def all_windows(
-    spark: SparkSession, events: DataFrame, faults: list[Fault], threshold_ms: float
-) -> DataFrame:
-    threshold_ns = int(threshold_ms * 1e6)
-    windows = (
-        producer_windows(events, threshold_ns)
-        .unionByName(consumer_windows(events, threshold_ns))
-        .unionByName(consumer_windows(events, threshold_ns, per_topic=True))
-    )
-    return attribute(spark, windows, faults)

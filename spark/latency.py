@@ -1,0 +1,36 @@
+"""Publish latency (``send_ok``'s latency_ms) and end-to-end latency (``receive``'s latency_ms,
+from the producer's timestamp) percentiles, before, during and after each fault."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from magnetar.spark.phases import Phase
+
+#: percentile_approx's accuracy: the rank error is at most 1/ACCURACY of the count
+ACCURACY = 20_000
+
+
+def latency(spark: SparkSession, events: DataFrame, cuts: list[Phase]) -> DataFrame:
+    measured = events.where(
+        F.col("event").isin("send_ok", "receive") & F.col("latency_ms").isNotNull()
+    ).select(
+        F.when(F.col("event") == "send_ok", "publish").otherwise("end_to_end").alias("measure"),
+        "ts",
+        "latency_ms",
+    )
+    table = spark.createDataFrame(
+        [(p.fault, p.phase, i, p.start_ns, p.end_ns) for i, p in enumerate(cuts)],
+        "fault string, phase string, position int, p_start long, p_end long",
+    )
+    within = measured.join(
+        F.broadcast(table), (measured["ts"] >= table["p_start"]) & (measured["ts"] < table["p_end"])
+    )
+    return within.groupBy("fault", "phase", "position", "measure").agg(
+        F.count("*").alias("count"),
+        F.percentile_approx("latency_ms", 0.5, ACCURACY).alias("p50_ms"),
+        F.percentile_approx("latency_ms", 0.99, ACCURACY).alias("p99_ms"),
+        F.percentile_approx("latency_ms", 0.999, ACCURACY).alias("p999_ms"),
+        F.max("latency_ms").alias("max_ms"),
+    )

@@ -1,0 +1,56 @@
+"""Losses: a uid acknowledged to its producer (``send_ok``) that a subscription which ran to the
+end never received.
+
+A subscription ran to the end when one of its consumers still logged something (a receive, an
+ack, a disconnect) at or after its topic's last acknowledged send, or within the last
+``TAIL_NS`` of the run (a consumer that drained and found the last messages missing), or when
+``run.json`` lists it. A consumer stopped early by the experiment does not make its subscription's
+later messages "lost". Only messages acknowledged after the subscription first appears in the log
+are expected: Pulsar does not promise a new subscription what was published before it existed.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from magnetar.spark.receipts import SUBSCRIPTION
+from magnetar.spark.runinfo import ExpectedSubscription
+
+TAIL_NS = 5_000_000_000
+
+
+def finished_subscriptions(
+    spark: SparkSession, events: DataFrame, acked: DataFrame, expected: list[ExpectedSubscription]
+) -> DataFrame:
+    """topic, subscription, since: the subscriptions that ran to the end, and when each began."""
+    run_end = events.agg(F.max("ts")).collect()[0][0] or 0
+    seen = (
+        events.where((F.col("role") == "consumer") & F.col("subscription").isNotNull())
+        .groupBy(*SUBSCRIPTION)
+        .agg(F.min("ts").alias("since"), F.max("ts").alias("last_seen"))
+    )
+    last_ack = acked.groupBy("topic").agg(F.max("ts").alias("last_ack"))
+    ran = seen.join(last_ack, "topic", "left").where(
+        (F.col("last_seen") >= F.coalesce("last_ack", F.lit(0)))
+        | (F.col("last_seen") >= F.lit(run_end - TAIL_NS))
+    )
+    ran = ran.select(*SUBSCRIPTION, "since")
+    if expected:
+        listed = spark.createDataFrame(
+            [(s.topic, s.subscription) for s in expected], "topic string, subscription string"
+        )
+        # listed subscriptions expect everything (they may never have logged anything)
+        ran = ran.join(listed, SUBSCRIPTION, "full").select(
+            *SUBSCRIPTION, F.coalesce("since", F.lit(0)).alias("since")
+        )
+    return ran
+
+
+def losses(acked: DataFrame, finished: DataFrame, firsts: DataFrame) -> DataFrame:
+    """topic, subscription, uid, acked_ts: acknowledged and never received."""
+    expected = acked.join(finished, "topic").where(F.col("ts") >= F.col("since"))
+    received = firsts.select(*SUBSCRIPTION, "uid")
+    return expected.join(received, [*SUBSCRIPTION, "uid"], "left_anti").select(
+        *SUBSCRIPTION, "uid", F.col("ts").alias("acked_ts")
+    )

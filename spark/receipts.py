@@ -1,0 +1,39 @@
+"""Receipts of messages by logical subscriptions.
+
+A logical subscription is a topic and a subscription name, over every region: a replicated
+subscription that fails over from one cluster to another is still one subscription, and the uid
+(producer id and sequence, carried in a message property) is the same in every region.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+SUBSCRIPTION = ["topic", "subscription"]
+
+
+def receives(events: DataFrame) -> DataFrame:
+    """Receive events that carry a uid (a message without one cannot be followed)."""
+    return events.where((F.col("event") == "receive") & F.col("uid").isNotNull())
+
+
+def numbered_receives(events: DataFrame) -> DataFrame:
+    """Receives with ``n``: 1 for a subscription's first receipt of a uid, 2 for its first repeat, ...;
+    and ``first_cluster``, the region of the first receipt."""
+    by_uid = Window.partitionBy(*SUBSCRIPTION, "uid").orderBy("ts", "cluster", "client")
+    return (
+        receives(events)
+        .withColumn("n", F.row_number().over(by_uid))
+        .withColumn("first_cluster", F.first("cluster").over(by_uid))
+    )
+
+
+def first_receipts(numbered: DataFrame) -> DataFrame:
+    return numbered.where(F.col("n") == 1).drop("n", "first_cluster")
+
+
+def acknowledged(events: DataFrame) -> DataFrame:
+    """One row per uid a producer saw acknowledged (send_ok): topic, uid, ts, key."""
+    oks = events.where((F.col("event") == "send_ok") & F.col("uid").isNotNull())
+    return oks.groupBy("topic", "uid").agg(F.min("ts").alias("ts"), F.first("key").alias("key"))
