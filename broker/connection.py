@@ -265,7 +265,7 @@ class ServerConnection:
                 "producer_success",
                 request_id=request.request_id,
                 producer_name=name,
-                last_sequence_id=topic.last_sequence.get(name, -1),
+                last_sequence_id=topic.last_sequence_id(name),
             )
         )
 
@@ -294,7 +294,7 @@ class ServerConnection:
         self, topic: Topic, send: api.CommandSend, metadata: api.MessageMetadata, data: bytes
     ) -> None:
         try:
-            position = await topic.publish(data, metadata)
+            position = await topic.publish(data, metadata, send.sequence_id, send.highest_sequence_id)
         except DuplicateMessage:
             self._receipt(send, Position(-1, -1))
             return

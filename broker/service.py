@@ -151,8 +151,14 @@ class BrokerService:
 
     async def _load(self, name: TopicName) -> Topic:
         assert self.factory is not None
+        assert self.namespaces is not None
+        policies = await self.namespaces.policies(name.namespace_name)
+        # The namespace's policy wins over the broker's default (as in Pulsar).
+        dedup = policies.deduplication_enabled
+        if dedup is None:
+            dedup = self.config.broker_deduplication_enabled
         ledger = await self.factory.open(name.managed_ledger_name)
-        topic = await Topic.load(name, ledger, deduplication=self.config.broker_deduplication_enabled)
+        topic = await Topic.load(name, ledger, deduplication=dedup)
         self.topics[str(name)] = topic
         return topic
 

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
+from magnetar.broker.deduplication import Deduplication, Status
 from magnetar.broker.managed_ledger import InitialPosition, ManagedLedger, Position
 from magnetar.broker.subscription import Subscription
 from magnetar.proto import PulsarApi_pb2 as api
@@ -71,40 +73,75 @@ class DuplicateMessage(Exception):
 class Topic:
     name: TopicName
     ledger: ManagedLedger
-    deduplication: bool = False
+    #: set when deduplication is enabled (broker setting or namespace policy)
+    deduplication: Deduplication | None = None
     producers: dict[str, Producer] = field(default_factory=dict)
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
-    #: highest sequence id persisted per producer name (deduplication)
-    last_sequence: dict[str, int] = field(default_factory=dict)
     #: set while the topic is handed over: new sends are not taken (clients resend them to the
     #: new owner), sends already being written still get their receipts
     fenced: bool = False
     in_flight: int = 0
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
+    #: the latest write (deduplication only: a duplicate's answer waits for earlier writes)
+    _tail: asyncio.Future[Position] | None = None
 
     @classmethod
     async def load(cls, name: TopicName, ledger: ManagedLedger, *, deduplication: bool) -> Topic:
-        topic = cls(name, ledger, deduplication)
+        topic = cls(name, ledger)
+        if deduplication:
+            topic.deduplication = Deduplication(ledger)
+            await topic.deduplication.recover()
+        elif DEDUP_CURSOR in ledger.cursors:
+            # Turned off: drop its state, as Pulsar does, so it no longer holds back retention.
+            await ledger.delete_cursor(DEDUP_CURSOR)
         for cursor in ledger.cursors.values():
-            topic.subscriptions[cursor.name] = Subscription(cursor.name, cursor, api.CommandSubscribe.Shared)
+            if cursor.name != DEDUP_CURSOR:
+                subscription = Subscription(cursor.name, cursor, api.CommandSubscribe.Shared)
+                topic.subscriptions[cursor.name] = subscription
         return topic
 
-    async def publish(self, headers_and_payload: bytes, metadata: api.MessageMetadata) -> Position:
-        producer_name = metadata.producer_name
-        sequence = metadata.highest_sequence_id or metadata.sequence_id
-        if self.deduplication and sequence <= self.last_sequence.get(producer_name, -1):
-            raise DuplicateMessage(f"{producer_name}:{sequence}")
+    def last_sequence_id(self, producer_name: str) -> int:
+        """The highest sequence id stored for a producer (-1 when unknown or without dedup)."""
+        return -1 if self.deduplication is None else self.deduplication.last_sequence_id(producer_name)
+
+    async def publish(
+        self,
+        headers_and_payload: bytes,
+        metadata: api.MessageMetadata,
+        sequence_id: int | None = None,
+        highest_sequence_id: int = 0,
+    ) -> Position:
+        """Append the producer's bytes; DuplicateMessage when deduplication recognises them."""
+        dedup = self.deduplication
+        if dedup is None:
+            return await self._write(headers_and_payload)
+        producer = metadata.producer_name
+        sequence = metadata.sequence_id if sequence_id is None else sequence_id
+        highest = max(sequence, highest_sequence_id, metadata.highest_sequence_id)
+        status = dedup.check(producer, sequence, highest)
+        if status is not Status.NEW:
+            # Answer after the writes before it, so receipts stay in the producer's order.
+            tail = self._tail
+            if tail is not None and not tail.done():
+                await asyncio.wait([tail])
+            if status is Status.DUPLICATE or dedup.is_persisted(producer, sequence):
+                raise DuplicateMessage(f"{producer}:{sequence}")
+            # The earlier write of this sequence id failed: this one is the message.
+        write = asyncio.ensure_future(self._write(headers_and_payload))
+        self._tail = write
+        position = await write
+        dedup.stored(producer, highest, position)
+        return position
+
+    async def _write(self, headers_and_payload: bytes) -> Position:
         self.in_flight += 1
         self._idle.clear()
         try:
-            position = await self.ledger.add_entry(headers_and_payload)
+            return await self.ledger.add_entry(headers_and_payload)
         finally:
             self.in_flight -= 1
             if not self.in_flight:
                 self._idle.set()
-        if self.deduplication:
-            self.last_sequence[producer_name] = max(self.last_sequence.get(producer_name, -1), sequence)
-        return position
 
     async def subscription(
         self,
@@ -146,4 +183,7 @@ class Topic:
     async def close(self) -> None:
         for subscription in list(self.subscriptions.values()):
             await subscription.close()
+        if self.deduplication is not None:
+            with contextlib.suppress(Exception):
+                await self.deduplication.snapshot()
         await self.ledger.close()
