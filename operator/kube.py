@@ -23,11 +23,12 @@ FIELD_MANAGER = "magnetar-operator"
 def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """A client for ``kubeconfig``; without one, in-cluster credentials, then ~/.kube/config."""
     if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
+        made: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        return made
     try:
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config()
+        config.load_kube_config()  # type: ignore[no-untyped-call]
     return client.ApiClient()
 
 
@@ -46,9 +47,9 @@ class Kube:
     # -- generic --------------------------------------------------------------------------------
     def _apply(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
         if self._dynamic is None:
-            self._dynamic = DynamicClient(self.api)
+            self._dynamic = DynamicClient(self.api)  # type: ignore[no-untyped-call]
         resource = self._dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        result = self._dynamic.server_side_apply(
+        result = self._dynamic.server_side_apply(  # type: ignore[no-untyped-call]
             resource, body=obj, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
         )
         applied: dict[str, Any] = result.to_dict()

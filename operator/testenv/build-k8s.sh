@@ -5,7 +5,7 @@
 # Idempotent: a binary whose version stamp matches is kept; run it again and it only checks.
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-1.31.14}"      # kube-apiserver and kubectl (k8s.io/kubernetes v1.31.x)
+K8S_VERSION="${K8S_VERSION:-1.31.4}"       # kube-apiserver and kubectl; every staging module of it must be on the proxy
 ETCD_VERSION="${ETCD_VERSION:-3.5.21}"     # >= 3.5.13, what 1.31 expects
 HELM_VERSION="${HELM_VERSION:-3.16.4}"
 CACHE="${MAGNETAR_K8S_CACHE:-$HOME/.cache/magnetar/k8s}"

@@ -1,0 +1,167 @@
+"""A small client of the admin REST, in Pulsar's ``/admin/v2`` shapes: everything the namespace
+and bundle handlers and the broker drain ask of a cluster. Being Pulsar's paths, the same calls
+work against Apache Pulsar.
+
+Bundle operations may be answered with a 307 to the owning broker; aiohttp follows redirects
+only for GET, so this client follows them itself for every method.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+_REDIRECTS = 5
+
+
+class AdminError(Exception):
+    """The admin REST refused a request; ``status`` is its HTTP status (0: unreachable)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class BundleInfo:
+    name: str
+    topics: list[str]
+    owner: str | None
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+
+
+class AdminClient:
+    def __init__(self, base_url: str, *, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def request(self, method: str, path: str, body: Any = None) -> Any:
+        url = self.base_url + path
+        data = None if body is None else json.dumps(body)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        try:
+            async with aiohttp.ClientSession(timeout=self._timeout) as session:
+                for _ in range(_REDIRECTS):
+                    async with session.request(
+                        method, url, data=data, headers=headers, allow_redirects=False
+                    ) as response:
+                        if response.status in (307, 308) and "Location" in response.headers:
+                            url = response.headers["Location"]
+                            continue
+                        text = await response.text()
+                        if response.status >= 300:
+                            raise AdminError(response.status, f"{method} {path}: HTTP {response.status} "
+                                             f"{_reason(text)}")  # fmt: skip
+                        return json.loads(text) if text else None
+        except aiohttp.ClientError as exc:
+            raise AdminError(0, f"cannot reach the admin REST at {self.base_url}: {exc}") from None
+        except TimeoutError:
+            raise AdminError(0, f"the admin REST at {self.base_url} did not answer in time") from None
+        raise AdminError(0, f"{method} {path}: too many redirects")
+
+    # -- clusters, tenants, namespaces ----------------------------------------------------------
+    async def clusters(self) -> list[str]:
+        return list(await self.request("GET", "/admin/v2/clusters"))
+
+    async def ensure_tenant(self, tenant: str, clusters: list[str]) -> bool:
+        """Create ``tenant``; False when it already existed."""
+        try:
+            await self.request("PUT", f"/admin/v2/tenants/{_q(tenant)}", {"allowedClusters": clusters})
+        except AdminError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def ensure_namespace(self, namespace: str, bundles: int, clusters: list[str]) -> bool:
+        """Create ``tenant/namespace``; False when it already existed."""
+        body = {"bundles": {"numBundles": bundles}, "replication_clusters": clusters}
+        try:
+            await self.request("PUT", f"/admin/v2/namespaces/{namespace}", body)
+        except AdminError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def replication_clusters(self, namespace: str) -> list[str]:
+        return list(await self.request("GET", f"/admin/v2/namespaces/{namespace}/replication"))
+
+    async def set_replication_clusters(self, namespace: str, clusters: list[str]) -> None:
+        await self.request("POST", f"/admin/v2/namespaces/{namespace}/replication", clusters)
+
+    async def set_retention(self, namespace: str, minutes: int, size_mb: int) -> None:
+        body = {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb}
+        await self.request("POST", f"/admin/v2/namespaces/{namespace}/retention", body)
+
+    async def delete_namespace(self, namespace: str) -> None:
+        await self.request("DELETE", f"/admin/v2/namespaces/{namespace}")
+
+    async def namespace_exists(self, namespace: str) -> bool:
+        try:
+            await self.request("GET", f"/admin/v2/namespaces/{namespace}")
+        except AdminError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    # -- topics and bundles ---------------------------------------------------------------------
+    async def topics(self, namespace: str) -> list[str]:
+        return list(await self.request("GET", f"/admin/v2/persistent/{namespace}"))
+
+    async def bundle_names(self, namespace: str) -> list[str]:
+        doc = await self.request("GET", f"/admin/v2/namespaces/{namespace}/bundles")
+        bounds = list(doc["boundaries"])
+        return [f"{lo}_{hi}" for lo, hi in itertools.pairwise(bounds)]
+
+    async def bundles(self, namespace: str) -> list[BundleInfo]:
+        """Every bundle with its topics, owner (the broker serving its first topic) and rates."""
+        names = await self.bundle_names(namespace)
+        members: dict[str, list[str]] = {n: [] for n in names}
+        for topic in await self.topics(namespace):
+            local = topic.rsplit("/", 1)[1]
+            bundle = await self.request("GET", f"/admin/v2/persistent/{namespace}/{_q(local)}/bundle")
+            members.setdefault(str(bundle), []).append(topic)
+        result = []
+        for name in names:
+            topics = sorted(members[name])
+            owner = await self._owner(namespace, topics[0]) if topics else None
+            result.append(BundleInfo(name, topics, owner))
+        return result
+
+    async def _owner(self, namespace: str, topic: str) -> str | None:
+        local = topic.rsplit("/", 1)[1]
+        try:
+            doc = await self.request("GET", f"/lookup/v2/topic/persistent/{namespace}/{_q(local)}")
+        except AdminError:
+            return None
+        url = str(doc.get("brokerUrl") or "")
+        return url.split("://", 1)[-1] or None
+
+    async def unload(self, namespace: str, bundle: str, destination: str | None = None) -> Any:
+        query = f"?destinationBroker={quote(destination)}" if destination else ""
+        return await self.request("PUT", f"/admin/v2/namespaces/{namespace}/{bundle}/unload{query}")
+
+    async def split(self, namespace: str, bundle: str) -> Any:
+        return await self.request("PUT", f"/admin/v2/namespaces/{namespace}/{bundle}/split")
+
+    async def brokers(self, cluster: str) -> list[str]:
+        return list(await self.request("GET", f"/admin/v2/brokers/{cluster}"))
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+def _reason(text: str) -> str:
+    try:
+        return str(json.loads(text).get("reason", text))
+    except (ValueError, AttributeError):
+        return text[:300]

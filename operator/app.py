@@ -1,0 +1,186 @@
+"""The operator: kopf handlers for the three resources, wired into one registry, and the settings
+that keep it robust (progress in annotations under ``magnetar.dev``, watch timeouts so a silently
+dropped watch is re-established, Events only for what the operator did).
+
+Everything the handlers need comes in one :class:`Deps`, so tests run the real operator in-process
+against a real API server with their own gates and timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from kubernetes import client
+
+from magnetar.operator import conditions
+from magnetar.operator.bundles import BundleActions
+from magnetar.operator.clusters import ClusterReconciler
+from magnetar.operator.gates import AdminDrainer, Drainer, MetadataReplicationGate, ReplicationGate
+from magnetar.operator.kube import Kube
+from magnetar.operator.namespaces import NamespaceReconciler, Unresolved
+from magnetar.operator.resources import BUNDLES, CLUSTERS, GROUP, NAMESPACES, VERSION, SpecError
+from magnetar.operator.rollout import Roller
+
+log = logging.getLogger(__name__)
+PREFIX = "magnetar.dev"
+
+
+@dataclass
+class Deps:
+    api: client.ApiClient
+    gate: ReplicationGate = field(default_factory=MetadataReplicationGate)
+    drainer: Drainer = field(default_factory=AdminDrainer)
+    #: how often a converging cluster is looked at again
+    poll_s: float = 2.0
+    #: how often bundles are mirrored from the cluster
+    mirror_interval_s: float = 15.0
+    #: how long an unresolved namespace or bundle waits before the next try
+    retry_s: float = 15.0
+
+
+def settings(*, peering: str | None = None, standalone: bool = True) -> kopf.OperatorSettings:
+    s = kopf.OperatorSettings()
+    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    s.persistence.finalizer = f"{PREFIX}/finalizer"
+    # A watch the network drops without a word would otherwise leave the operator deaf forever.
+    s.watching.server_timeout = 300
+    s.watching.client_timeout = 330
+    s.watching.connect_timeout = 30
+    # Events are the operator's actions (posted explicitly); kopf's own log lines, such as each
+    # "failed temporarily" while a rollout waits, would bury them.
+    s.posting.level = logging.CRITICAL
+    s.peering.standalone = standalone
+    if peering:
+        s.peering.name = peering
+        s.peering.mandatory = True
+    return s
+
+
+def _login(api: client.ApiClient) -> kopf.ConnectionInfo:
+    cfg = api.configuration
+    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    scheme = None
+    if token and " " in token:
+        scheme, token = token.split(" ", 1)
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme or ("Bearer" if token else None),
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+    )
+
+
+def _write(patch: kopf.Patch, status: dict[str, Any]) -> None:
+    for key, value in status.items():
+        patch.status[key] = value
+
+
+def registry(deps: Deps) -> kopf.OperatorRegistry:
+    reg = kopf.OperatorRegistry()
+    kube = Kube(deps.api)
+    clusters = ClusterReconciler(kube, Roller(kube, deps.gate, deps.drainer), poll_s=deps.poll_s)
+    namespaces = NamespaceReconciler(kube)
+    bundles = BundleActions(kube)
+
+    @kopf.on.login(registry=reg)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return _login(deps.api)
+
+    # -- MagnetarCluster ------------------------------------------------------------------------
+    @kopf.on.resume(GROUP, VERSION, CLUSTERS, registry=reg)
+    @kopf.on.create(GROUP, VERSION, CLUSTERS, registry=reg)
+    @kopf.on.update(GROUP, VERSION, CLUSTERS, registry=reg, field="spec")
+    async def reconcile_cluster(
+        body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **_: Any
+    ) -> None:
+        outcome = await clusters.reconcile(body, name, namespace or "default")
+        _write(patch, outcome.status)
+        if outcome.retry_in is not None:
+            raise kopf.TemporaryError(outcome.retry_message, delay=outcome.retry_in)
+
+    # -- MagnetarNamespace ----------------------------------------------------------------------
+    @kopf.on.resume(GROUP, VERSION, NAMESPACES, registry=reg)
+    @kopf.on.create(GROUP, VERSION, NAMESPACES, registry=reg)
+    @kopf.on.update(GROUP, VERSION, NAMESPACES, registry=reg, field="spec")
+    async def apply_namespace(body: kopf.Body, namespace: str | None, patch: kopf.Patch, **_: Any) -> None:
+        try:
+            _write(patch, await namespaces.apply(body, namespace or "default"))
+        except (SpecError, Unresolved) as exc:
+            _unresolved(body, patch, exc, deps.retry_s)
+
+    @kopf.on.delete(GROUP, VERSION, NAMESPACES, registry=reg)
+    async def delete_namespace(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+        await namespaces.delete(body, namespace or "default")
+
+    @kopf.timer(GROUP, VERSION, NAMESPACES, registry=reg, interval=deps.mirror_interval_s, initial_delay=1.0)
+    async def mirror_bundles(
+        body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **_: Any
+    ) -> None:
+        ready = conditions.find(body.get("status"), "Ready")
+        if not ready or ready.get("status") != "True":
+            return  # not applied yet: nothing to mirror
+        try:
+            patch.status["bundles"] = await namespaces.mirror(body, name, namespace or "default")
+        except (SpecError, Unresolved) as exc:
+            log.info("mirroring bundles of %s/%s: %s", namespace, name, exc)
+        except Exception as exc:  # the next tick tries again; a timer must not die
+            log.warning("mirroring bundles of %s/%s failed: %s", namespace, name, exc)
+
+    # -- MagnetarBundle -------------------------------------------------------------------------
+    @kopf.on.resume(GROUP, VERSION, BUNDLES, registry=reg)
+    @kopf.on.create(GROUP, VERSION, BUNDLES, registry=reg)
+    @kopf.on.update(GROUP, VERSION, BUNDLES, registry=reg, field="spec")
+    async def bundle_action(body: kopf.Body, namespace: str | None, patch: kopf.Patch, **_: Any) -> None:
+        try:
+            status = await bundles.act(body, namespace or "default")
+        except (SpecError, Unresolved) as exc:
+            _unresolved(body, patch, exc, deps.retry_s)
+            return
+        if status is not None:
+            _write(patch, status)
+
+    return reg
+
+
+def _unresolved(body: kopf.Body, patch: kopf.Patch, exc: SpecError | Unresolved, retry_s: float) -> None:
+    """A condition and a Warning Event; a retry later only where waiting can help."""
+    kopf.event(body, type="Warning", reason=exc.reason, message=str(exc))
+    _write(patch, conditions.degraded(body, exc.reason, str(exc)))
+    if isinstance(exc, Unresolved) and exc.retry:
+        raise kopf.TemporaryError(str(exc), delay=retry_s)
+
+
+async def run(
+    deps: Deps,
+    *,
+    namespaces: Collection[str] = (),
+    clusterwide: bool = False,
+    peering: str | None = None,
+    liveness: str | None = None,
+    stop_flag: asyncio.Event | threading.Event | None = None,
+    ready_flag: asyncio.Event | threading.Event | None = None,
+) -> None:
+    """Run the operator until ``stop_flag`` is set (or forever)."""
+    await kopf.operator(
+        registry=registry(deps),
+        settings=settings(peering=peering, standalone=peering is None),
+        clusterwide=clusterwide,
+        namespaces=list(namespaces),
+        liveness_endpoint=liveness,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+        standalone=peering is None,
+        peering_name=peering,
+    )

@@ -1,0 +1,123 @@
+"""What a rolling restart asks of the running cluster before it takes the next pod down.
+
+Two small interfaces, so the restart logic does not care how the answer is found:
+
+- :class:`ReplicationGate` — how many ledgers are under-replicated now; a bookie is restarted only
+  when none is (the last restart's ledgers are whole again). The default reads the
+  ``/underreplicated`` marks the auditor keeps in the region's metadata store.
+- :class:`Drainer` — move a broker's bundles to other brokers before its pod goes, so clients
+  are redirected instead of waiting out a reconnect backoff. The default finds the broker's
+  bundles in the ownership records and transfers each through the admin REST.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from magnetar.bookie.layout import UNDER_REPLICATED
+from magnetar.common.metadata import MetadataStore, NoNodeError, open_store
+from magnetar.operator import configs
+from magnetar.operator.admin import AdminClient, AdminError
+from magnetar.operator.manifests import admin_url
+from magnetar.operator.resources import ClusterSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    name: str
+    namespace: str
+    spec: ClusterSpec
+
+    @property
+    def metadata_url(self) -> str:
+        return configs.metadata_url(self.spec, self.name, self.namespace)
+
+    @property
+    def region(self) -> str:
+        return self.spec.region(self.name)
+
+    def admin(self) -> AdminClient:
+        return AdminClient(admin_url(self.spec, self.name, self.namespace))
+
+
+class ReplicationGate(Protocol):
+    async def under_replicated(self, cluster: ClusterRef) -> int: ...
+
+
+class Drainer(Protocol):
+    async def drain(self, cluster: ClusterRef, pod: dict[str, Any]) -> list[str]:
+        """Move every bundle the pod's broker owns elsewhere; returns the bundles moved."""
+        ...
+
+
+class MetadataReplicationGate:
+    """Counts the auditor's under-replication marks in the region's metadata store."""
+
+    async def under_replicated(self, cluster: ClusterRef) -> int:
+        store = await open_store(cluster.metadata_url)
+        try:
+            return len(await store.children(UNDER_REPLICATED))
+        except NoNodeError:
+            return 0
+        finally:
+            await store.close()
+
+
+def broker_id(cluster: ClusterRef, pod: dict[str, Any]) -> str:
+    """The id the pod's broker registers under: its advertised (stable DNS) address and port."""
+    service = f"{cluster.name}-broker-headless"
+    return f"{pod['metadata']['name']}.{service}.{cluster.namespace}.svc:{configs.BROKER_PORT}"
+
+
+class AdminDrainer:
+    """Transfers a broker's bundles, found in the ownership records, through the admin REST."""
+
+    async def drain(self, cluster: ClusterRef, pod: dict[str, Any]) -> list[str]:
+        me = broker_id(cluster, pod)
+        store = await open_store(cluster.metadata_url)
+        try:
+            owned = await owned_bundles(store, me)
+        finally:
+            await store.close()
+        if not owned:
+            return []
+        admin = cluster.admin()
+        others = [b for b in await admin.brokers(cluster.region) if b != me]
+        moved = []
+        for i, (namespace, bundle) in enumerate(owned):
+            destination = others[i % len(others)] if others else None
+            try:
+                await admin.unload(namespace, bundle, destination)
+            except AdminError as exc:
+                # A bundle that moved meanwhile is already off this broker: nothing lost.
+                log.warning("draining %s of %s: %s", bundle, namespace, exc)
+                continue
+            moved.append(f"{namespace}/{bundle}")
+        return moved
+
+
+async def owned_bundles(store: MetadataStore, broker: str) -> list[tuple[str, str]]:
+    """``(tenant/namespace, bundle)`` of every ownership record naming ``broker``."""
+    found = []
+    for tenant in await _children(store, "/namespace"):
+        for ns in await _children(store, f"/namespace/{tenant}"):
+            for bundle in await _children(store, f"/namespace/{tenant}/{ns}"):
+                try:
+                    data, _ = await store.get(f"/namespace/{tenant}/{ns}/{bundle}")
+                except NoNodeError:
+                    continue
+                if json.loads(data).get("brokerId") == broker:
+                    found.append((f"{tenant}/{ns}", bundle))
+    return found
+
+
+async def _children(store: MetadataStore, path: str) -> list[str]:
+    try:
+        return await store.children(path)
+    except NoNodeError:
+        return []
