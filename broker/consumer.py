@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -52,8 +53,13 @@ class Consumer:
         self.bytes_out += len(entry.data)
 
     def set_active(self, active: bool) -> None:
-        """Tell a Failover/Exclusive consumer whether it is the active one (protocol >= 12)."""
+        """Tell a Failover consumer whether it is the active one (protocol >= 12). Sent on the
+        next loop turn, so a new consumer hears it after the SUCCESS of its SUBSCRIBE."""
         if self.channel.protocol_version >= 12:
+            asyncio.get_running_loop().call_soon(self._send_active, active)
+
+    def _send_active(self, active: bool) -> None:
+        if not self.closed:
             self.channel.send(
                 commands.command(
                     commands.T.ACTIVE_CONSUMER_CHANGE,

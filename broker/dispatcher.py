@@ -67,7 +67,8 @@ class Dispatcher:
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
         self._ring = None
-        self._update_active()
+        if not self._update_active() and self.sub_type == SubType.Failover:
+            consumer.set_active(consumer is self._active)  # the newcomer hears who is active
         self.wake()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
@@ -82,9 +83,10 @@ class Dispatcher:
         self._update_active()
         self.wake()
 
-    def _update_active(self) -> None:
+    def _update_active(self) -> bool:
+        """Pick the active consumer of Exclusive/Failover; True when it changed."""
         if self.sub_type not in (SubType.Failover, SubType.Exclusive):
-            return
+            return False
         ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name))
         active = ordered[0] if ordered else None
         if active is not self._active:
@@ -92,8 +94,11 @@ class Dispatcher:
             if previous is not None and not previous.closed:
                 # Its unacknowledged entries go to the new active consumer, in order.
                 self._give_back(previous, list(previous.pending))
-            for consumer in self.consumers:
-                consumer.set_active(consumer is active)
+            if self.sub_type == SubType.Failover:  # as Pulsar: Exclusive consumers are not told
+                for consumer in self.consumers:
+                    consumer.set_active(consumer is active)
+            return True
+        return False
 
     def add_permits(self, consumer: Consumer, permits: int) -> None:
         consumer.permits += permits

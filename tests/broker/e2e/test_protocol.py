@@ -1,0 +1,163 @@
+"""The handshake, keep-alive and request/response rules of the binary protocol, over a raw
+socket where the official client hides them, plus the broker's /metrics."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from magnetar.broker.protocol import commands
+from magnetar.broker.protocol.frames import payload_section
+from magnetar.proto import PulsarApi_pb2 as api
+from tests.broker.e2e.conftest import Standalone
+from tests.broker.e2e.test_malformed import RawConnection
+
+T = commands.T
+TOPIC = "persistent://public/default/protocol"
+
+
+@pytest.fixture
+def quick_keepalive(tmp_path: Path) -> Iterator[Standalone]:
+    server = Standalone(tmp_path / "standalone", keep_alive_interval_seconds=1).start()
+    yield server
+    try:
+        server.stop()
+    finally:
+        server.kill()
+
+
+def test_the_protocol_version_is_the_lower_of_both_and_limits_are_announced(standalone: Standalone) -> None:
+    for theirs, agreed in ((6, 6), (21, 21), (99, 21)):
+        raw = RawConnection(standalone)
+        raw.send(commands.command(T.CONNECT, "connect", client_version="raw", protocol_version=theirs))
+        reply = raw.receive()
+        assert reply is not None
+        assert reply.type == T.CONNECTED
+        assert reply.connected.protocol_version == agreed
+        assert reply.connected.max_message_size == 5 * 1024 * 1024
+    raw.send(commands.command(T.CONNECT, "connect", client_version="raw", protocol_version=21))
+    again = raw.receive()
+    assert again is not None
+    assert again.type == T.ERROR
+    assert "already connected" in again.error.message
+
+
+def test_a_silent_client_is_pinged_then_dropped(quick_keepalive: Standalone) -> None:
+    raw = RawConnection(quick_keepalive)
+    raw.connect()
+    ping = raw.receive()
+    assert ping is not None
+    assert ping.type == T.PING
+    raw.send(commands.pong())  # alive: the connection stays
+    assert raw.receive().type == T.PING  # type: ignore[union-attr]
+    assert raw.closed_after(), "no answer to the pings: the broker closes the connection"
+
+
+def test_requests_for_unknown_producers_and_consumers_are_answered(standalone: Standalone) -> None:
+    raw = RawConnection(standalone)
+    raw.connect()
+    section = payload_section(api.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1), b"x")
+    raw.send(commands.command(T.SEND, "send", producer_id=7, sequence_id=0), section)
+    reply = raw.receive()
+    assert reply is not None
+    assert reply.type == T.SEND_ERROR
+    assert "no producer 7" in reply.send_error.message
+    raw.send(commands.command(T.SEEK, "seek", consumer_id=3, request_id=11, message_publish_time=1))
+    reply = raw.receive()
+    assert reply is not None
+    assert reply.type == T.ERROR
+    assert reply.error.request_id == 11
+    assert reply.error.error == api.ConsumerNotFound
+
+
+def test_acks_with_a_request_id_get_a_receipt(standalone: Standalone) -> None:
+    raw = RawConnection(standalone)
+    raw.connect()
+    raw.send(commands.command(T.LOOKUP, "lookupTopic", topic=TOPIC, request_id=9))  # owns the bundle
+    assert raw.receive().lookupTopicResponse.response == api.CommandLookupTopicResponse.Connect  # type: ignore[union-attr]
+    raw.send(commands.command(T.SUBSCRIBE, "subscribe", topic=TOPIC, subscription="s", consumer_id=1,
+                              request_id=1, subType=api.CommandSubscribe.Exclusive))  # fmt: skip
+    assert raw.receive().type == T.SUCCESS  # type: ignore[union-attr]
+    raw.send(commands.command(T.PRODUCER, "producer", topic=TOPIC, producer_id=1, request_id=2))
+    assert raw.receive().type == T.PRODUCER_SUCCESS  # type: ignore[union-attr]
+    section = payload_section(api.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1), b"x")
+    raw.send(commands.command(T.SEND, "send", producer_id=1, sequence_id=0), section)
+    receipt = raw.receive()
+    assert receipt is not None
+    assert receipt.type == T.SEND_RECEIPT
+    raw.send(commands.command(T.FLOW, "flow", consumer_id=1, messagePermits=10))
+    message = raw.receive()
+    assert message is not None
+    assert message.type == T.MESSAGE
+    assert message.message.message_id.entryId == receipt.send_receipt.message_id.entryId
+    ack = commands.command(T.ACK, "ack", consumer_id=1, ack_type=api.CommandAck.Individual, request_id=5)
+    ack.ack.message_id.add().CopyFrom(message.message.message_id)
+    raw.send(ack)
+    response = raw.receive()
+    assert response is not None
+    assert response.type == T.ACK_RESPONSE
+    assert response.ackResponse.request_id == 5
+    assert not response.ackResponse.HasField("error")
+
+
+def metric(text: str, name: str, topic: str) -> float:
+    match = re.search(rf'^{name}{{[^}}]*topic="{re.escape(topic)}"[^}}]*}} (\S+)$', text, re.M)
+    assert match is not None, f"{name} for {topic} missing"
+    return float(match.group(1))
+
+
+def test_metrics_report_backlog_storage_producers_and_subscriptions(standalone: Standalone) -> None:
+    topic = TOPIC + "-metrics"
+    client = standalone.client()
+    client.subscribe(topic, "idle")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(10):
+        producer.send(b"%d" % i)
+    with urllib.request.urlopen(f"{standalone.web_service_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    assert metric(text, "pulsar_msg_backlog", topic) == 10
+    assert metric(text, "pulsar_storage_size", topic) > 0
+    assert metric(text, "pulsar_producers_count", topic) == 1
+    assert metric(text, "pulsar_subscriptions_count", topic) == 1
+    assert metric(text, "pulsar_consumers_count", topic) == 1
+    client.close()
+    assert isinstance(client, pulsar.Client)
+
+
+def test_failover_consumers_hear_which_one_is_active(standalone: Standalone) -> None:
+    topic = TOPIC + "-failover"
+    raw = RawConnection(standalone)
+    raw.connect()
+    raw.send(commands.command(T.LOOKUP, "lookupTopic", topic=topic, request_id=9))
+    assert raw.receive().type == T.LOOKUP_RESPONSE  # type: ignore[union-attr]
+
+    def subscribe(consumer_id: int, name: str) -> None:
+        raw.send(commands.command(T.SUBSCRIBE, "subscribe", topic=topic, subscription="f",
+                                  consumer_id=consumer_id, request_id=consumer_id, consumer_name=name,
+                                  subType=api.CommandSubscribe.Failover))  # fmt: skip
+        assert raw.receive().type == T.SUCCESS  # type: ignore[union-attr]
+
+    def changes(count: int) -> dict[int, bool]:
+        found = {}
+        for _ in range(count):
+            reply = raw.receive()
+            assert reply is not None
+            assert reply.type == T.ACTIVE_CONSUMER_CHANGE
+            found[reply.active_consumer_change.consumer_id] = reply.active_consumer_change.is_active
+        return found
+
+    subscribe(1, "a")
+    assert changes(1) == {1: True}
+    subscribe(2, "b")
+    assert changes(1) == {2: False}  # "a" stays active; only the newcomer is told
+    raw.send(commands.command(T.CLOSE_CONSUMER, "close_consumer", consumer_id=1, request_id=20))
+    replies = [raw.receive(), raw.receive()]
+    assert {r.type for r in replies if r is not None} == {T.SUCCESS, T.ACTIVE_CONSUMER_CHANGE}
+    change = next(r for r in replies if r is not None and r.type == T.ACTIVE_CONSUMER_CHANGE)
+    assert change.active_consumer_change.consumer_id == 2
+    assert change.active_consumer_change.is_active
