@@ -1,0 +1,170 @@
+"""MagnetarCluster against a real API server: what `kubectl apply` of the examples creates, what
+the API server rejects, how semantic errors show, and conditions as a user reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from magnetar.bookie.config import BookieConfig
+from magnetar.broker.config import BrokerConfig
+from magnetar.operator.testenv.control_plane import ControlPlane
+from tests.operator.conftest import ROOT, condition, events, get_cr, wait_for
+
+EXAMPLES = ROOT / "examples" / "k8s"
+
+
+def ready(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    obj = get_cr(api, "magnetarclusters", namespace, name)
+    return obj if condition(obj).get("status") == "True" else None
+
+
+def owned_by(obj: Any, owner: dict[str, Any]) -> bool:
+    refs = obj.metadata.owner_references or []
+    return any(r.uid == owner["metadata"]["uid"] and r.kind == "MagnetarCluster" for r in refs)
+
+
+def test_kubectl_apply_of_the_examples_creates_owned_objects(
+    control_plane: ControlPlane, api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
+) -> None:
+    start_operator()
+    applied = control_plane.kubectl("apply", "-n", k8s_namespace, "-f", str(EXAMPLES))
+    assert applied.returncode == 0, applied.stderr
+
+    cluster = wait_for("region-a Ready", lambda: ready(api, k8s_namespace, "region-a"))
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    policy = client.PolicyV1Api(api)
+    sets = {s.metadata.name: s for s in apps.list_namespaced_stateful_set(k8s_namespace).items}
+    assert {n: s.spec.replicas for n, s in sets.items()} == {
+        "region-a-zookeeper": 1,
+        "region-a-bookie": 3,
+        "region-a-broker": 2,
+        "region-a-broker-readonly": 1,
+    }
+    assert all(owned_by(s, cluster) for s in sets.values())
+    bookie = sets["region-a-bookie"]
+    assert [c.metadata.name for c in bookie.spec.volume_claim_templates] == ["journal", "ledgers"]
+    assert bookie.spec.update_strategy.type == "OnDelete"  # the operator rolls bookies itself
+
+    services = {s.metadata.name: s for s in core.list_namespaced_service(k8s_namespace).items}
+    assert services["region-a-bookie"].spec.cluster_ip == "None"  # headless: stable bookie ids
+    assert {p.port for p in services["region-a-broker"].spec.ports} == {6650, 8080}
+    assert all(owned_by(s, cluster) for s in services.values())
+    pdbs = policy.list_namespaced_pod_disruption_budget(k8s_namespace).items
+    assert {p.metadata.name: p.spec.max_unavailable for p in pdbs}["region-a-bookie"] == 1
+
+    maps = {m.metadata.name: m for m in core.list_namespaced_config_map(k8s_namespace).items}
+    bookie_conf = BookieConfig.model_validate(yaml.safe_load(maps["region-a-bookie"].data["bookie.yaml"]))
+    broker_conf = BrokerConfig.model_validate(yaml.safe_load(maps["region-a-broker"].data["broker.yaml"]))
+    zk = f"zk://region-a-zookeeper.{k8s_namespace}.svc:2181/magnetar/region-a"
+    assert bookie_conf.metadata_service_uri == zk
+    assert broker_conf.metadata_store_url == zk
+    assert broker_conf.cluster_name == "region-a"
+    assert cluster["status"]["serviceUrl"] == f"pulsar://region-a-broker.{k8s_namespace}.svc:6650"
+
+    # The external cluster deploys nothing and says it cannot reach its admin REST.
+    legacy = wait_for(
+        "legacy reported unreachable",
+        lambda: condition(get_cr(api, "magnetarclusters", k8s_namespace, "legacy"), "Degraded").get("reason")
+        == "Unreachable",
+    )
+    assert legacy
+    assert not [s for s in sets if s.startswith("legacy")]
+    # The namespace cannot reach region-a's brokers (no kubelet runs them): a condition, no crash.
+    ns_cond = wait_for(
+        "acme-orders condition",
+        lambda: condition(get_cr(api, "magnetarnamespaces", k8s_namespace, "acme-orders"), "Degraded"),
+    )
+    assert ns_cond["status"] == "True"
+    assert ns_cond["reason"] in {"Unreachable", "AdminError"}
+
+
+def test_the_api_server_rejects_a_schema_violation_naming_the_field(
+    control_plane: ControlPlane, k8s_namespace: str
+) -> None:
+    bad = {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "MagnetarCluster",
+        "metadata": {"name": "bad"},
+        "spec": {"bookies": {"replicas": "three"}},
+    }
+    result = control_plane.kubectl("apply", "-n", k8s_namespace, "-f", "-", stdin=yaml.safe_dump(bad))
+    assert result.returncode != 0
+    assert "spec.bookies.replicas" in result.stderr
+
+    bad_range = {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "MagnetarBundle",
+        "metadata": {"name": "bad-range"},
+        "spec": {"cluster": "c", "namespace": "t/n", "range": "0x0_0xffffffff", "action": {"type": "Explode"}},
+    }
+    result = control_plane.kubectl("apply", "-n", k8s_namespace, "-f", "-", stdin=yaml.safe_dump(bad_range))
+    assert result.returncode != 0
+    assert "spec.range" in result.stderr
+    assert "spec.action.type" in result.stderr
+
+
+def test_a_broken_quorum_is_a_condition_and_an_event_then_fixing_it_converges(
+    control_plane: ControlPlane, api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
+) -> None:
+    op = start_operator()
+    body = {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "MagnetarCluster",
+        "metadata": {"name": "quorum"},
+        "spec": {
+            "metadataStore": {"url": "zk://zk.example:2181/q"},
+            "bookies": {"replicas": 3, "ensembleSize": 2, "writeQuorum": 2, "ackQuorum": 3},
+            "brokers": {"replicas": 1},
+        },
+    }
+    custom = client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object("magnetar.dev", "v1alpha1", k8s_namespace, "magnetarclusters", body)
+    degraded = wait_for(
+        "Degraded InvalidQuorum",
+        lambda: (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "quorum"), "Degraded"))
+        and c["reason"] == "InvalidQuorum"
+        and c,
+    )
+    assert degraded["status"] == "True"
+    assert "ackQuorum" in degraded["message"]
+    obj = get_cr(api, "magnetarclusters", k8s_namespace, "quorum")
+    assert obj is not None
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    assert condition(obj, "Ready")["status"] == "False"
+    assert ("Warning", "InvalidQuorum") in {(t, r) for t, r, _ in events(api, k8s_namespace, "quorum")}
+    assert not client.AppsV1Api(api).list_namespaced_stateful_set(k8s_namespace).items
+    assert op.error is None  # the operator is still running, not crash-looping
+
+    custom.patch_namespaced_custom_object(
+        "magnetar.dev", "v1alpha1", k8s_namespace, "magnetarclusters", "quorum",
+        {"spec": {"bookies": {"ackQuorum": 2}}},
+    )  # fmt: skip
+    fixed = wait_for("quorum Ready", lambda: ready(api, k8s_namespace, "quorum"))
+    assert fixed["status"]["observedGeneration"] == fixed["metadata"]["generation"] == 2
+    assert condition(fixed, "Degraded")["status"] == "False"
+
+
+def test_an_unknown_setting_is_reported_on_the_resource(
+    api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
+) -> None:
+    start_operator()
+    body = {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "MagnetarCluster",
+        "metadata": {"name": "typo"},
+        "spec": {"bookies": {"config": {"journal_max_group_wait_ms": 5}}},
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "magnetar.dev", "v1alpha1", k8s_namespace, "magnetarclusters", body
+    )
+    degraded = wait_for(
+        "Degraded InvalidConfig",
+        lambda: (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "typo"), "Degraded"))
+        and c["reason"] == "InvalidConfig"
+        and c,
+    )
+    assert "journal_max_group_wait_ms" in degraded["message"]
