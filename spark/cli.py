@@ -2,84 +2,125 @@
 
 from __future__ import annotations
 
-import json
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-console = Console(stderr=True)
+#: exit statuses: CI gates on a loss
+EXIT_BAD_INPUT, EXIT_LOSS = 2, 3
+#: how many lost uids are printed
+SHOWN = 20
 
-#: exit statuses: CI can gate on a loss
-EXIT_LOSS = 3
-EXIT_BAD_INPUT = 2
+console = Console(stderr=True, highlight=False)
 
 
 @click.command(
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="""\b
 Examples:
   magnetar postmortem runs/bundle-unload-20261122T101500Z
-  magnetar postmortem runs/a --compare runs/b          # side by side (e.g. Magnetar vs Pulsar)
-  magnetar postmortem runs/a --master spark://spark-master:7077 --threshold-ms 100
-Exit status: 0 fine, 3 when an acknowledged message was lost (the uids are listed), 2 bad input.""",
+  magnetar postmortem runs/magnetar-run --compare runs/pulsar-run   # side by side
+  magnetar postmortem runs/a --threshold-ms 100 --out /tmp/report-a
+  magnetar postmortem runs/a --master spark://spark-master:7077      # on a Spark cluster
+\b
+Writes RUN_DIR/report/: Parquet tables (windows, duplicates, losses, reorders, latency,
+throughput, gaps, bad_lines), summary.json (schema magnetar.postmortem/v1) and report.html.
+\b
+Exit status: 0 fine; 3 an acknowledged message was lost (the uids are printed);
+2 bad input (missing run directory, unreadable journal.json, unknown event schema version).""",
 )
 @click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--compare", "other", type=click.Path(path_type=Path), help="A second run to put side by side.")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL (passed through).")
 @click.option(
-    "--compare", "other", type=click.Path(path_type=Path), default=None, help="A second run to compare."
+    "--threshold-ms",
+    type=click.FloatRange(min=0),
+    default=50.0,
+    show_default=True,
+    help="Shortest disruption window reported.",
 )
-@click.option("--master", default="local[*]", show_default=True, help="Spark master.")
-@click.option(
-    "--threshold-ms", type=float, default=50.0, show_default=True, help="Shortest disruption window."
-)
-@click.option(
-    "--out", type=click.Path(path_type=Path), default=None, help="Report directory (default RUN_DIR/report)."
-)
+@click.option("--out", type=click.Path(path_type=Path), help="Report directory  [default: RUN_DIR/report]")
 def postmortem(run_dir: Path, other: Path | None, master: str, threshold_ms: float, out: Path | None) -> None:
-    """Disruption windows, duplicates, losses, reorders, latency and throughput of a run:
-    Parquet tables, summary.json and a standalone report.html in RUN_DIR/report/."""
+    """Disruption windows, duplicates, losses, reorders, latency and throughput of a chaos-lab run
+    (events/*.jsonl and journal.json), computed with PySpark."""
     from magnetar.spark import postmortem as job
-    from magnetar.spark import report
-    from magnetar.spark.ingest import BadInputError
-    from magnetar.spark.session import spark_session
+    from magnetar.spark.errors import BadInputError
+    from magnetar.spark.journal import read_faults
+    from magnetar.spark.ingest import event_files
 
-    spark = spark_session(master)
+    started = time.monotonic()
+
+    def status(message: str) -> None:
+        console.print(f"[dim]{time.monotonic() - started:6.1f}s[/] {message}")
+
     try:
-        summary = job.run(
-            run_dir,
-            spark,
-            threshold_ms=threshold_ms,
-            out=out,
-            on_status=lambda msg: console.print(f"[dim]{msg}[/]"),
-        )
-        target = out or run_dir / "report"
-        if other is not None:
-            second = job.run(other, spark, threshold_ms=threshold_ms, on_status=lambda msg: None)
-            compare = target / f"compare-{other.name}.html"
-            compare.write_text(report.render_compare(summary, second))
-            console.print(f"comparison: {compare}")
+        # bad input is reported before paying for a JVM
+        for directory in (run_dir, *([other] if other else [])):
+            event_files(directory)
+            read_faults(directory)
+        status(f"starting Spark ({master})")
+        from magnetar.spark.session import spark_session
+
+        spark = spark_session(master)
+        try:
+            result = job.run(run_dir, spark, threshold_ms=threshold_ms, out=out, status=status)
+            compared = None
+            if other is not None:
+                second = job.run(other, spark, threshold_ms=threshold_ms, status=status)
+                from magnetar.spark.report import render_compare
+
+                compared = result.out / f"compare-{second.summary['run']}.html"
+                compared.write_text(render_compare(result.summary, second.summary))
+                _headline([result.summary, second.summary])
+            else:
+                _headline([result.summary])
+        finally:
+            spark.stop()
     except BadInputError as exc:
-        console.print(f"[red]bad input:[/] {exc}")
+        console.print(f"[bold red]bad input:[/] {exc}")
         sys.exit(EXIT_BAD_INPUT)
-    finally:
-        spark.stop()
-    _print(summary, target)
-    if summary["headline"]["losses"]:
-        for loss in summary["losses"]:
-            console.print(
-                f"[red]lost[/] {loss['count']} on {loss['subscription']}: {', '.join(loss['examples'])}"
-            )
+    console.print(f"report: [bold]{result.report}[/]")
+    console.print(f"summary: {result.out / 'summary.json'}")
+    if compared is not None:
+        console.print(f"comparison: [bold]{compared}[/]")
+    if result.losses:
+        _lost(result.summary)
         sys.exit(EXIT_LOSS)
 
 
-def _print(summary: dict[str, object], target: Path) -> None:
-    head = summary["headline"]
-    assert isinstance(head, dict)
-    table = Table("measure", "value", title=f"post-mortem of {summary['run']}")
-    for key, value in head.items():
-        table.add_row(key, f"{value:,.1f}" if isinstance(value, float) else f"{value:,}")
+def _headline(summaries: list[dict[str, Any]]) -> None:
+    table = Table(title="post-mortem", title_justify="left")
+    table.add_column("measure")
+    for summary in summaries:
+        table.add_column(summary["run"], justify="right")
+    for key in summaries[0]["headline"]:
+        cells = [_fmt(s["headline"].get(key)) for s in summaries]
+        style = (
+            "red"
+            if key in ("losses", "bad_lines") and any(s["headline"].get(key) for s in summaries)
+            else None
+        )
+        table.add_row(key.replace("_", " "), *cells, style=style)
     console.print(table)
-    console.print(f"report: {target / 'report.html'}")
-    click.echo(json.dumps({"report": str(target / "report.html"), **head}))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _lost(summary: dict[str, Any]) -> None:
+    losses = summary["losses"]
+    console.print(f"[bold red]{losses['count']:,} acknowledged messages were never received[/]")
+    for entry in losses["by_subscription"]:
+        shown = ", ".join(entry["examples"][:SHOWN])
+        more = (
+            f" (+{entry['count'] - len(entry['examples'][:SHOWN]):,} more)" if entry["count"] > SHOWN else ""
+        )
+        console.print(f"  {entry['topic']} / {entry['subscription']}: {entry['count']:,} lost: {shown}{more}")

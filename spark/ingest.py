@@ -29,11 +29,15 @@ OK, BLANK, BAD, NEWER = 0, 1, 2, 3
 
 @dataclass(frozen=True)
 class EventLog:
-    events: DataFrame  # the valid events, columns KEPT, cached
+    events: DataFrame  # the valid events, columns KEPT, read from the cache
     bad_lines: DataFrame  # file, line, reason, text
     lines: int
     bad: int
     files: int
+    cached: DataFrame
+
+    def release(self) -> None:
+        self.cached.unpersist()
 
 
 def event_files(run_dir: Path) -> list[Path]:
@@ -74,7 +78,7 @@ def read_events(spark: SparkSession, run_dir: Path) -> EventLog:
         rows.unpersist()
         raise BadInputError(f"{first['file']}: {first['reason']}")
     events = rows.where(F.col("status") == OK).select(*KEPT)
-    return EventLog(events, _locate(rows), counts["lines"], counts["bad"] or 0, len(files))
+    return EventLog(events, _locate(rows), counts["lines"], counts["bad"] or 0, len(files), rows)
 
 
 def _judge() -> tuple[Column, Column]:

@@ -42,7 +42,7 @@ def pending_intervals(
         "open", F.lead("closed_by_end").over(following) == 1
     )
     bounded = groups.join(lifetimes.select(*keys, F.col("begin")), keys).withColumn(
-        "start", F.greatest("start", "begin")
+        "start", F.when(F.col("start").isNotNull(), F.greatest("start", "begin"))
     )
     return bounded.where(
         F.col("start").isNotNull() & F.col("end").isNotNull() & (F.col("end") - F.col("start") > threshold_ns)

@@ -1,0 +1,203 @@
+"""summary.json: the headline numbers of a post-mortem, versioned (``schema``) and with stable keys.
+
+Within ``magnetar.postmortem/v1`` keys are only ever added. Window percentiles are exact
+(nearest rank over every window: windows are few); latency percentiles come from Spark's
+``percentile_approx``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from magnetar.spark.journal import Fault
+from magnetar.spark.schema import SUMMARY_SCHEMA
+
+#: how many example uids (and bad lines) a summary lists
+EXAMPLES = 10
+KINDS = ("producer", "consumer", "topic")
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest rank; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return float(ordered[max(0, math.ceil(p * len(ordered)) - 1)])
+
+
+def stats(values: Sequence[float]) -> dict[str, Any]:
+    return {
+        "count": len(values),
+        "p50_ms": round(percentile(values, 0.5), 3),
+        "p99_ms": round(percentile(values, 0.99), 3),
+        "max_ms": round(max(values, default=0.0), 3),
+    }
+
+
+def summarize(
+    *,
+    run: str,
+    run_dir: str,
+    threshold_ms: float,
+    files: int,
+    lines: int,
+    events: int,
+    journal_found: bool,
+    faults: list[Fault],
+    windows: DataFrame,
+    gaps: DataFrame,
+    duplicates: DataFrame,
+    losses: DataFrame,
+    reorders: DataFrame,
+    latency: DataFrame,
+    bad_lines: DataFrame,
+    bad: int,
+) -> dict[str, Any]:
+    window_rows = windows.select("kind", "fault", "duration_ms", "open").collect()
+    longest = {
+        r["fault"]: r["gap"] for r in gaps.groupBy("fault").agg(F.max("gap_ms").alias("gap")).collect()
+    }
+    duplicate_part = _duplicates(duplicates)
+    loss_part = _losses(losses)
+    reorder_counts = {
+        r["scope"]: r["n"] for r in reorders.groupBy("scope").agg(F.count("*").alias("n")).collect()
+    }
+    all_durations = [r["duration_ms"] for r in window_rows]
+    fault_part = [_fault(f, window_rows, longest.get(f.name, 0.0)) for f in faults]
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "run": run,
+        "run_dir": run_dir,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "threshold_ms": threshold_ms,
+        "input": {
+            "files": files,
+            "lines": lines,
+            "events": events,
+            "bad_lines": bad,
+            "journal": journal_found,
+        },
+        "headline": {
+            "events": events,
+            "faults": len(faults),
+            "windows": len(window_rows),
+            "window_p50_ms": stats(all_durations)["p50_ms"],
+            "window_p99_ms": stats(all_durations)["p99_ms"],
+            "window_max_ms": stats(all_durations)["max_ms"],
+            "max_unavailability_ms": round(
+                max((f["max_unavailability_ms"] for f in fault_part), default=0.0), 3
+            ),
+            "duplicates_same_region": duplicate_part["same_region"],
+            "duplicates_cross_region": duplicate_part["cross_region"],
+            "losses": loss_part["count"],
+            "reorders_producer": reorder_counts.get("producer", 0),
+            "reorders_key": reorder_counts.get("key", 0),
+            "bad_lines": bad,
+        },
+        "windows": {
+            **{kind: stats([r["duration_ms"] for r in window_rows if r["kind"] == kind]) for kind in KINDS},
+            "open": sum(1 for r in window_rows if r["open"]),
+            "unattributed": sum(1 for r in window_rows if r["fault"] == "none"),
+        },
+        "faults": fault_part,
+        "duplicates": duplicate_part,
+        "losses": loss_part,
+        "reorders": {
+            "producer": reorder_counts.get("producer", 0),
+            "key": reorder_counts.get("key", 0),
+            "examples": _examples(reorders.where(F.col("scope") == "producer"), "uid"),
+        },
+        "latency": [
+            {
+                k: (round(v, 3) if isinstance(v, float) else v)
+                for k, v in r.asDict().items()
+                if k != "position"
+            }
+            for r in latency.orderBy("position", "measure").collect()
+        ],
+        "bad_lines": {
+            "count": bad,
+            "examples": [r.asDict() for r in bad_lines.orderBy("file", "line").limit(EXAMPLES).collect()],
+        },
+    }
+
+
+def _fault(fault: Fault, window_rows: Iterable[Any], longest_gap: float) -> dict[str, Any]:
+    mine = [r for r in window_rows if r["fault"] == fault.name]
+    return {
+        "name": fault.name,
+        "phase": fault.phase,
+        "status": fault.status,
+        "start_ns": fault.start_ns,
+        "end_ns": fault.end_ns,
+        "duration_ms": round((fault.end_ns - fault.start_ns) / 1e6, 3),
+        "windows": stats([r["duration_ms"] for r in mine]),
+        "windows_by_kind": {kind: sum(1 for r in mine if r["kind"] == kind) for kind in KINDS},
+        "max_unavailability_ms": round(longest_gap, 3),
+    }
+
+
+def _examples(frame: DataFrame, column: str) -> list[str]:
+    return [r[column] for r in frame.select(column).orderBy("ts", column).limit(EXAMPLES).collect()]
+
+
+def _duplicates(duplicates: DataFrame) -> dict[str, Any]:
+    grouped = (
+        duplicates.groupBy("topic", "subscription", "kind")
+        .agg(
+            F.count("*").alias("count"),
+            F.slice(F.sort_array(F.collect_set("uid")), 1, EXAMPLES).alias("examples"),
+        )
+        .orderBy("topic", "subscription", "kind")
+        .collect()
+    )
+    subscriptions: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in grouped:
+        entry = subscriptions.setdefault(
+            (r["topic"], r["subscription"]),
+            {
+                "topic": r["topic"],
+                "subscription": r["subscription"],
+                "same_region": 0,
+                "cross_region": 0,
+                "examples": {},
+            },
+        )
+        entry[r["kind"]] = r["count"]
+        entry["examples"][r["kind"]] = list(r["examples"])
+    return {
+        "same_region": sum(e["same_region"] for e in subscriptions.values()),
+        "cross_region": sum(e["cross_region"] for e in subscriptions.values()),
+        "by_subscription": list(subscriptions.values()),
+    }
+
+
+def _losses(losses: DataFrame) -> dict[str, Any]:
+    grouped = (
+        losses.groupBy("topic", "subscription")
+        .agg(
+            F.count("*").alias("count"),
+            F.slice(F.sort_array(F.collect_list("uid")), 1, EXAMPLES).alias("examples"),
+        )
+        .orderBy("topic", "subscription")
+        .collect()
+    )
+    return {
+        "count": sum(r["count"] for r in grouped),
+        "examples": _examples(losses.withColumnRenamed("acked_ts", "ts"), "uid"),
+        "by_subscription": [
+            {
+                "topic": r["topic"],
+                "subscription": r["subscription"],
+                "count": r["count"],
+                "examples": list(r["examples"]),
+            }
+            for r in grouped
+        ],
+    }
