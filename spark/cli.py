@@ -64,8 +64,12 @@ def postmortem(run_dir: Path, other: Path | None, master: str, threshold_ms: flo
             event_files(directory)
             read_faults(directory)
         status(f"starting Spark ({master})")
+        from pyspark.sql import SparkSession
+
         from magnetar.spark.session import spark_session
 
+        # a caller's session (a notebook, a test) is used and left running
+        borrowed = SparkSession.getActiveSession() is not None
         spark = spark_session(master)
         try:
             result = job.run(run_dir, spark, threshold_ms=threshold_ms, out=out, status=status)
@@ -80,7 +84,8 @@ def postmortem(run_dir: Path, other: Path | None, master: str, threshold_ms: flo
             else:
                 _headline([result.summary])
         finally:
-            spark.stop()
+            if not borrowed:
+                spark.stop()
     except BadInputError as exc:
         console.print(f"[bold red]bad input:[/] {exc}")
         sys.exit(EXIT_BAD_INPUT)

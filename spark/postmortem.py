@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -80,12 +81,13 @@ def run(
 
     status(f"{log.lines:,} lines in {log.files} files, {log.bad:,} bad; {len(faults)} faults")
     bad_lines = save("bad_lines", log.bad_lines)
-    numbered = receipts.numbered_receives(events)
+    # used by several tables: computed once, kept while this run is analysed
+    numbered = receipts.numbered_receives(events).persist(StorageLevel.MEMORY_AND_DISK)
     firsts = receipts.first_receipts(numbered)
-    acked = receipts.acknowledged(events)
+    acked = receipts.acknowledged(events).persist(StorageLevel.MEMORY_AND_DISK)
 
     status("disruption windows")
-    available = windows.availability_steps(acked, firsts)
+    available = windows.availability_steps(acked, firsts).persist(StorageLevel.MEMORY_AND_DISK)
     window_df = save("windows", windows.disruption_windows(events, available, faults, threshold_ms))
     gap_df = save("gaps", unavailability.gaps(events, faults, int(threshold_ms * 1_000_000)))
 
@@ -127,5 +129,7 @@ def run(
         status("report.html")
         details = report.Details.collect(throughput_df, window_df, duplicate_df, loss_df, bad_lines)
         (out / "report.html").write_text(report.render(summary, faults, details))
+    for cached in (numbered, acked, available):
+        cached.unpersist()
     log.release()
     return Result(summary, out)

@@ -131,17 +131,21 @@ def _topic(run: str, spec: TopicSpec, events: list[dict[str, Any]], expected: Ex
         events.append({**producer, **common, "ts": s, "event": "send"})
         ok = {**producer, **common, "ts": a, "event": "send_ok", "msg_id": f"1:{i}:-1:-1"}
         events.append({**ok, "latency_ms": (a - s) / MS})
+    for consumer in spec.consumers:
+        _consumer(base, spec, consumer, sent, acked, events, expected)
+    successes = sorted(
+        e["ts"] for e in events if e["topic"] == spec.topic and e["event"] in ("send_ok", "receive")
+    )
     for stall in spec.stalls:
         first = next(i for i, s in enumerate(sent) if s >= ns(stall.start_ms))
         for kind, client in (("producer", spec.producer), ("topic", None)):
             expected.windows.append(
                 Window(kind, spec.topic, client, sent[first], ns(stall.end_ms), stall.fault)
             )
-        last_success = max(sent[first - 1] + round((PUBLISH_MS + DELIVER_MS) * MS), acked[first - 1])
+        # the topic is silent from its last success before the first held send until the release
+        last_success = max(t for t in successes if t < sent[first])
         gap = (ns(stall.end_ms) - last_success) / MS
         expected.max_gap_ms[stall.fault] = max(expected.max_gap_ms.get(stall.fault, 0.0), gap)
-    for consumer in spec.consumers:
-        _consumer(base, spec, consumer, sent, acked, events, expected)
 
 
 def _release(due: list[int], times: list[int], stalls: tuple[Stall, ...]) -> list[int]:

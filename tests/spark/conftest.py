@@ -1,0 +1,36 @@
+"""One SparkSession (local[2]) for every post-mortem test: its start-up is paid once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from magnetar.spark import postmortem, synthetic
+from magnetar.spark.session import spark_session
+from tests.spark.scenarios import GOLDEN
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+@dataclass(frozen=True)
+class Analysed:
+    run_dir: Path
+    expected: synthetic.Expected
+    result: postmortem.Result
+
+
+@pytest.fixture(scope="session")
+def golden(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Analysed:
+    """The golden scenario, written and analysed once for all the tests that read its report."""
+    run_dir = tmp_path_factory.mktemp("golden")
+    expected = synthetic.write(GOLDEN, run_dir)
+    return Analysed(run_dir, expected, postmortem.run(run_dir, spark))

@@ -1,0 +1,58 @@
+"""Scenarios with known answers for the post-mortem tests (see magnetar.spark.synthetic)."""
+
+from __future__ import annotations
+
+from magnetar.spark.synthetic import ConsumerSpec, FaultSpec, Scenario, Stall, TopicSpec
+
+UNLOAD, KILL = "unload-orders", "kill-consumer-broker"
+
+#: one of everything: a producer stall overlapping an unload, a consumer stall just after a kill
+#: (attributed to the fault that precedes it), same-region redeliveries, a failover to another
+#: region with duplicates, two losses, swapped deliveries, a consumer stopped early, a quiet topic
+GOLDEN = Scenario(
+    run="golden",
+    topics=(
+        TopicSpec(
+            "orders",
+            "p-orders",
+            1000,
+            stalls=(Stall(1003, 1300, UNLOAD),),
+            consumers=(
+                ConsumerSpec(
+                    "c-a",
+                    "sub-a",
+                    stalls=(Stall(3005, 3400, KILL),),
+                    redeliver=(100, 101),
+                    switch_at=400,
+                    failover_dups=(396, 397, 398),
+                    lose=(500, 501),
+                    swap=((200, 204), (250, 251)),
+                ),
+                ConsumerSpec("c-b", "sub-b", stop_after=200, lose=(150,)),
+            ),
+        ),
+        TopicSpec("audit", "p-audit", 300, interval_ms=20, consumers=(ConsumerSpec("c-c", "sub-c"),)),
+    ),
+    faults=(FaultSpec(UNLOAD, 1000, 1050), FaultSpec(KILL, 2900, 3000)),
+)
+
+#: small and quick, for the property tests: still a window, a duplicate, a loss and a reorder
+SMALL = Scenario(
+    run="small",
+    topics=(
+        TopicSpec(
+            "t",
+            "p",
+            300,
+            stalls=(Stall(503, 700, "unload"),),
+            consumers=(ConsumerSpec("c", "s", redeliver=(10,), lose=(250,), swap=((100, 101),)),),
+        ),
+    ),
+    faults=(FaultSpec("unload", 500, 520),),
+)
+
+#: nothing goes wrong
+CLEAN = Scenario(
+    run="clean",
+    topics=(TopicSpec("t", "p", 200, consumers=(ConsumerSpec("c", "s"),)),),
+)
