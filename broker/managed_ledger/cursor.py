@@ -1,28 +1,35 @@
 """A cursor: where a subscription is in its managed ledger.
 
-State is the mark-delete position (everything at or before it is acknowledged), the positions
-individually acknowledged after it, and the read position (the next entry to dispatch). Durable
-cursors persist the first two shortly after every change (``cursor_flush_interval_ms``) and at
-close; the read position is not persisted: after a restart reading resumes after the
-mark-delete position, so unacknowledged entries are redelivered, acknowledged ones are not.
+State is the mark-delete position (everything at or before it is acknowledged), the ranges
+individually acknowledged after it, and the read position (the next entry to dispatch). A durable
+cursor persists the first two (and the mark-delete properties) at
+``/managed-ledgers/<ledger>/cursors/<cursor>``, at most ``cursor_flush_interval_ms`` after every
+change and at close, always with compare-and-set: the broker that opens the managed ledger
+rewrites every cursor node once, so a deposed owner's later write fails instead of clobbering it.
+The read position is not persisted: after a restart reading resumes after the mark-delete
+position, skipping acknowledged ranges, so unacknowledged entries are redelivered and
+acknowledged ones are not.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
-import contextlib
 import json
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.managed_ledger.acked_ranges import AckedRanges
+from magnetar.broker.managed_ledger.errors import ManagedLedgerClosedError, ManagedLedgerError
 from magnetar.broker.managed_ledger.position import Entry, Position
+from magnetar.common.metadata import BadVersionError, MetadataError, NodeExistsError, NoNodeError
 
 if TYPE_CHECKING:
     from magnetar.broker.managed_ledger.ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
+
+_TAKEOVER_ATTEMPTS = 5
 
 
 class ManagedCursor:
@@ -31,11 +38,19 @@ class ManagedCursor:
         self.name = name
         self.durable = durable
         self.closed = False
-        self._mark_delete = Position(-1, -1)
-        self._deleted: list[Position] = []  # sorted, all > mark-delete
-        self._read_position = Position(-1, -1)
-        self._flush_task: asyncio.Task[None] | None = None
         self.properties: dict[str, int] = {}
+        self._mark_delete = Position(-1, -1)
+        self._acked = AckedRanges(ledger.next_position)
+        self._read_position = Position(-1, 0)
+        self._epoch = 0  # bumped whenever the read position is reset under a read in flight
+        self._version = -1
+        self._dirty = False
+        self._flush_lock = asyncio.Lock()
+        self._flush_task: asyncio.Task[None] | None = None
+        self._warned_truncation = False
+
+    def __repr__(self) -> str:
+        return f"ManagedCursor({self.ledger.name}/{self.name}, mark_delete={self._mark_delete})"
 
     # -- state ----------------------------------------------------------------------------------
     @property
@@ -44,128 +59,272 @@ class ManagedCursor:
 
     @property
     def read_position(self) -> Position:
-        return self._read_position
+        return self.ledger.valid_position(self._read_position)
+
+    @property
+    def individually_deleted_ranges(self) -> list[tuple[Position, Position]]:
+        """Acknowledged ranges after the mark-delete position, as inclusive (first, last) pairs."""
+        return self._acked.ranges()
 
     @property
     def individually_deleted(self) -> list[Position]:
-        return list(self._deleted)
-
-    def reset_to(self, mark_delete: Position) -> None:
-        self._mark_delete = mark_delete
-        self._deleted = []
-        self._read_position = self.ledger.next_position(mark_delete)
-
-    async def load(self) -> None:
-        data = await self.ledger.load_cursor(self.name)
-        if data is None:
-            self.reset_to(self.ledger.before_first())
-            return
-        doc = json.loads(data)
-        self._mark_delete = Position(*doc["mark_delete"])
-        self._deleted = sorted(Position(*p) for p in doc.get("deleted", []))
-        self.properties = dict(doc.get("properties", {}))
-        self._read_position = self.ledger.next_position(self._mark_delete)
+        """Every individually acknowledged position (for small listings; prefer the ranges)."""
+        positions = []
+        for first, last in self._acked:
+            position = first
+            while position <= last and self.ledger.has_entry(position):
+                positions.append(position)
+                position = self.ledger.next_position(position)
+        return positions
 
     def is_acknowledged(self, position: Position) -> bool:
-        if position <= self._mark_delete:
-            return True
-        index = bisect.bisect_left(self._deleted, position)
-        return index < len(self._deleted) and self._deleted[index] == position
+        return position <= self._mark_delete or position in self._acked
 
     @property
     def number_of_entries_in_backlog(self) -> int:
-        return max(0, self.ledger.count_entries_after(self._mark_delete) - len(self._deleted))
+        """Entries not acknowledged (pulsar_msg_backlog, counted in entries)."""
+        pending = self.ledger.count_entries_after(self._mark_delete)
+        return max(0, pending - self._acked.count(self.ledger.count_entries_between))
 
     def has_more_entries(self) -> bool:
-        return self.ledger.has_entry(self.ledger.valid_position(self._read_position))
+        return self.ledger.has_entry(self._acked.skip(self.ledger.valid_position(self._read_position)))
+
+    def reset_to(self, mark_delete: Position) -> None:
+        """Everything at or before ``mark_delete`` acknowledged, nothing after it; read from there."""
+        self._mark_delete = mark_delete
+        self._acked.clear()
+        self._read_position = self.ledger.next_position(mark_delete)
+        self._epoch += 1
 
     # -- reading --------------------------------------------------------------------------------
-    async def read_entries(self, max_entries: int) -> list[Entry]:
-        """Up to ``max_entries`` unacknowledged entries from the read position on."""
+    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+        """Up to ``max_entries`` unacknowledged entries from the read position on (with
+        ``max_bytes``, no more bytes than that unless one entry alone is bigger); advances the
+        read position past them. [] when there is nothing more to read (yet)."""
+        if self.closed:
+            raise ManagedLedgerClosedError(f"cursor {self.name} of {self.ledger.name} is closed")
         found: list[Entry] = []
+        size = 0
+        epoch = self._epoch
         while len(found) < max_entries:
-            batch = await self.ledger.read_entries(self._read_position, max_entries - len(found))
+            start = self._acked.skip(self.ledger.valid_position(self._read_position))
+            self._read_position = start
+            budget = None if max_bytes is None else max(1, max_bytes - size)
+            batch = await self.ledger.read_entries(start, max_entries - len(found), budget)
+            if epoch != self._epoch:
+                return []  # rewound or seeked meanwhile: this batch is not what is wanted now
             if not batch:
                 break
-            self._read_position = self.ledger.next_position(batch[-1].position)
-            found += [e for e in batch if not self.is_acknowledged(e.position)]
+            for entry in batch:
+                if max_bytes is not None and found and size + len(entry.data) > max_bytes:
+                    return found
+                self._read_position = self.ledger.next_position(entry.position)
+                if not self.is_acknowledged(entry.position):
+                    found.append(entry)
+                    size += len(entry.data)
         return found
+
+    async def read_entries_or_wait(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+        """As ``read_entries``, but when caught up wait for the next entry (cancellable)."""
+        while True:
+            waiter = self.ledger.wait_for_new_entries()
+            try:
+                entries = await self.read_entries(max_entries, max_bytes)
+                if entries:
+                    return entries
+                await asyncio.wait([waiter])
+                if waiter.cancelled():
+                    raise ManagedLedgerClosedError(f"managed ledger {self.ledger.name} was closed")
+            finally:
+                waiter.cancel()
 
     async def replay(self, positions: Iterable[Position]) -> list[Entry]:
         """Read specific positions again (redelivery), skipping any acknowledged meanwhile."""
-        entries = []
-        for position in sorted(set(positions)):
-            if self.is_acknowledged(position):
-                continue
-            entry = await self.ledger.read_entry(position)
-            if entry is not None:
-                entries.append(entry)
-        return entries
+        wanted = sorted({p for p in positions if not self.is_acknowledged(p)})
+        entries = await self.ledger.read_positions(wanted)
+        return [e for e in entries if not self.is_acknowledged(e.position)]
 
     def rewind(self) -> None:
         """Read again from the first unacknowledged entry (redelivery of everything pending)."""
         self._read_position = self.ledger.next_position(self._mark_delete)
+        self._epoch += 1
 
     async def seek(self, position: Position) -> None:
-        """Reset: everything before ``position`` counts as acknowledged, nothing after it."""
-        self.reset_to(Position(position.ledger_id, position.entry_id - 1))
-        self._schedule_flush()
+        """Reset (Pulsar's resetCursor): everything before ``position`` counts as acknowledged,
+        nothing from it on; a position past the end means the end. Persisted before returning."""
+        target = self.ledger.valid_position(position)
+        self.reset_to(Position(target.ledger_id, target.entry_id - 1))
+        self._dirty = True
+        await self.flush()
 
     # -- acknowledging --------------------------------------------------------------------------
     async def mark_delete(self, position: Position, properties: dict[str, int] | None = None) -> None:
-        """Cumulative acknowledgement of everything up to ``position``."""
-        if properties:
-            self.properties.update(properties)
+        """Cumulative acknowledgement of everything up to ``position``; ``properties`` (if given)
+        replace the ones stored with the cursor (deduplication keeps its snapshot there)."""
+        if properties is not None:
+            self.properties = dict(properties)
+            self._changed()
         if position <= self._mark_delete:
             return
+        last = self.ledger.last_confirmed_entry
+        if last is None or position > last:
+            log.warning("%r: ignoring cumulative ack of %s, past the last entry %s", self, position, last)
+            return
+        previous_ledger = self._mark_delete.ledger_id
         self._mark_delete = position
-        self._deleted = self._deleted[bisect.bisect_right(self._deleted, position) :]
+        self._acked.drop_through(position)
         self._collapse()
         self._changed()
+        if self.durable and self._mark_delete.ledger_id != previous_ledger:
+            self.ledger.cursor_moved_to_ledger()
 
     async def delete(self, positions: Iterable[Position]) -> None:
-        """Individual acknowledgements."""
+        """Individual acknowledgements; they fold into the mark-delete position when contiguous."""
+        previous_ledger = self._mark_delete.ledger_id
+        changed = False
         for position in positions:
             if position <= self._mark_delete:
                 continue
-            index = bisect.bisect_left(self._deleted, position)
-            if index == len(self._deleted) or self._deleted[index] != position:
-                self._deleted.insert(index, position)
+            if not self.ledger.has_entry(position):
+                log.warning("%r: ignoring ack of %s: no such entry", self, position)
+                continue
+            changed |= self._acked.add(position)
+        if not changed:
+            return
         self._collapse()
         self._changed()
+        if self.durable and self._mark_delete.ledger_id != previous_ledger:
+            self.ledger.cursor_moved_to_ledger()
 
     def _collapse(self) -> None:
-        """Fold individual acks that continue the mark-delete position into it."""
-        while self._deleted and self._deleted[0] == self.ledger.next_position(self._mark_delete):
-            self._mark_delete = self._deleted.pop(0)
+        while (end := self._acked.pop_following(self._mark_delete)) is not None:
+            self._mark_delete = end
         if self._read_position <= self._mark_delete:
             self._read_position = self.ledger.next_position(self._mark_delete)
 
-    def _changed(self) -> None:
-        self._schedule_flush()
-        if self.durable:
-            asyncio.get_running_loop().create_task(self._trim())
-
-    async def _trim(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.ledger.trim()
-
     # -- persistence ----------------------------------------------------------------------------
-    def _schedule_flush(self) -> None:
-        if not self.durable or self.closed or (self._flush_task is not None and not self._flush_task.done()):
-            return
-        self._flush_task = asyncio.get_running_loop().create_task(self._flush_later())
+    def _path(self) -> str:
+        from magnetar.broker.managed_ledger.ledger import cursor_path
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(self.ledger.config.cursor_flush_interval_ms / 1000)
-        await self.flush()
+        return cursor_path(self.ledger.name, self.name)
 
-    async def flush(self) -> None:
-        if not self.durable:
-            return
-        doc = {
+    def _encode(self) -> bytes:
+        limit = self.ledger.config.max_unacked_ranges_to_persist
+        if len(self._acked) > limit and not self._warned_truncation:
+            self._warned_truncation = True
+            log.warning(
+                "%r: %d acknowledged ranges, only the first %d are persisted "
+                "(max_unacked_ranges_to_persist); later acked entries may be redelivered after a restart",
+                self,
+                len(self._acked),
+                limit,
+            )
+        doc: dict[str, Any] = {
             "mark_delete": [self._mark_delete.ledger_id, self._mark_delete.entry_id],
-            "deleted": [[p.ledger_id, p.entry_id] for p in self._deleted],
+            "ranges": self._acked.encode(limit),
             "properties": self.properties,
         }
-        await self.ledger.save_cursor(self.name, json.dumps(doc).encode())
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def _decode(self, data: bytes) -> None:
+        try:
+            doc = json.loads(data)
+            mark_delete = Position(*doc["mark_delete"])
+            ranges = [(Position(a, b), Position(c, d)) for a, b, c, d in doc.get("ranges", [])]
+            ranges += [(Position(*p), Position(*p)) for p in doc.get("deleted", [])]  # older format
+            properties = {str(k): int(v) for k, v in doc.get("properties", {}).items()}
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ManagedLedgerError(
+                f"cursor {self.name} of {self.ledger.name} is unreadable: {exc}"
+            ) from exc
+        self.reset_to(mark_delete)
+        for first, last in sorted(ranges):
+            if first > mark_delete:
+                self._acked.add_range(first, last)
+        self.properties = properties
+
+    async def create(self) -> None:
+        """Persist a new cursor; if one of that name appeared meanwhile, take that one over."""
+        if not self.durable:
+            return
+        try:
+            stat = await self.ledger.store.put(self._path(), self._encode(), expected_version=-1)
+        except (NodeExistsError, BadVersionError):
+            await self.load()
+            return
+        except MetadataError as exc:
+            raise ManagedLedgerError(
+                f"cannot create cursor {self.name} of {self.ledger.name}: {exc}"
+            ) from exc
+        self._version = stat.version
+
+    async def load(self) -> None:
+        """Restore the persisted state and take the node over (rewrite it under our version)."""
+        for _ in range(_TAKEOVER_ATTEMPTS):
+            try:
+                data, stat = await self.ledger.store.get(self._path())
+            except NoNodeError:
+                self.reset_to(self.ledger.before_first())
+                await self.create()
+                return
+            self._decode(data)
+            try:
+                stat = await self.ledger.store.put(self._path(), data, expected_version=stat.version)
+            except BadVersionError:
+                continue  # the previous owner wrote one last time: read that
+            self._version = stat.version
+            return
+        raise ManagedLedgerError(f"cursor {self.name} of {self.ledger.name} keeps changing under us")
+
+    def _changed(self) -> None:
+        self._dirty = True
+        if not self.durable or self.closed:
+            return
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush_soon())
+
+    async def _flush_soon(self) -> None:
+        while self._dirty and not self.closed:
+            await asyncio.sleep(self.ledger.config.cursor_flush_interval_ms / 1000)
+            try:
+                await self.flush()
+            except ManagedLedgerClosedError:
+                return
+            except ManagedLedgerError as exc:
+                log.warning("%r: acknowledgements not persisted yet: %s", self, exc)
+                if self.ledger.is_fenced:
+                    return
+
+    async def flush(self) -> None:
+        """Persist the state now if it changed since the last write."""
+        if not self.durable:
+            return
+        async with self._flush_lock:
+            if not self._dirty:
+                return
+            if self.ledger.is_fenced:
+                raise self.ledger.fenced(f"cursor {self.name} not persisted")
+            self._dirty = False
+            try:
+                stat = await self.ledger.store.put(
+                    self._path(), self._encode(), expected_version=self._version
+                )
+            except (BadVersionError, NoNodeError) as exc:
+                self._dirty = True
+                raise self.ledger.fenced(f"cursor {self.name} was rewritten by another broker") from exc
+            except BaseException as exc:
+                self._dirty = True
+                if isinstance(exc, MetadataError):
+                    raise ManagedLedgerError(f"cannot persist cursor {self.name}: {exc}") from exc
+                raise
+            self._version = stat.version
+
+    async def close(self, *, flush: bool = True) -> None:
+        """Persist what changed (unless the cursor is being deleted) and stop."""
+        self.closed = True
+        try:
+            if flush:
+                await self.flush()
+        finally:
+            if self._flush_task is not None:
+                self._flush_task.cancel()

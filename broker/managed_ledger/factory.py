@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
+import json
 
 from magnetar.bookie.client import LedgerClient
-from magnetar.broker.managed_ledger.ledger import ROOT, ManagedLedger, ManagedLedgerConfig
+from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
+from magnetar.broker.managed_ledger.ledger import ROOT, ManagedLedger, validate_name
 from magnetar.common.metadata import MetadataStore, NoNodeError
 
 
@@ -21,11 +24,14 @@ class ManagedLedgerFactory:
         self._opening: dict[str, asyncio.Task[ManagedLedger]] = {}
 
     async def open(self, name: str) -> ManagedLedger:
-        """The managed ledger ``name`` (e.g. ``tenant/ns/persistent/topic``), created if new."""
+        """The managed ledger ``name`` (e.g. ``tenant/ns/persistent/topic``), created if new.
+
+        Opening takes it over: a broker that had it open can write no more to it."""
+        validate_name(name)
         cached = self._ledgers.get(name)
         if cached is not None and not cached.closed:
             return cached
-        self._ledgers.pop(name, None)  # closed (unloaded): open it afresh
+        self._ledgers.pop(name, None)  # closed (unloaded) or fenced: open it afresh
         task = self._opening.get(name)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._open(name))
@@ -43,6 +49,7 @@ class ManagedLedgerFactory:
         return ledger
 
     def get(self, name: str) -> ManagedLedger | None:
+        """The managed ledger ``name`` if this factory has it open."""
         return self._ledgers.get(name)
 
     async def close_ledger(self, name: str) -> None:
@@ -51,17 +58,36 @@ class ManagedLedgerFactory:
             await ledger.close()
 
     async def delete(self, name: str) -> None:
-        ledger = self._ledgers.pop(name, None) or await self._open(name)
-        self._ledgers.pop(name, None)
+        """Delete the managed ledger ``name``: its ledgers, cursors and metadata."""
+        ledger = self._ledgers.pop(name, None)
+        if ledger is None or ledger.closed:
+            ledger = await self._open(name)
+            self._ledgers.pop(name, None)
         await ledger.delete()
 
     async def list(self, prefix: str = "") -> list[str]:
-        """Names of the managed ledgers under ``prefix`` (e.g. ``tenant/ns/persistent``)."""
-        base = f"{ROOT}/{prefix}".rstrip("/")
+        """Names of the managed ledgers under ``prefix`` (e.g. ``tenant/ns/persistent``), sorted."""
+        prefix = prefix.strip("/")
+        names: builtins.list[str] = []
+        await self._walk(f"{ROOT}/{prefix}".rstrip("/"), prefix, names)
+        return sorted(names)
+
+    async def _walk(self, path: str, name: str, names: builtins.list[str]) -> None:
         with contextlib.suppress(NoNodeError):
-            return [f"{prefix.rstrip('/')}/{child}".lstrip("/") for child in await self._store.children(base)]
-        return []
+            data, _ = await self._store.get(path)
+            if name and _is_managed_ledger(data):
+                names.append(name)
+                return
+            for child in await self._store.children(path):
+                await self._walk(f"{path}/{child}", f"{name}/{child}".lstrip("/"), names)
 
     async def close(self) -> None:
         for name in list(self._ledgers):
             await self.close_ledger(name)
+
+
+def _is_managed_ledger(data: bytes) -> bool:
+    try:
+        return isinstance(json.loads(data), dict) and "ledgers" in json.loads(data)
+    except ValueError:
+        return False

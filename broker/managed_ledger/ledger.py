@@ -1,56 +1,52 @@
-"""A managed ledger: a topic's append-only log over a list of BookKeeper ledgers."""
+"""A managed ledger: a topic's append-only log over a list of BookKeeper ledgers.
+
+Metadata (the list of ledgers with their entry counts, sizes and close times) is a JSON document
+at ``/managed-ledgers/<name>``, always written with compare-and-set on its version: a broker that
+lost the managed ledger to another one finds out at its next metadata write, and its writes to
+the (fenced) ledger fail before that.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
-from urllib.parse import quote
+from typing import Any
+from urllib.parse import quote, unquote
 
-from pydantic import BaseModel, Field
-
-from magnetar.bookie.client import BKError, LedgerClient, LedgerHandle, NoSuchLedgerError, ReadHandle
+from magnetar.bookie.client import (
+    BKError,
+    LedgerClient,
+    LedgerFencedError,
+    LedgerHandle,
+    NoSuchLedgerError,
+    ReadHandle,
+)
+from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
+from magnetar.broker.managed_ledger.cursor import ManagedCursor
+from magnetar.broker.managed_ledger.errors import (
+    ManagedLedgerClosedError,
+    ManagedLedgerError,
+    ManagedLedgerFencedError,
+    ManagedLedgerTerminatedError,
+)
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
-from magnetar.common.metadata import BadVersionError, MetadataStore, NoNodeError
+from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
-if TYPE_CHECKING:
-    from magnetar.broker.managed_ledger.cursor import ManagedCursor
+__all__ = ["ROOT", "LedgerInfo", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
 
 log = logging.getLogger(__name__)
 
 ROOT = "/managed-ledgers"
+MB = 1024 * 1024
 
-
-class ManagedLedgerError(Exception):
-    pass
-
-
-class ManagedLedgerFencedError(ManagedLedgerError):
-    """Another broker opened this managed ledger: this instance can no longer write."""
-
-
-class ManagedLedgerConfig(BaseModel):
-    """Pulsar's ``managedLedger*`` settings (snake_case, Pulsar's defaults)."""
-
-    ensemble_size: int = Field(default=2, ge=1)
-    write_quorum: int = Field(default=2, ge=1)
-    ack_quorum: int = Field(default=2, ge=1)
-    max_entries_per_ledger: int = Field(default=50_000, ge=1)
-    min_ledger_rollover_time_minutes: float = Field(default=10, ge=0)
-    max_ledger_rollover_time_minutes: float = Field(default=240, ge=0)
-    max_size_per_ledger_mb: int = Field(default=2048, ge=1)
-    retention_time_minutes: float = Field(default=0, ge=-1)
-    retention_size_mb: float = Field(default=0, ge=-1)
-    #: recent entries kept in memory for tailing readers (managedLedgerCacheSizeMB)
-    cache_size_mb: int = Field(default=64, ge=0)
-    #: how soon a cursor change is persisted (acks are batched this long at most)
-    cursor_flush_interval_ms: int = Field(default=100, ge=0)
+_reader_ids = itertools.count(1)
 
 
 @dataclass
@@ -58,7 +54,7 @@ class LedgerInfo:
     ledger_id: int
     entries: int = -1  # -1: still open (being written)
     size: int = 0
-    timestamp_ms: int = 0
+    timestamp_ms: int = 0  # when it was closed (retention counts from there)
 
 
 def ledger_path(name: str) -> str:
@@ -69,171 +65,281 @@ def cursor_path(name: str, cursor: str) -> str:
     return f"{ROOT}/{name}/cursors/{quote(cursor, safe='')}"
 
 
+def validate_name(name: str) -> str:
+    """A managed-ledger name is a relative path such as ``tenant/ns/persistent/topic``."""
+    parts = name.split("/") if isinstance(name, str) else [""]
+    if not name or any(part in ("", ".", "..") for part in parts):
+        raise ManagedLedgerError(
+            f"invalid managed ledger name {name!r}: expected non-empty '/'-separated parts "
+            "such as 'tenant/namespace/persistent/topic'"
+        )
+    return name
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class ManagedLedger:
     def __init__(
         self, name: str, store: MetadataStore, client: LedgerClient, config: ManagedLedgerConfig
     ) -> None:
-        self.name = name
-        self._store = store
+        self.name = validate_name(name)
+        self.store = store
         self._client = client
         self.config = config
         self._ledgers: list[LedgerInfo] = []
         self._version = -1
+        self._terminated_at: Position | None = None
         self._writer: LedgerHandle | None = None
+        self._writer_failed = False
         self._writer_created = 0.0
-        self._write_lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()  # orders adds and ledger rolls
+        self._metadata_lock = asyncio.Lock()  # one metadata read-modify-CAS at a time
+        self._cursor_lock = asyncio.Lock()
         self._last_add: asyncio.Future[int] | None = None
         self._last_confirmed: Position | None = None
         self._readers: dict[int, ReadHandle] = {}
         self._cache: OrderedDict[Position, bytes] = OrderedDict()
         self._cache_bytes = 0
-        self._new_entries: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters: list[asyncio.Future[None]] = []
         self.cursors: dict[str, ManagedCursor] = {}
         self._closed = False
         self._fenced = False
+        self._maintenance: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
         self.entries_added = 0
         self.bytes_added = 0
 
     # -- opening --------------------------------------------------------------------------------
     async def open(self) -> None:
-        from magnetar.broker.managed_ledger.cursor import ManagedCursor
-
+        """Load the metadata, fence and close what a previous owner left open, start a new ledger."""
         await self._load()
         for info in self._ledgers:
-            if info.entries < 0:  # left open by a previous owner: fence it and learn its end
+            if info.entries < 0:
                 await self._recover(info)
-        empty = [i for i in self._ledgers if i.entries == 0]
-        for info in empty:
+        for info in [i for i in self._ledgers if i.entries == 0]:
             self._ledgers.remove(info)
-            with contextlib.suppress(BKError):
-                await self._client.delete_ledger(info.ledger_id)
-        await self._start_ledger()
+            self._delete_ledger_later(info.ledger_id)
         last = next((i for i in reversed(self._ledgers) if i.entries > 0), None)
         if last is not None:
             self._last_confirmed = Position(last.ledger_id, last.entries - 1)
+        if self._terminated_at is None:
+            await self._start_ledger()
+        else:
+            await self._save_locked()
         for cursor_name in await self._cursor_names():
             cursor = ManagedCursor(self, cursor_name, durable=True)
             await cursor.load()
             self.cursors[cursor_name] = cursor
+        self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
 
     async def _load(self) -> None:
         try:
-            data, stat = await self._store.get(ledger_path(self.name))
+            data, stat = await self.store.get(ledger_path(self.name))
         except NoNodeError:
             self._ledgers, self._version = [], -1
             return
-        doc = json.loads(data) if data else {"ledgers": []}
-        self._ledgers = [LedgerInfo(**info) for info in doc.get("ledgers", [])]
+        try:
+            doc = json.loads(data) if data else {}
+            self._ledgers = [LedgerInfo(**info) for info in doc.get("ledgers", [])]
+            terminated = doc.get("terminated")
+        except (ValueError, TypeError) as exc:
+            raise ManagedLedgerError(f"metadata of managed ledger {self.name} is unreadable: {exc}") from exc
+        self._terminated_at = Position(*terminated) if terminated else None
         self._version = stat.version
 
+    async def _save_locked(self) -> None:
+        async with self._metadata_lock:
+            await self._save()
+
     async def _save(self) -> None:
-        data = json.dumps({"ledgers": [asdict(i) for i in self._ledgers]}).encode()
+        """Write the metadata; the caller holds the metadata lock."""
+        doc: dict[str, Any] = {"ledgers": [asdict(i) for i in self._ledgers]}
+        if self._terminated_at is not None:
+            doc["terminated"] = [self._terminated_at.ledger_id, self._terminated_at.entry_id]
+        data = json.dumps(doc).encode()
         try:
-            if self._version < 0:
-                await self._store.create(ledger_path(self.name), data)
-                self._version = 0
-            else:
-                stat = await self._store.put(ledger_path(self.name), data, expected_version=self._version)
-                self._version = stat.version
-        except BadVersionError as exc:
-            self._fenced = True
-            raise ManagedLedgerFencedError(
-                f"managed ledger {self.name} was taken over by another broker"
-            ) from exc
+            stat = await self.store.put(ledger_path(self.name), data, expected_version=self._version)
+        except (BadVersionError, NodeExistsError, NoNodeError) as exc:
+            raise self.fenced(f"its metadata changed under it ({exc})") from exc
+        self._version = stat.version
+
+    def fenced(self, why: str) -> ManagedLedgerFencedError:
+        """Mark this instance deposed (another broker owns the managed ledger now)."""
+        if not self._fenced:
+            log.warning("managed ledger %s fenced: %s", self.name, why)
+        self._fenced = True
+        return ManagedLedgerFencedError(
+            f"managed ledger {self.name} was opened by another broker; this instance can no longer "
+            f"write ({why})"
+        )
 
     async def _recover(self, info: LedgerInfo) -> None:
+        """Fence a ledger left open (by a previous owner or a failed writer) and learn its end."""
         try:
             handle = await self._client.open_ledger(info.ledger_id)
         except NoSuchLedgerError:
             info.entries = 0
             return
+        except BKError as exc:
+            raise ManagedLedgerError(
+                f"cannot recover ledger {info.ledger_id} of managed ledger {self.name}: {exc}"
+            ) from exc
         info.entries = handle.last_add_confirmed + 1
         info.size = max(info.size, handle.metadata.length)
+        info.timestamp_ms = _now_ms()
         self._readers[info.ledger_id] = handle
 
     async def _start_ledger(self) -> None:
-        writer = await self._client.create_ledger(
-            self.config.ensemble_size,
-            self.config.write_quorum,
-            self.config.ack_quorum,
-            custom={"managed-ledger": self.name},
-        )
-        self._ledgers.append(LedgerInfo(writer.ledger_id, -1, 0, int(time.time() * 1000)))
-        await self._save()
-        self._writer, self._writer_created = writer, time.monotonic()
+        try:
+            writer = await self._client.create_ledger(
+                self.config.ensemble_size,
+                self.config.write_quorum,
+                self.config.ack_quorum,
+                custom={"managed-ledger": self.name},
+            )
+        except BKError as exc:
+            raise ManagedLedgerError(f"cannot create a ledger for {self.name}: {exc}") from exc
+        async with self._metadata_lock:
+            self._ledgers.append(LedgerInfo(writer.ledger_id, -1, 0, 0))
+            try:
+                await self._save()
+            except ManagedLedgerFencedError:
+                self._ledgers.pop()
+                self._delete_ledger_later(writer.ledger_id)
+                raise
+        self._writer, self._writer_failed, self._writer_created = writer, False, time.monotonic()
+        log.info("%s: writing to ledger %d", self.name, writer.ledger_id)
 
     async def _cursor_names(self) -> list[str]:
-        from urllib.parse import unquote
-
         try:
-            return [unquote(n) for n in await self._store.children(f"{ledger_path(self.name)}/cursors")]
+            return [unquote(n) for n in await self.store.children(f"{ledger_path(self.name)}/cursors")]
         except NoNodeError:
             return []
 
     # -- writing --------------------------------------------------------------------------------
     async def add_entry(self, data: bytes) -> Position:
         """Append; returns once Qa bookies have the entry. Concurrent calls complete in order."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"add_entry takes bytes, not {type(data).__name__}")
+        payload = bytes(data)
         async with self._write_lock:
-            if self._closed or self._fenced:
-                raise ManagedLedgerError(f"managed ledger {self.name} is closed")
-            if self._needs_roll():
+            self._check_writable()
+            if self._writer_failed or self._needs_roll():
                 await self._roll()
-            assert self._writer is not None
             writer = self._writer
-            future = writer.add_entry_async(data)
+            assert writer is not None
+            future = writer.add_entry_async(payload)
             self._last_add = future
         try:
             entry_id = await future
+        except LedgerFencedError as exc:
+            raise self.fenced(f"ledger {writer.ledger_id} was fenced") from exc
         except BKError as exc:
+            # The next add closes this ledger (recovering what it holds) and starts a new one.
+            self._writer_failed = True
             raise ManagedLedgerError(f"cannot write to {self.name}: {exc}") from exc
         position = Position(writer.ledger_id, entry_id)
-        self._added(position, data)
+        self._added(position, payload)
         return position
+
+    def _check_writable(self) -> None:
+        if self._fenced:
+            raise ManagedLedgerFencedError(
+                f"managed ledger {self.name} was opened by another broker; this instance can no longer write"
+            )
+        if self._closed:
+            raise ManagedLedgerClosedError(f"managed ledger {self.name} is closed")
+        if self._terminated_at is not None:
+            raise ManagedLedgerTerminatedError(
+                f"managed ledger {self.name} was terminated at {self._terminated_at}"
+            )
 
     def _added(self, position: Position, data: bytes) -> None:
         if self._last_confirmed is None or position > self._last_confirmed:
             self._last_confirmed = position
         self.entries_added += 1
         self.bytes_added += len(data)
-        info = self._ledgers[-1]
-        info.size += len(data)
+        info = self._info(position.ledger_id)
+        if info is not None:
+            info.size += len(data)
         self._cache_put(position, data)
-        waiting, self._new_entries = self._new_entries, asyncio.get_running_loop().create_future()
-        waiting.set_result(None)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _needs_roll(self) -> bool:
         writer = self._writer
         if writer is None:
             return True
-        info = self._ledgers[-1]
+        size = writer.length
+        if size >= self.config.max_size_per_ledger_mb * MB:
+            return True
+        if writer.last_add_confirmed < 0:
+            return False
         age_min = (time.monotonic() - self._writer_created) / 60
-        if age_min < self.config.min_ledger_rollover_time_minutes:
-            return writer.length >= self.config.max_size_per_ledger_mb * 1024 * 1024
+        if (
+            self.config.max_ledger_rollover_time_minutes > 0
+            and age_min >= self.config.max_ledger_rollover_time_minutes
+        ):
+            return True
         full = writer.last_add_confirmed + 1 >= self.config.max_entries_per_ledger
-        too_big = info.size >= self.config.max_size_per_ledger_mb * 1024 * 1024
-        too_old = self.config.max_ledger_rollover_time_minutes > 0 and (
-            age_min >= self.config.max_ledger_rollover_time_minutes and writer.last_add_confirmed >= 0
-        )
-        return full or too_big or too_old
+        return full and age_min >= self.config.min_ledger_rollover_time_minutes
 
     async def _roll(self) -> None:
-        """Close the current ledger (after its adds complete) and start a new one."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            if self._last_add is not None:
-                with contextlib.suppress(BKError):
-                    await asyncio.shield(self._last_add)
-            metadata = await writer.close()
-            info = self._ledgers[-1]
-            info.entries = metadata.last_entry_id + 1
-            log.info("%s: ledger %d closed at %d entries", self.name, writer.ledger_id, info.entries)
+        """Close the current ledger (after its adds complete) and start a new one; the caller holds
+        the write lock."""
+        await self._close_writer()
         await self._start_ledger()
-        await self.trim()
+        self._spawn(self._trim_quietly())
 
-    # -- reading --------------------------------------------------------------------------------
+    async def _close_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        if self._last_add is not None:
+            with contextlib.suppress(BKError):
+                await asyncio.shield(self._last_add)
+        info = self._info(writer.ledger_id)
+        assert info is not None
+        try:
+            metadata = await writer.close()
+        except LedgerFencedError as exc:
+            raise self.fenced(f"ledger {writer.ledger_id} was fenced") from exc
+        except BKError as exc:
+            log.warning("%s: ledger %d failed (%s); recovering it", self.name, writer.ledger_id, exc)
+            try:
+                await self._recover(info)
+            except ManagedLedgerError:
+                self._writer, self._writer_failed = writer, True  # try again at the next add
+                raise
+            self._note_recovered_end(info)
+        else:
+            info.entries = metadata.last_entry_id + 1
+            info.timestamp_ms = _now_ms()
+        log.info("%s: ledger %d closed at %d entries", self.name, writer.ledger_id, info.entries)
+
+    def _note_recovered_end(self, info: LedgerInfo) -> None:
+        # Recovery may find entries written but never confirmed to us: they are part of the log.
+        if info.entries > 0:
+            end = Position(info.ledger_id, info.entries - 1)
+            if self._last_confirmed is None or end > self._last_confirmed:
+                self._last_confirmed = end
+
+    # -- state ----------------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
         return self._closed or self._fenced
+
+    @property
+    def is_fenced(self) -> bool:
+        return self._fenced
+
+    @property
+    def is_terminated(self) -> bool:
+        return self._terminated_at is not None
 
     @property
     def last_confirmed_entry(self) -> Position | None:
@@ -251,6 +357,9 @@ class ManagedLedger:
     def ledgers(self) -> list[LedgerInfo]:
         return list(self._ledgers)
 
+    def _info(self, ledger_id: int) -> LedgerInfo | None:
+        return next((i for i in self._ledgers if i.ledger_id == ledger_id), None)
+
     def _entries_of(self, info: LedgerInfo) -> int:
         if info.entries >= 0:
             return info.entries
@@ -258,14 +367,16 @@ class ManagedLedger:
             return self._writer.last_add_confirmed + 1
         return 0
 
+    # -- positions ------------------------------------------------------------------------------
     def first_position(self) -> Position:
         """Where reading from the earliest starts (an entry, or the next one to be written)."""
         for info in self._ledgers:
             if self._entries_of(info) > 0:
                 return Position(info.ledger_id, 0)
-        return Position(self._ledgers[-1].ledger_id, 0)
+        return Position(self._ledgers[-1].ledger_id, 0) if self._ledgers else Position(-1, 0)
 
     def before_first(self) -> Position:
+        """The mark-delete position of a cursor that has read nothing."""
         first = self.first_position()
         return Position(first.ledger_id, first.entry_id - 1)
 
@@ -280,6 +391,8 @@ class ManagedLedger:
                 return Position(info.ledger_id, start)
             if index == len(self._ledgers) - 1:
                 return Position(info.ledger_id, entries)
+        if not self._ledgers:
+            return position
         last = self._ledgers[-1]
         return Position(last.ledger_id, self._entries_of(last))
 
@@ -287,35 +400,70 @@ class ManagedLedger:
         return self.valid_position(Position(position.ledger_id, position.entry_id + 1))
 
     def has_entry(self, position: Position) -> bool:
-        return (
-            self._last_confirmed is not None
-            and position <= self._last_confirmed
-            and any(
-                i.ledger_id == position.ledger_id and 0 <= position.entry_id < self._entries_of(i)
-                for i in self._ledgers
-            )
-        )
+        if self._last_confirmed is None or position > self._last_confirmed or position.entry_id < 0:
+            return False
+        info = self._info(position.ledger_id)
+        return info is not None and position.entry_id < self._entries_of(info)
 
-    async def read_entries(self, start: Position, max_entries: int) -> list[Entry]:
-        """Up to ``max_entries`` confirmed entries from ``start`` on, across ledgers."""
+    def count_entries_after(self, position: Position) -> int:
+        """Confirmed entries strictly after ``position``."""
+        count = 0
+        for info in self._ledgers:
+            entries = self._entries_of(info)
+            if info.ledger_id > position.ledger_id:
+                count += entries
+            elif info.ledger_id == position.ledger_id:
+                count += max(0, entries - position.entry_id - 1)
+        return count
+
+    def count_entries_between(self, first: Position, last: Position) -> int:
+        """Entries from ``first`` to ``last``, both included."""
+        before = Position(first.ledger_id, first.entry_id - 1)
+        return max(0, self.count_entries_after(before) - self.count_entries_after(last))
+
+    # -- reading --------------------------------------------------------------------------------
+    async def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None
+    ) -> list[Entry]:
+        """Up to ``max_entries`` confirmed entries from ``start`` on, across ledgers; with
+        ``max_bytes``, stops before exceeding it (but returns at least one entry)."""
+        _check_limits(max_entries, max_bytes)
         entries: list[Entry] = []
+        size = 0
         position = self.valid_position(start)
         while len(entries) < max_entries and self.has_entry(position):
-            info = next(i for i in self._ledgers if i.ledger_id == position.ledger_id)
+            info = self._info(position.ledger_id)
+            assert info is not None
+            assert self._last_confirmed is not None
             last = min(self._entries_of(info) - 1, position.entry_id + max_entries - len(entries) - 1)
-            confirmed = self._last_confirmed
-            if confirmed is not None and confirmed.ledger_id == position.ledger_id:
+            if self._last_confirmed.ledger_id == position.ledger_id:
                 # Not past what add_entry has handed back yet: those entries are in the cache,
                 # the ones the writer confirmed a moment later are not (yet).
-                last = min(last, confirmed.entry_id)
-            entries += await self._read_range(position.ledger_id, position.entry_id, last)
+                last = min(last, self._last_confirmed.entry_id)
+            for entry in await self._read_range(position.ledger_id, position.entry_id, last):
+                if max_bytes is not None and entries and size + len(entry.data) > max_bytes:
+                    return entries
+                entries.append(entry)
+                size += len(entry.data)
             position = self.next_position(Position(position.ledger_id, last))
         return entries
 
     async def read_entry(self, position: Position) -> Entry | None:
+        """The entry at ``position``, or None when there is none (yet, or any more)."""
         if not self.has_entry(position):
             return None
         return (await self._read_range(position.ledger_id, position.entry_id, position.entry_id))[0]
+
+    async def read_positions(self, positions: list[Position]) -> list[Entry]:
+        """The entries at ``positions`` (sorted), those that exist, reading runs together."""
+        entries: list[Entry] = []
+        run: list[Position] = []
+        for position in [p for p in positions if self.has_entry(p)] + [Position(-2, -2)]:
+            if run and (position.ledger_id != run[-1].ledger_id or position.entry_id != run[-1].entry_id + 1):
+                entries += await self._read_range(run[0].ledger_id, run[0].entry_id, run[-1].entry_id)
+                run = []
+            run.append(position)
+        return entries
 
     async def _read_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
         cached = [self._cache.get(Position(ledger_id, e)) for e in range(first, last + 1)]
@@ -338,7 +486,7 @@ class ManagedLedger:
         return handle
 
     def _cache_put(self, position: Position, data: bytes) -> None:
-        limit = self.config.cache_size_mb * 1024 * 1024
+        limit = self.config.cache_size_mb * MB
         if limit <= 0:
             return
         self._cache[position] = data
@@ -348,27 +496,25 @@ class ManagedLedger:
             self._cache_bytes -= len(evicted)
 
     def wait_for_new_entries(self) -> asyncio.Future[None]:
-        return self._new_entries
-
-    def count_entries_after(self, position: Position) -> int:
-        """Confirmed entries strictly after ``position``."""
-        count = 0
-        for info in self._ledgers:
-            entries = self._entries_of(info)
-            if info.ledger_id > position.ledger_id:
-                count += entries
-            elif info.ledger_id == position.ledger_id:
-                count += max(0, entries - position.entry_id - 1)
-        return count
+        """A future that resolves at the next add (each caller gets its own: cancelling it
+        disturbs no other waiter). Cancelled when the managed ledger closes."""
+        if len(self._waiters) > 64:
+            self._waiters = [w for w in self._waiters if not w.done()]
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.closed:
+            waiter.cancel()
+        else:
+            self._waiters.append(waiter)
+        return waiter
 
     async def find_first_position(self, predicate: Callable[[Entry], bool]) -> Position | None:
-        """The first entry for which ``predicate`` holds, assuming it holds for every later one
-        (binary search, as Pulsar's seek by publish time)."""
-        positions = [(i.ledger_id, self._entries_of(i)) for i in self._ledgers if self._entries_of(i) > 0]
-        total = sum(n for _, n in positions)
+        """The first entry for which ``predicate`` holds, assuming it then holds for every later
+        one (a binary search, as Pulsar's seek by publish time); None if it holds for none."""
+        sizes = [(i.ledger_id, self._entries_of(i)) for i in self._ledgers if self._entries_of(i) > 0]
+        total = sum(n for _, n in sizes)
 
         def at(index: int) -> Position:
-            for ledger_id, n in positions:
+            for ledger_id, n in sizes:
                 if index < n:
                     return Position(ledger_id, index)
                 index -= n
@@ -388,98 +534,197 @@ class ManagedLedger:
     async def open_cursor(
         self, name: str, initial_position: InitialPosition = InitialPosition.LATEST
     ) -> ManagedCursor:
-        from magnetar.broker.managed_ledger.cursor import ManagedCursor
-
-        cursor = self.cursors.get(name)
-        if cursor is not None:
+        """The durable cursor ``name``; a new one starts at ``initial_position``, an existing one
+        where it was left (also after a restart)."""
+        if not isinstance(name, str) or not name:
+            raise ManagedLedgerError(f"invalid cursor name {name!r}")
+        initial = InitialPosition(initial_position)
+        async with self._cursor_lock:
+            cursor = self.cursors.get(name)
+            if cursor is not None:
+                return cursor
+            if self.closed:
+                raise ManagedLedgerClosedError(f"managed ledger {self.name} is closed")
+            cursor = ManagedCursor(self, name, durable=True)
+            if initial is InitialPosition.EARLIEST or self._last_confirmed is None:
+                cursor.reset_to(self.before_first())
+            else:
+                cursor.reset_to(self._last_confirmed)
+            await cursor.create()
+            self.cursors[name] = cursor
             return cursor
-        cursor = ManagedCursor(self, name, durable=True)
-        if initial_position is InitialPosition.EARLIEST or self._last_confirmed is None:
-            cursor.reset_to(self.before_first())
+
+    def new_non_durable_cursor(
+        self, start: Position | InitialPosition, *, inclusive: bool = True
+    ) -> ManagedCursor:
+        """A reader's cursor, kept in memory only, reading from ``start`` (the entry at a
+        position ``start`` too, if ``inclusive``). It does not hold back retention."""
+        if isinstance(start, Position):
+            mark_delete = Position(start.ledger_id, start.entry_id - 1) if inclusive else start
+        elif InitialPosition(start) is InitialPosition.EARLIEST or self._last_confirmed is None:
+            mark_delete = self.before_first()
         else:
-            cursor.reset_to(self._last_confirmed)
-        await cursor.flush()
-        self.cursors[name] = cursor
-        return cursor
-
-    def new_non_durable_cursor(self, mark_delete: Position) -> ManagedCursor:
-        """A reader's cursor: everything after ``mark_delete`` is to be read; nothing persisted."""
-        from magnetar.broker.managed_ledger.cursor import ManagedCursor
-
-        cursor = ManagedCursor(self, f"reader-{id(self)}", durable=False)
+            mark_delete = self._last_confirmed
+        cursor = ManagedCursor(self, f"reader-{next(_reader_ids)}", durable=False)
         cursor.reset_to(mark_delete)
         return cursor
 
     async def delete_cursor(self, name: str) -> None:
-        cursor = self.cursors.pop(name, None)
-        if cursor is not None:
-            cursor.closed = True
-        with contextlib.suppress(NoNodeError):
-            await self._store.delete(cursor_path(self.name, name))
-        await self.trim()
+        async with self._cursor_lock:
+            cursor = self.cursors.pop(name, None)
+            if cursor is not None:
+                await cursor.close(flush=False)
+            with contextlib.suppress(NoNodeError):
+                await self.store.delete(cursor_path(self.name, name))
+        await self._trim_quietly()
 
-    async def save_cursor(self, name: str, data: bytes) -> None:
-        await self._store.put(cursor_path(self.name, name), data)
-
-    async def load_cursor(self, name: str) -> bytes | None:
-        try:
-            return (await self._store.get(cursor_path(self.name, name)))[0]
-        except NoNodeError:
-            return None
+    def cursor_moved_to_ledger(self) -> None:
+        """A durable cursor's mark-delete position entered a later ledger: one may be consumed."""
+        self._spawn(self._trim_quietly())
 
     # -- retention ------------------------------------------------------------------------------
     async def trim(self) -> list[int]:
-        """Delete closed ledgers every durable cursor has passed, as retention allows."""
-        if not self.cursors:
+        """Delete the closed ledgers every durable cursor has consumed, as far as retention allows:
+        a consumed ledger goes once it was closed longer ago than the retention time, or while
+        the consumed data kept exceeds the retention size. Returns the deleted ledger ids."""
+        if self._fenced:
             return []
-        slowest = min(c.mark_delete_position for c in self.cursors.values())
-        retention_ms = self.config.retention_time_minutes * 60_000
-        deleted: list[int] = []
-        for info in list(self._ledgers[:-1]):
-            consumed = info.ledger_id < slowest.ledger_id or (
-                info.ledger_id == slowest.ledger_id and slowest.entry_id >= info.entries - 1
+        async with self._metadata_lock:
+            doomed = self._consumed_beyond_retention()
+            if not doomed:
+                return []
+            kept = [i for i in self._ledgers if i not in doomed]
+            previous, self._ledgers = self._ledgers, kept
+            try:
+                await self._save()
+            except ManagedLedgerFencedError:
+                self._ledgers = previous
+                raise
+        for info in doomed:
+            self._forget_ledger(info.ledger_id)
+            self._delete_ledger_later(info.ledger_id)
+        log.info("%s: deleted consumed ledgers %s", self.name, [i.ledger_id for i in doomed])
+        return [i.ledger_id for i in doomed]
+
+    def _consumed_beyond_retention(self) -> list[LedgerInfo]:
+        time_ms = self.config.retention_time_minutes * 60_000
+        size_limit = self.config.retention_size_mb * MB
+        if time_ms < 0 and size_limit < 0:
+            return []
+        marks = [c.mark_delete_position for c in self.cursors.values()]
+        slowest = min(marks) if marks else None
+        total = self.total_size
+        now = _now_ms()
+        doomed: list[LedgerInfo] = []
+        for info in self._ledgers[:-1]:  # never the ledger being written (or the last one)
+            if info.entries < 0:
+                break
+            consumed = (
+                slowest is None
+                or info.ledger_id < slowest.ledger_id
+                or (info.ledger_id == slowest.ledger_id and slowest.entry_id >= info.entries - 1)
             )
-            if not consumed or self.config.retention_time_minutes < 0:
+            expired = time_ms >= 0 and now - info.timestamp_ms >= time_ms
+            over_size = size_limit >= 0 and total > size_limit
+            if not consumed or not (expired or over_size):
                 break
-            if retention_ms and time.time() * 1000 - info.timestamp_ms < retention_ms:
-                break
-            self._ledgers.remove(info)
-            deleted.append(info.ledger_id)
-        if deleted:
-            await self._save()
-            for ledger_id in deleted:
-                self._readers.pop(ledger_id, None)
-                with contextlib.suppress(BKError):
-                    await self._client.delete_ledger(ledger_id)
-            log.info("%s: deleted consumed ledgers %s", self.name, deleted)
-        return deleted
+            doomed.append(info)
+            total -= info.size
+        return doomed
+
+    def _forget_ledger(self, ledger_id: int) -> None:
+        self._readers.pop(ledger_id, None)
+        for position in [p for p in self._cache if p.ledger_id == ledger_id]:
+            self._cache_bytes -= len(self._cache.pop(position))
+
+    async def _trim_quietly(self) -> None:
+        try:
+            await self.trim()
+        except ManagedLedgerError as exc:
+            log.warning("%s: trimming failed: %s", self.name, exc)
+
+    async def _maintain(self) -> None:
+        """Periodically: trim consumed ledgers, roll a ledger past its maximum age."""
+        while not self.closed:
+            await asyncio.sleep(self.config.retention_check_interval_seconds)
+            try:
+                if self._writer is not None and not self._write_lock.locked() and self._needs_roll():
+                    async with self._write_lock:
+                        if not self.closed and self._terminated_at is None and self._needs_roll():
+                            await self._roll()
+                await self.trim()
+            except ManagedLedgerError as exc:
+                log.warning("%s: maintenance failed: %s", self.name, exc)
+
+    def _delete_ledger_later(self, ledger_id: int) -> None:
+        async def delete() -> None:
+            try:
+                await self._client.delete_ledger(ledger_id)
+            except NoSuchLedgerError:
+                pass
+            except BKError as exc:  # an orphan: no managed ledger refers to it any more
+                log.warning("%s: could not delete ledger %d: %s", self.name, ledger_id, exc)
+
+        self._spawn(delete())
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def settle(self) -> None:
+        """Wait for background work (ledger deletions, trims) started so far."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     # -- closing --------------------------------------------------------------------------------
+    async def terminate(self) -> Position | None:
+        """No more entries may be added, ever (Pulsar's topic termination); returns the last one."""
+        async with self._write_lock:
+            if self._terminated_at is None:
+                self._check_writable()
+                await self._close_writer()
+                self._terminated_at = self._last_confirmed or self.before_first()
+                await self._save_locked()
+        return self._last_confirmed
+
     async def close(self) -> None:
+        """Persist every cursor, close the ledger being written and record where it ends."""
         if self._closed:
             return
         async with self._write_lock:
             self._closed = True
-            for cursor in self.cursors.values():
-                await cursor.flush()
-            writer, self._writer = self._writer, None
-            if writer is not None and not self._fenced:
-                if self._last_add is not None:
-                    with contextlib.suppress(BKError):
-                        await asyncio.shield(self._last_add)
-                with contextlib.suppress(BKError):
-                    metadata = await writer.close()
-                    self._ledgers[-1].entries = metadata.last_entry_id + 1
-                    with contextlib.suppress(ManagedLedgerError):
-                        await self._save()
-        if not self._new_entries.done():
-            self._new_entries.cancel()
+            if self._maintenance is not None:
+                self._maintenance.cancel()
+            for cursor in list(self.cursors.values()):
+                try:
+                    await cursor.close()
+                except ManagedLedgerError as exc:
+                    log.warning("%s: cursor %s not persisted at close: %s", self.name, cursor.name, exc)
+            if not self._fenced:
+                try:
+                    await self._close_writer()
+                    await self._save_locked()
+                except (ManagedLedgerError, BKError) as exc:
+                    # The next owner recovers the open ledger: nothing confirmed is lost.
+                    log.warning("%s: not closed cleanly: %s", self.name, exc)
+        for waiter in self._waiters:
+            waiter.cancel()
+        self._waiters = []
+        await self.settle()
 
     async def delete(self) -> None:
-        """Remove the managed ledger, its ledgers and cursors."""
+        """Remove the managed ledger: its ledgers, cursors and metadata."""
         await self.close()
         for info in self._ledgers:
-            with contextlib.suppress(BKError):
-                await self._client.delete_ledger(info.ledger_id)
+            self._delete_ledger_later(info.ledger_id)
+        await self.settle()
         with contextlib.suppress(NoNodeError):
-            await self._store.delete(ledger_path(self.name), recursive=True)
+            await self.store.delete(ledger_path(self.name), recursive=True)
+
+
+def _check_limits(max_entries: int, max_bytes: int | None) -> None:
+    if not isinstance(max_entries, int) or max_entries < 1:
+        raise ValueError(f"max_entries must be a positive integer, got {max_entries!r}")
+    if max_bytes is not None and max_bytes < 1:
+        raise ValueError(f"max_bytes must be positive, got {max_bytes!r}")
