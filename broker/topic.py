@@ -158,8 +158,9 @@ class Topic:
             self.subscriptions[name] = subscription
         return subscription
 
-    def reader(self, name: str, start: Position, sub_type: int) -> Subscription:
-        cursor = self.ledger.new_non_durable_cursor(start)
+    def reader(self, name: str, after: Position, sub_type: int) -> Subscription:
+        """A non-durable subscription reading the entries after ``after``."""
+        cursor = self.ledger.new_non_durable_cursor(after, inclusive=False)
         subscription = Subscription(name, cursor, sub_type)
         self.subscriptions[name] = subscription
         return subscription

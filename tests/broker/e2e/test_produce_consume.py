@@ -232,3 +232,14 @@ def test_compressed_batches_pass_through(client: pulsar.Client, compression: pul
         producer.send_async(b"compress me %d " % i * 20, None)
     producer.flush()
     assert receive_all(consumer, 200) == [b"compress me %d " % i * 20 for i in range(200)]
+
+
+def test_a_reader_from_latest_sees_only_new_messages(client: pulsar.Client) -> None:
+    topic = TOPIC + "reader-latest"
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(3):
+        producer.send(b"old %d" % i)
+    reader = client.create_reader(topic, pulsar.MessageId.latest)
+    producer.send(b"new")
+    assert reader.read_next(5000).data() == b"new"
+    assert not reader.has_message_available()
