@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from magnetar.bookie.config import BookieConfig
+from magnetar.bookie.server import start_bookie
 from magnetar.broker.managed_ledger import (
     InitialPosition,
     ManagedLedgerConfig,
@@ -18,6 +22,13 @@ from magnetar.broker.managed_ledger import (
 from tests.broker.managed_ledger.conftest import Storage
 
 ROLL_EVERY_10 = ManagedLedgerConfig(max_entries_per_ledger=10, min_ledger_rollover_time_minutes=0)
+
+
+async def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
 
 
 def data(i: int) -> bytes:
@@ -207,3 +218,51 @@ async def test_bad_input_gets_specific_errors(storage: Storage) -> None:
     await factory.close()
     with pytest.raises(ManagedLedgerError, match="closed"):
         await ledger.add_entry(b"after close")
+
+
+async def test_an_idle_ledger_is_rolled_and_trimmed_by_the_periodic_check(storage: Storage) -> None:
+    config = ManagedLedgerConfig(
+        max_ledger_rollover_time_minutes=0.002, retention_check_interval_seconds=0.05
+    )
+    factory = ManagedLedgerFactory(storage.store, storage.client, config)
+    ledger = await factory.open("t/ns/persistent/idle")
+    cursor = await ledger.open_cursor("sub", InitialPosition.EARLIEST)
+    first = await ledger.add_entry(b"only one")
+    await eventually(lambda: len(ledger.ledgers) > 1)  # rolled without any further add
+    assert ledger.ledgers[0].entries == 1
+    await cursor.mark_delete(first)
+    await eventually(lambda: first.ledger_id not in [i.ledger_id for i in ledger.ledgers])  # trimmed
+    second = await ledger.add_entry(b"next")
+    assert second.ledger_id > first.ledger_id
+    await factory.close()
+
+
+async def test_after_a_write_failure_the_next_add_continues_on_a_new_ledger(
+    storage: Storage, tmp_path: Path
+) -> None:
+    factory = ManagedLedgerFactory(storage.store, storage.client)
+    ledger = await factory.open("t/ns/persistent/fail")
+    cursor = await ledger.open_cursor("sub", InitialPosition.EARLIEST)
+    for i in range(5):
+        await ledger.add_entry(data(i))
+    await storage.bookies[1].stop()  # ensemble 2 of 2 bookies: no replacement, the write fails
+    with pytest.raises(ManagedLedgerError, match="not enough writable bookies"):
+        await ledger.add_entry(b"unconfirmed")
+    root = tmp_path / "bookie-new"
+    config = BookieConfig(
+        bookie_port=0,
+        journal_directory=str(root / "journal"),
+        ledger_directories=[str(root / "ledgers")],
+        metadata_service_uri=storage.url,
+        prometheus_stats_http_port=0,
+        auto_recovery_daemon_enabled=False,
+    )
+    storage.bookies.append(await start_bookie(config))
+    after = await ledger.add_entry(b"after")
+    assert after.ledger_id != ledger.ledgers[0].ledger_id
+    got = [e.data for e in await cursor.read_entries(100)]
+    # Every confirmed entry is there; the unconfirmed one may be too (it reached a bookie).
+    assert got[:5] == [data(i) for i in range(5)]
+    assert got[-1] == b"after"
+    assert set(got[5:-1]) <= {b"unconfirmed"}
+    await factory.close()
