@@ -418,6 +418,12 @@ class ManagedLedger:
 
     def count_entries_between(self, first: Position, last: Position) -> int:
         """Entries from ``first`` to ``last``, both included."""
+        if first.ledger_id == last.ledger_id:  # the common case, without walking the ledgers
+            info = self._info(first.ledger_id)
+            if info is None:
+                return 0
+            end = min(last.entry_id, self._entries_of(info) - 1)
+            return max(0, end - max(first.entry_id, 0) + 1)
         before = Position(first.ledger_id, first.entry_id - 1)
         return max(0, self.count_entries_after(before) - self.count_entries_after(last))
 
