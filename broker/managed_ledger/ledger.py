@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote, unquote
@@ -653,14 +653,18 @@ class ManagedLedger:
         """Periodically: trim consumed ledgers, roll a ledger past its maximum age."""
         while not self.closed:
             await asyncio.sleep(self.config.retention_check_interval_seconds)
-            try:
-                if self._writer is not None and not self._write_lock.locked() and self._needs_roll():
-                    async with self._write_lock:
-                        if not self.closed and self._terminated_at is None and self._needs_roll():
-                            await self._roll()
-                await self.trim()
-            except ManagedLedgerError as exc:
-                log.warning("%s: maintenance failed: %s", self.name, exc)
+            # Shielded: closing stops the loop, never a metadata write half done.
+            await asyncio.shield(self._spawn(self._maintain_once()))
+
+    async def _maintain_once(self) -> None:
+        try:
+            if self._writer is not None and not self._write_lock.locked() and self._needs_roll():
+                async with self._write_lock:
+                    if not self.closed and self._terminated_at is None and self._needs_roll():
+                        await self._roll()
+            await self.trim()
+        except ManagedLedgerError as exc:
+            log.warning("%s: maintenance failed: %s", self.name, exc)
 
     def _delete_ledger_later(self, ledger_id: int) -> None:
         async def delete() -> None:
@@ -673,10 +677,11 @@ class ManagedLedger:
 
         self._spawn(delete())
 
-    def _spawn(self, work: Any) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     async def settle(self) -> None:
         """Wait for background work (ledger deletions, trims) started so far."""
