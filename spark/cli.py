@@ -16,7 +16,7 @@ EXIT_BAD_INPUT, EXIT_LOSS = 2, 3
 #: how many lost uids are printed
 SHOWN = 20
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @click.command(

@@ -1,0 +1,140 @@
+"""Bad input: bad lines are located and reported, not dropped; unknown versions and broken
+journals are refused with the file named; the CLI's exit status tells CI what happened."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from magnetar.spark import postmortem, synthetic
+from magnetar.spark.cli import postmortem as command
+from magnetar.spark.errors import BadInputError
+from magnetar.spark.journal import read_faults
+from tests.spark.scenarios import CLEAN, SMALL
+
+
+def insert_lines(path: Path, at: dict[int, str]) -> None:
+    """Put ``text`` at 1-based line ``n`` for each ``n: text`` (in increasing order)."""
+    lines = path.read_text().splitlines()
+    for number, text in sorted(at.items()):
+        lines.insert(number - 1, text)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_bad_lines_are_counted_and_located(spark: SparkSession, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    expected = synthetic.write(CLEAN, run_dir)
+    insert_lines(
+        run_dir / "events" / "c.jsonl",
+        {
+            3: "{not json",
+            7: '{"ts": "yesterday", "client": "c", "event": "receive"}',
+            8: "",  # blank: ignored, not bad
+            120: '{"ts": 1, "client": "c", "event": "explode"}',
+            121: '{"ts": 1, "event": "receive"}',
+        },
+    )
+    result = postmortem.run(run_dir, spark)
+    bad = result.summary["bad_lines"]
+    assert bad["count"] == result.summary["headline"]["bad_lines"] == 4
+    assert [(b["file"], b["line"]) for b in bad["examples"]] == [
+        ("c.jsonl", 3),
+        ("c.jsonl", 7),
+        ("c.jsonl", 120),
+        ("c.jsonl", 121),
+    ]
+    reasons = [b["reason"] for b in bad["examples"]]
+    assert reasons == [
+        "not a JSON object of the event schema",
+        "a field has the wrong type",
+        "unknown event explode",
+        "missing, client",
+    ]
+    # every good line still counts
+    assert result.summary["headline"]["events"] == expected.events
+    assert "c.jsonl:120" in result.report.read_text()
+
+
+def test_an_unknown_major_version_is_refused_naming_the_file(spark: SparkSession, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    synthetic.write(CLEAN, run_dir)
+    insert_lines(run_dir / "events" / "p.jsonl", {5: '{"v": 2, "ts": 5, "client": "p", "event": "send"}'})
+    with pytest.raises(BadInputError, match=r"p\.jsonl: event schema version 2 is not supported"):
+        postmortem.run(run_dir, spark)
+
+
+def test_a_minor_version_of_our_major_is_read(spark: SparkSession, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    expected = synthetic.write(CLEAN, run_dir)
+    insert_lines(
+        run_dir / "events" / "p.jsonl", {5: '{"v": "1.3", "ts": 5, "client": "p", "event": "connect"}'}
+    )
+    assert postmortem.run(run_dir, spark, html=False).summary["headline"]["events"] == expected.events + 1
+
+
+@pytest.mark.parametrize(
+    ("journal", "message"),
+    [
+        ("{ not json", "not readable as JSON"),
+        ('["a list"]', "not a Chaos Toolkit journal"),
+        ('{"run": [{"name": "x"}]}', r"run\[0\]: an activity run needs an 'activity' object"),
+        ('{"run": [{"activity": {"type": "action", "name": "x"}, "start": "noon"}]}', "not an ISO 8601 time"),
+    ],
+)
+def test_a_broken_journal_is_refused(tmp_path: Path, journal: str, message: str) -> None:
+    (tmp_path / "journal.json").write_text(journal)
+    with pytest.raises(BadInputError, match=message):
+        read_faults(tmp_path)
+
+
+def test_journal_faults_leave_out_the_workload_and_name_repeats(tmp_path: Path) -> None:
+    def entry(name: str, module: str, start: str, kind: str = "action") -> dict[str, object]:
+        activity = {"type": kind, "name": name, "provider": {"type": "python", "module": module}}
+        return {"activity": activity, "start": start, "end": start, "status": "succeeded"}
+
+    journal = {
+        "run": [
+            entry("start-workload", "magnetar.chaos.workload.actions", "2026-11-22T10:00:00+00:00"),
+            entry("kill-broker", "magnetar.chaos.process.actions", "2026-11-22T10:00:05.250000+00:00"),
+            entry("broker-down", "magnetar.chaos.process.probes", "2026-11-22T10:00:06+00:00", "probe"),
+            entry("kill-broker", "magnetar.chaos.process.actions", "2026-11-22T10:00:09Z"),
+        ],
+        "rollbacks": [entry("start-broker", "magnetar.chaos.process.actions", "2026-11-22T10:00:20")],
+    }
+    (tmp_path / "journal.json").write_text(json.dumps(journal))
+    faults = read_faults(tmp_path)
+    assert faults is not None
+    assert [(f.name, f.phase) for f in faults] == [
+        ("kill-broker", "method"),
+        ("kill-broker#2", "method"),
+        ("start-broker", "rollback"),
+    ]
+    assert faults[0].start_ns == 1795341605_250000000  # 2026-11-22T10:00:05.25Z
+
+
+def test_cli_exits_2_on_a_missing_run_directory(tmp_path: Path) -> None:
+    result = CliRunner().invoke(command, [str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert "nowhere: no such run directory" in result.output
+
+
+def test_cli_exits_3_and_lists_the_lost_uids(spark: SparkSession, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    synthetic.write(SMALL, run_dir)
+    result = CliRunner().invoke(command, [str(run_dir), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    assert "1 acknowledged messages were never received" in result.output
+    assert "p:250" in result.output
+    assert (tmp_path / "out" / "report.html").exists()
+    # the test's session was borrowed, not stopped
+    assert spark.range(3).count() == 3
+
+
+def test_cli_help_has_examples() -> None:
+    result = CliRunner().invoke(command, ["--help"])
+    assert result.exit_code == 0
+    assert "Examples:" in result.output and "--compare" in result.output
