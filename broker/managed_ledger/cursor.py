@@ -101,8 +101,6 @@ class ManagedCursor:
         """Up to ``max_entries`` unacknowledged entries from the read position on (with
         ``max_bytes``, no more bytes than that unless one entry alone is bigger); advances the
         read position past them. [] when there is nothing more to read (yet)."""
-        if self.closed:
-            raise ManagedLedgerClosedError(f"cursor {self.name} of {self.ledger.name} is closed")
         found: list[Entry] = []
         size = 0
         epoch = self._epoch
