@@ -12,9 +12,10 @@ each entry to a consumer by the subscription type:
 
 Permits count messages: a batch entry takes as many as it holds, so a read asks for about as many
 entries as the permits cover (by the average batch size seen so far). Entries read but not taken
-wait in the replay set; only entries a consumer really had and gave back (close, redelivery
-request, failover switch) count as redelivered (``redelivery_count``, which drives the client's
-dead-letter policy).
+wait, in order, in a small buffer served before the next read (never read twice). Redeliveries
+go first. Only
+entries a consumer really had and gave back (close, redelivery request, failover switch) count as
+redelivered (``redelivery_count``, which drives the client's dead-letter policy).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class Dispatcher:
         self.consumers: list[Consumer] = []
         self.redelivery_counts: dict[Position, int] = {}
         self._replay: set[Position] = set()
+        #: entries read, in order, that no consumer could take yet
+        self._ready: list[Entry] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._round_robin = 0
@@ -164,6 +167,7 @@ class Dispatcher:
     def reset(self) -> None:
         """After a seek: nothing pending, nothing to replay."""
         self._replay.clear()
+        self._ready.clear()
         self.redelivery_counts.clear()
         for consumer in self.consumers:
             consumer.pending.clear()
@@ -188,21 +192,27 @@ class Dispatcher:
 
     async def _dispatch_available(self) -> None:
         while self._has_room():
-            replaying = bool(self._replay)
+            replaying, buffered = bool(self._replay), bool(self._ready)
             if replaying:
                 batch = sorted(self._replay)[:MAX_READ_BATCH]
                 self._replay.difference_update(batch)
                 entries = await self.cursor.replay(batch)
+            elif buffered:
+                entries = [e for e in self._ready if not self.cursor.is_acknowledged(e.position)]
+                self._ready = []
             else:
                 entries = await self.cursor.read_entries(self._entries_to_read())
             if not entries:
-                if not replaying:
-                    self._wait_for_entries()
-                    return
-                continue
+                if replaying or buffered:
+                    continue
+                self._wait_for_entries()
+                return
             deferred = self._send(entries)
             if deferred:
-                self._replay.update(e.position for e in deferred)
+                if replaying:
+                    self._replay.update(e.position for e in deferred)
+                else:
+                    self._ready = deferred + self._ready
                 return
 
     def _send(self, entries: list[Entry]) -> list[Entry]:
