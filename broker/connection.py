@@ -339,9 +339,13 @@ class ServerConnection:
     # -- consuming ------------------------------------------------------------------------------
     async def _subscribe(self, frame: Frame) -> None:
         request = frame.command.subscribe
-        if request.consumer_id in self._consumers:
-            self.send(commands.success(request.request_id))  # a retry of a subscribe that worked
-            return
+        existing = self._consumers.get(request.consumer_id)
+        if existing is not None:
+            if not existing[2].closed:
+                self.send(commands.success(request.request_id))  # a retry of a subscribe that worked
+                return
+            # Closed by the broker (a seek from another connection): this is its reconnection.
+            self._drop_consumer(request.consumer_id)
         try:
             topic = await self.service.topic(request.topic)
             subscription = await self._subscription(topic, request)

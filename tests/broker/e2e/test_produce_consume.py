@@ -243,3 +243,35 @@ def test_a_reader_from_latest_sees_only_new_messages(client: pulsar.Client) -> N
     producer.send(b"new")
     assert reader.read_next(5000).data() == b"new"
     assert not reader.has_message_available()
+
+
+def test_a_seek_by_one_shared_consumer_restarts_the_others_too(standalone: Standalone) -> None:
+    topic = TOPIC + "seek-shared"
+    clients = [standalone.client(), standalone.client()]
+    kind = pulsar.ConsumerType.Shared
+    consumers = [c.subscribe(topic, "s", consumer_type=kind, receiver_queue_size=1) for c in clients]
+    producer = clients[0].create_producer(topic, batching_enabled=False)
+    for i in range(10):
+        producer.send(b"%d" % i)
+
+    def collect(count: int) -> list[list[bytes]]:
+        got: list[list[bytes]] = [[], []]
+        deadline = time.monotonic() + 20
+        while sum(map(len, got)) < count and time.monotonic() < deadline:
+            for index, consumer in enumerate(consumers):
+                try:
+                    message = consumer.receive(100)
+                except pulsar.Timeout:
+                    continue
+                got[index].append(message.data())
+                consumer.acknowledge(message)
+        return got
+
+    first = collect(10)
+    assert sorted(first[0] + first[1]) == sorted(b"%d" % i for i in range(10))
+    consumers[0].seek(pulsar.MessageId.earliest)
+    again = collect(10)
+    assert sorted(again[0] + again[1]) == sorted(b"%d" % i for i in range(10))
+    assert again[1], "the other client's consumer is back on the subscription after the seek"
+    for client in clients:
+        client.close()
