@@ -221,7 +221,7 @@ class AdminApi:
         topic = await self._served(request)
         return web.json_response(
             {
-                "msgInCounter": sum(p.messages_in for p in topic.producers.values()),
+                "msgInCounter": topic.messages_in,
                 "bytesInCounter": topic.ledger.bytes_added,
                 "storageSize": topic.ledger.total_size,
                 "publishers": [

@@ -301,6 +301,8 @@ class ServerConnection:
         except ManagedLedgerError as exc:
             self._send_error(send, E.PersistenceError, str(exc))
             return
+        topic.messages_in += max(1, send.num_messages)
+        topic.bytes_in += len(data)
         self._receipt(send, position)
 
     def _receipt(self, send: api.CommandSend, position: Position) -> None:

@@ -65,6 +65,9 @@ class Dispatcher:
         self._ring: tuple[list[int], list[Consumer]] | None = None
         #: moving average of messages per entry, to size reads to the permits
         self._messages_per_entry = 1.0
+        #: messages and bytes dispatched (for rates that survive consumers)
+        self.messages_out = 0
+        self.bytes_out = 0
 
     # -- consumers ------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -230,6 +233,8 @@ class Dispatcher:
                 continue
             self._messages_per_entry += (messages - self._messages_per_entry) / 16
             consumer.deliver(entry, messages, self.redelivery_counts.get(entry.position, 0))
+            self.messages_out += messages
+            self.bytes_out += len(entry.data)
             if self.sub_type == SubType.Key_Shared:
                 self._hold(entry.position, slot, consumer)
         self._on_change()

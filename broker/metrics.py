@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -25,48 +25,71 @@ _LABELS = ["cluster", "namespace", "topic"]
 class TopicCollector(Collector):
     def __init__(self, service: BrokerService) -> None:
         self._service = service
-        self._last: dict[str, tuple[float, int, int, int, int]] = {}
+        #: per topic: time of the previous scrape and the counters then
+        self._last: dict[str, tuple[float, tuple[int, int, int, int]]] = {}
 
     def collect(self) -> Iterator[Metric]:
-        families = {
+        gauges = {
             "pulsar_rate_in": "Messages/s published",
             "pulsar_rate_out": "Messages/s dispatched",
             "pulsar_throughput_in": "Bytes/s published",
             "pulsar_throughput_out": "Bytes/s dispatched",
-            "pulsar_msg_backlog": "Entries not yet acknowledged, over all subscriptions",
+            "pulsar_msg_backlog": "Entries not yet acknowledged, over all durable subscriptions",
             "pulsar_storage_size": "Bytes stored",
             "pulsar_producers_count": "Producers",
             "pulsar_subscriptions_count": "Subscriptions",
             "pulsar_consumers_count": "Consumers",
         }
-        metrics = {name: GaugeMetricFamily(name, text, labels=_LABELS) for name, text in families.items()}
+        counters = {
+            "pulsar_in_messages": "Messages published since the topic was loaded",
+            "pulsar_in_bytes": "Bytes published since the topic was loaded",
+            "pulsar_out_messages": "Messages dispatched since the topic was loaded",
+            "pulsar_out_bytes": "Bytes dispatched since the topic was loaded",
+        }
+        metrics: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            name: GaugeMetricFamily(name, text, labels=_LABELS) for name, text in gauges.items()
+        }
+        metrics.update(
+            {name: CounterMetricFamily(name, text, labels=_LABELS) for name, text in counters.items()}
+        )
         now = time.monotonic()
         cluster = self._service.config.cluster_name
+        live = set()
         for key, topic in list(self._service.topics.items()):
+            live.add(key)
             labels = [cluster, topic.name.namespace_name, key]
-            msgs_in = sum(p.messages_in for p in topic.producers.values())
-            bytes_in = topic.ledger.bytes_added
-            consumers = topic.consumers()
-            msgs_out = sum(c.messages_out for c in consumers)
-            bytes_out = sum(c.bytes_out for c in consumers)
-            then, m_in, b_in, m_out, b_out = self._last.get(
-                key, (now, msgs_in, bytes_in, msgs_out, bytes_out)
+            dispatchers = [s.dispatcher for s in topic.subscriptions.values()]
+            totals = (
+                topic.messages_in,
+                topic.bytes_in,
+                sum(d.messages_out for d in dispatchers),
+                sum(d.bytes_out for d in dispatchers),
             )
-            elapsed = max(now - then, 1e-9)
-            self._last[key] = (now, msgs_in, bytes_in, msgs_out, bytes_out)
+            then, before = self._last.get(key, (now, totals))
+            self._last[key] = (now, totals)
+            elapsed = now - then
+            # An unsubscribed subscription takes its counts along: never report a negative rate.
+            deltas = [max(0, t - b) for t, b in zip(totals, before, strict=True)]
+            rates = [d / elapsed if elapsed > 0 else 0.0 for d in deltas]
             values = {
-                "pulsar_rate_in": (msgs_in - m_in) / elapsed if now > then else 0.0,
-                "pulsar_rate_out": (msgs_out - m_out) / elapsed if now > then else 0.0,
-                "pulsar_throughput_in": (bytes_in - b_in) / elapsed if now > then else 0.0,
-                "pulsar_throughput_out": (bytes_out - b_out) / elapsed if now > then else 0.0,
+                "pulsar_rate_in": rates[0],
+                "pulsar_throughput_in": rates[1],
+                "pulsar_rate_out": rates[2],
+                "pulsar_throughput_out": rates[3],
                 "pulsar_msg_backlog": sum(s.backlog for s in topic.subscriptions.values() if s.durable),
                 "pulsar_storage_size": topic.ledger.total_size,
                 "pulsar_producers_count": len(topic.producers),
                 "pulsar_subscriptions_count": len(topic.subscriptions),
-                "pulsar_consumers_count": len(consumers),
+                "pulsar_consumers_count": len(topic.consumers()),
+                "pulsar_in_messages": totals[0],
+                "pulsar_in_bytes": totals[1],
+                "pulsar_out_messages": totals[2],
+                "pulsar_out_bytes": totals[3],
             }
             for name, value in values.items():
                 metrics[name].add_metric(labels, float(value))
+        for gone in set(self._last) - live:
+            del self._last[gone]
         yield from metrics.values()
 
 

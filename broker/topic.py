@@ -81,6 +81,9 @@ class Topic:
     #: new owner), sends already being written still get their receipts
     fenced: bool = False
     in_flight: int = 0
+    #: messages and bytes stored since the topic was loaded (for rates that survive producers)
+    messages_in: int = 0
+    bytes_in: int = 0
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     #: the latest write (deduplication only: a duplicate's answer waits for earlier writes)
     _tail: asyncio.Future[Position] | None = None

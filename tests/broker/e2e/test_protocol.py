@@ -4,11 +4,11 @@ socket where the official client hides them, plus the broker's /metrics."""
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import pulsar
 import pytest
 
 from magnetar.broker.protocol import commands
@@ -114,19 +114,33 @@ def metric(text: str, name: str, topic: str) -> float:
 def test_metrics_report_backlog_storage_producers_and_subscriptions(standalone: Standalone) -> None:
     topic = TOPIC + "-metrics"
     client = standalone.client()
-    client.subscribe(topic, "idle")
+    consumer = client.subscribe(topic, "idle")
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(10):
         producer.send(b"%d" % i)
-    with urllib.request.urlopen(f"{standalone.web_service_url}/metrics", timeout=10) as response:
-        text = response.read().decode()
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"{standalone.web_service_url}/metrics", timeout=10) as response:
+            return str(response.read().decode())
+
+    text = scrape()
     assert metric(text, "pulsar_msg_backlog", topic) == 10
     assert metric(text, "pulsar_storage_size", topic) > 0
     assert metric(text, "pulsar_producers_count", topic) == 1
     assert metric(text, "pulsar_subscriptions_count", topic) == 1
     assert metric(text, "pulsar_consumers_count", topic) == 1
+    assert metric(text, "pulsar_in_messages_total", topic) == 10
+    for _ in range(10):
+        consumer.acknowledge(consumer.receive(5000))
+    producer.close()
+    deadline = time.monotonic() + 10  # the client sends its acks in groups, every 100 ms
+    while metric(text := scrape(), "pulsar_msg_backlog", topic) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert metric(text, "pulsar_msg_backlog", topic) == 0
+    assert metric(text, "pulsar_out_messages_total", topic) == 10
+    assert metric(text, "pulsar_producers_count", topic) == 0
+    assert metric(text, "pulsar_rate_in", topic) >= 0, "a producer leaving never makes a rate negative"
     client.close()
-    assert isinstance(client, pulsar.Client)
 
 
 def test_failover_consumers_hear_which_one_is_active(standalone: Standalone) -> None:
