@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pulsar
@@ -275,3 +276,18 @@ def test_a_seek_by_one_shared_consumer_restarts_the_others_too(standalone: Stand
     assert again[1], "the other client's consumer is back on the subscription after the seek"
     for client in clients:
         client.close()
+
+
+def test_a_pattern_subscription_finds_the_namespace_topics(client: pulsar.Client) -> None:
+    producers = {
+        name: client.create_producer(TOPIC + name, batching_enabled=False)
+        for name in ("pattern-a", "pattern-b", "other-c")
+    }
+    consumer = client.subscribe(re.compile(TOPIC + "pattern-.*"), "s",
+                                initial_position=pulsar.InitialPosition.Earliest)  # fmt: skip
+    for name, producer in producers.items():
+        producer.send(name.encode())
+    got = sorted(consumer.receive(10_000).data() for _ in range(2))
+    assert got == [b"pattern-a", b"pattern-b"]
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(500)
