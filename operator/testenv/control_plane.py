@@ -55,8 +55,8 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         etcd_url = self._start_etcd()
         self._start_apiserver(etcd_url)
-        self._write_kubeconfig()
         self._wait_ready(timeout_s)
+        self._write_kubeconfig()
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = (self.workdir / f"{name}.log").open("wb")
@@ -114,7 +114,16 @@ class ControlPlane:
         doc = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "envtest", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}],
+            # The API server's self-signed serving certificate, chained to its own CA, made at start.
+            "clusters": [
+                {
+                    "name": "envtest",
+                    "cluster": {
+                        "server": self.url,
+                        "certificate-authority": str(self.workdir / "certs" / "apiserver.crt"),
+                    },
+                }
+            ],
             "users": [{"name": "admin", "user": {"token": self.token}}],
             "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
             "current-context": "envtest",
@@ -150,7 +159,9 @@ class ControlPlane:
         for name in ("etcd", "kube-apiserver"):
             path = self.workdir / f"{name}.log"
             if path.exists():
-                parts.append(f"--- {name}:\n" + "\n".join(path.read_text(errors="replace").splitlines()[-15:]))
+                parts.append(
+                    f"--- {name}:\n" + "\n".join(path.read_text(errors="replace").splitlines()[-15:])
+                )
         return "\n".join(parts)
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -33,7 +33,7 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout_s: float = 60.0, e
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}: last {value!r}")
         time.sleep(every_s)
 
 
@@ -48,7 +48,10 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         applied = plane.kubectl("apply", "-f", str(CRDS))
         assert applied.returncode == 0, applied.stderr
         established = plane.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{p.stem}.magnetar.dev" for p in CRDS.glob("*.yaml"))
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            *(f"crd/{p.stem}.magnetar.dev" for p in CRDS.glob("*.yaml")),
         )
         assert established.returncode == 0, established.stderr
         yield plane
@@ -191,5 +194,7 @@ def condition(obj: dict[str, Any] | None, kind: str = "Ready") -> dict[str, Any]
 
 
 def events(api: client.ApiClient, namespace: str, name: str) -> list[tuple[str, str, str]]:
-    found = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
+    found = client.CoreV1Api(api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}"
+    )
     return [(e.type, e.reason, e.message) for e in found.items]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,8 @@ class MockKubelet:
             except ApiException as exc:
                 if exc.status not in (404, 409):
                     self.timeline.add("mock-error", str(exc.status), exc.reason)
+            except Exception as exc:  # keep going: a dead mock would stall every test after it
+                self.timeline.add("mock-error", type(exc).__name__, traceback.format_exc())
             self._stop.wait(self.interval_s)
 
     def tick(self) -> None:
@@ -78,7 +81,9 @@ class MockKubelet:
                 self._replicas[key] = replicas
                 self.timeline.add("replicas", key, replicas)
             selector = ",".join(f"{k}={v}" for k, v in sts.spec.selector.match_labels.items())
-            pods = {p.metadata.name: p for p in self.core.list_namespaced_pod(ns, label_selector=selector).items}
+            pods = {
+                p.metadata.name: p for p in self.core.list_namespaced_pod(ns, label_selector=selector).items
+            }
             for pod_name, pod in pods.items():
                 seen[f"{ns}/{pod_name}"] = pod.metadata.uid
             for ordinal in range(replicas):
@@ -88,7 +93,9 @@ class MockKubelet:
                         self.timeline.add("deleted", f"{ns}/{pod_name}", self._ready_peers(pods, pod_name))
                     self._create_pod(sts, pod_name)
                     self.timeline.add("created", f"{ns}/{pod_name}", _hash(sts.spec.template.metadata))
-                elif not _ready(pod) and pod.metadata.deletion_timestamp is None:
+                    continue
+                pod = pods[pod_name]
+                if not _ready(pod) and pod.metadata.deletion_timestamp is None:
                     body = client.ApiClient().sanitize_for_serialization(pod)
                     if self.may_become_ready(body):
                         self._mark_ready(ns, pod_name)

@@ -68,8 +68,10 @@ def test_kubectl_apply_of_the_examples_creates_owned_objects(
     # The external cluster deploys nothing and says it cannot reach its admin REST.
     legacy = wait_for(
         "legacy reported unreachable",
-        lambda: condition(get_cr(api, "magnetarclusters", k8s_namespace, "legacy"), "Degraded").get("reason")
-        == "Unreachable",
+        lambda: (
+            condition(get_cr(api, "magnetarclusters", k8s_namespace, "legacy"), "Degraded").get("reason")
+            == "Unreachable"
+        ),
     )
     assert legacy
     assert not [s for s in sets if s.startswith("legacy")]
@@ -99,7 +101,12 @@ def test_the_api_server_rejects_a_schema_violation_naming_the_field(
         "apiVersion": "magnetar.dev/v1alpha1",
         "kind": "MagnetarBundle",
         "metadata": {"name": "bad-range"},
-        "spec": {"cluster": "c", "namespace": "t/n", "range": "0x0_0xffffffff", "action": {"type": "Explode"}},
+        "spec": {
+            "cluster": "c",
+            "namespace": "t/n",
+            "range": "0x0_0xffffffff",
+            "action": {"type": "Explode"},
+        },
     }
     result = control_plane.kubectl("apply", "-n", k8s_namespace, "-f", "-", stdin=yaml.safe_dump(bad_range))
     assert result.returncode != 0
@@ -122,12 +129,16 @@ def test_a_broken_quorum_is_a_condition_and_an_event_then_fixing_it_converges(
         },
     }
     custom = client.CustomObjectsApi(api)
-    custom.create_namespaced_custom_object("magnetar.dev", "v1alpha1", k8s_namespace, "magnetarclusters", body)
+    custom.create_namespaced_custom_object(
+        "magnetar.dev", "v1alpha1", k8s_namespace, "magnetarclusters", body
+    )
     degraded = wait_for(
         "Degraded InvalidQuorum",
-        lambda: (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "quorum"), "Degraded"))
-        and c["reason"] == "InvalidQuorum"
-        and c,
+        lambda: (
+            (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "quorum"), "Degraded"))
+            and c["reason"] == "InvalidQuorum"
+            and c
+        ),
     )
     assert degraded["status"] == "True"
     assert "ackQuorum" in degraded["message"]
@@ -163,8 +174,10 @@ def test_an_unknown_setting_is_reported_on_the_resource(
     )
     degraded = wait_for(
         "Degraded InvalidConfig",
-        lambda: (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "typo"), "Degraded"))
-        and c["reason"] == "InvalidConfig"
-        and c,
+        lambda: (
+            (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "typo"), "Degraded"))
+            and c["reason"] == "InvalidConfig"
+            and c
+        ),
     )
     assert "journal_max_group_wait_ms" in degraded["message"]

@@ -1,0 +1,146 @@
+"""Ordered rolling restarts and scale-downs, read from the mock kubelet's timeline: which pod went
+when, what every other pod looked like at that moment, and what the gates answered before."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from tests.operator.conftest import RecordingGate, condition, events, get_cr, wait_for
+from tests.operator.mock_kubelet import Timeline
+
+CUSTOM = ("magnetar.dev", "v1alpha1")
+
+
+def create_cluster(
+    api: client.ApiClient, namespace: str, name: str, bookies: int = 3, brokers: int = 2
+) -> None:
+    body = {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "MagnetarCluster",
+        "metadata": {"name": name},
+        "spec": {
+            # An external metadata store: no ZooKeeper pods, so the timeline holds only ours.
+            "metadataStore": {"url": "zk://zk.example:2181/roll"},
+            "bookies": {"replicas": bookies},
+            "brokers": {"replicas": brokers},
+        },
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(*CUSTOM, namespace, "magnetarclusters", body)
+
+
+def patch_spec(api: client.ApiClient, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        *CUSTOM, namespace, "magnetarclusters", name, {"spec": spec}
+    )
+
+
+def converged(api: client.ApiClient, namespace: str, name: str, generation: int) -> dict[str, Any] | None:
+    obj = get_cr(api, "magnetarclusters", namespace, name)
+    ready = condition(obj)
+    if ready.get("status") == "True" and ready.get("observedGeneration") == generation:
+        return obj
+    return None
+
+
+def since(timeline: Timeline, mark: int, namespace: str) -> list[tuple[str, str, Any]]:
+    return [e for e in timeline.snapshot()[mark:] if e[1].startswith(f"{namespace}/")]
+
+
+def short(subject: str) -> str:
+    return subject.split("/", 1)[1]
+
+
+def test_a_spec_change_restarts_bookies_one_at_a_time_then_drains_and_restarts_brokers(
+    api: client.ApiClient, k8s_namespace: str, timeline: Timeline, start_operator: Callable[..., Any]
+) -> None:
+    start_operator()
+    create_cluster(api, k8s_namespace, "roll")
+    wait_for("roll Ready", lambda: converged(api, k8s_namespace, "roll", 1))
+    mark = len(timeline.snapshot())
+
+    patch_spec(api, k8s_namespace, "roll", {"bookies": {"config": {"journal_max_group_wait_msec": 5}},
+                                            "brokers": {"config": {"max_message_size": 1048576}}})  # fmt: skip
+    wait_for(
+        "roll converged on generation 2", lambda: converged(api, k8s_namespace, "roll", 2), timeout_s=120
+    )
+    entries = since(timeline, mark, k8s_namespace)
+
+    deleted = [short(s) for kind, s, _ in entries if kind == "deleted"]
+    assert deleted == ["roll-bookie-2", "roll-bookie-1", "roll-bookie-0", "roll-broker-1", "roll-broker-0"]
+    # One at a time: when a bookie went, every other bookie was up and ready.
+    for kind, subject, ready_peers in entries:
+        if kind == "deleted" and "bookie" in short(subject):
+            others = {f"roll-bookie-{i}" for i in range(3)} - {short(subject)}
+            assert others <= set(ready_peers), (subject, ready_peers)
+    # Before each later bookie went, the gate reported under-replicated ledgers, and then none.
+    bookie_deletions = [i for i, e in enumerate(entries) if e[0] == "deleted" and "bookie" in short(e[1])]
+    for before, after in zip(bookie_deletions, bookie_deletions[1:], strict=False):
+        answers = [e[2] for e in entries[before:after] if e[0] == "gate"]
+        assert 1 in answers
+        assert answers[-1] == 0
+    # Each broker was drained right before it went.
+    for name in ("roll-broker-1", "roll-broker-0"):
+        drain = next(i for i, e in enumerate(entries) if e[0] == "drain" and short(e[1]) == name)
+        gone = next(i for i, e in enumerate(entries) if e[0] == "deleted" and short(e[1]) == name)
+        assert drain < gone
+    # Every pod came back with the new template.
+    sets = {
+        s.metadata.name: s for s in client.AppsV1Api(api).list_namespaced_stateful_set(k8s_namespace).items
+    }
+    for pod in client.CoreV1Api(api).list_namespaced_pod(k8s_namespace).items:
+        owner = pod.metadata.owner_references[0].name
+        want = sets[owner].spec.template.metadata.annotations["magnetar.dev/config-hash"]
+        assert pod.metadata.annotations["magnetar.dev/config-hash"] == want
+    restarts = [m for _, r, m in events(api, k8s_namespace, "roll") if r == "RestartingPod"]
+    assert len(restarts) == 5
+
+
+def test_scaling_bookies_down_removes_one_at_a_time_highest_first(
+    api: client.ApiClient, k8s_namespace: str, timeline: Timeline, start_operator: Callable[..., Any]
+) -> None:
+    start_operator()
+    create_cluster(api, k8s_namespace, "shrink", bookies=4, brokers=1)
+    wait_for("shrink Ready", lambda: converged(api, k8s_namespace, "shrink", 1))
+    mark = len(timeline.snapshot())
+
+    patch_spec(api, k8s_namespace, "shrink", {"bookies": {"replicas": 2}})
+    wait_for("shrink at 2 bookies", lambda: converged(api, k8s_namespace, "shrink", 2), timeout_s=120)
+    entries = since(timeline, mark, k8s_namespace)
+    steps = [e[2] for e in entries if e[0] == "replicas" and e[1].endswith("/shrink-bookie")]
+    assert steps == [3, 2]
+    removed = [short(e[1]) for e in entries if e[0] == "removed"]
+    assert removed == ["shrink-bookie-3", "shrink-bookie-2"]
+    # The second step waited until the gate saw no under-replicated ledger.
+    first, second = (i for i, e in enumerate(entries) if e[0] == "replicas")
+    assert [e[2] for e in entries[first:second] if e[0] == "gate"][-1] == 0
+
+
+def test_an_operator_restart_mid_roll_resumes_without_repeating_a_restart(
+    api: client.ApiClient, k8s_namespace: str, timeline: Timeline, start_operator: Callable[..., Any]
+) -> None:
+    first_gate = RecordingGate(timeline, k8s_namespace, backlog=10**9)  # stuck after 1st restart
+    first = start_operator(gate=first_gate)
+    create_cluster(api, k8s_namespace, "resume", bookies=3, brokers=1)
+    wait_for("resume Ready", lambda: converged(api, k8s_namespace, "resume", 1))
+    mark = len(timeline.snapshot())
+
+    patch_spec(api, k8s_namespace, "resume", {"bookies": {"config": {"journal_max_group_wait_msec": 7}}})
+    wait_for(
+        "the first restart, then a wait for replication",
+        lambda: (
+            [e for e in since(timeline, mark, k8s_namespace) if e[0] == "deleted"]
+            and any(e[0] == "gate" and e[2] == 1 for e in since(timeline, mark, k8s_namespace))
+        ),
+        timeout_s=60,
+    )
+    waiting = condition(get_cr(api, "magnetarclusters", k8s_namespace, "resume"), "Progressing")
+    assert waiting["reason"] == "WaitingForReplication"
+    first.stop()
+
+    start_operator(gate=RecordingGate(timeline, k8s_namespace))
+    wait_for("resume converged", lambda: converged(api, k8s_namespace, "resume", 2), timeout_s=120)
+    deleted = [short(e[1]) for e in since(timeline, mark, k8s_namespace) if e[0] == "deleted"]
+    assert deleted == ["resume-bookie-2", "resume-bookie-1", "resume-bookie-0"]
