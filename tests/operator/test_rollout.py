@@ -3,6 +3,7 @@ when, what every other pod looked like at that moment, and what the gates answer
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -61,8 +62,11 @@ def test_a_spec_change_restarts_bookies_one_at_a_time_then_drains_and_restarts_b
     wait_for("roll Ready", lambda: converged(api, k8s_namespace, "roll", 1))
     mark = len(timeline.snapshot())
 
-    patch_spec(api, k8s_namespace, "roll", {"bookies": {"config": {"journal_max_group_wait_msec": 5}},
-                                            "brokers": {"config": {"max_message_size": 1048576}}})  # fmt: skip
+    change = {
+        "bookies": {"config": {"journal_max_group_wait_msec": 5}},
+        "brokers": {"config": {"max_message_size": 1048576}},
+    }
+    patch_spec(api, k8s_namespace, "roll", change)
     wait_for(
         "roll converged on generation 2", lambda: converged(api, k8s_namespace, "roll", 2), timeout_s=120
     )
@@ -77,7 +81,7 @@ def test_a_spec_change_restarts_bookies_one_at_a_time_then_drains_and_restarts_b
             assert others <= set(ready_peers), (subject, ready_peers)
     # Before each later bookie went, the gate reported under-replicated ledgers, and then none.
     bookie_deletions = [i for i, e in enumerate(entries) if e[0] == "deleted" and "bookie" in short(e[1])]
-    for before, after in zip(bookie_deletions, bookie_deletions[1:], strict=False):
+    for before, after in itertools.pairwise(bookie_deletions):
         answers = [e[2] for e in entries[before:after] if e[0] == "gate"]
         assert 1 in answers
         assert answers[-1] == 0
