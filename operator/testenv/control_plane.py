@@ -137,10 +137,10 @@ class ControlPlane:
         deadline = time.monotonic() + timeout_s
         last = ""
         while time.monotonic() < deadline:
-            for proc in self._procs:
+            for name, proc in zip(("etcd", "kube-apiserver"), self._procs, strict=False):
                 if proc.poll() is not None:
                     self.stop()
-                    raise ControlPlaneError(f"{proc.args[0]} exited: {self._tail()}")
+                    raise ControlPlaneError(f"{name} exited: {self._tail()}")
             request = urllib.request.Request(
                 f"{self.url}/readyz", headers={"Authorization": f"Bearer {self.token}"}
             )
