@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := zookeeper default-jre-headless
 PYTEST_ARGS ?=
 
-.PHONY: test demo install system-deps proto lint typecheck bench clean
+.PHONY: test demo install system-deps proto lint typecheck bench clean k8s-testenv
 
 test: install lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -17,7 +17,12 @@ test: install lint typecheck
 demo: install
 	$(BIN)/magnetar chaos demo
 
-install: system-deps $(STAMP) proto
+install: system-deps $(STAMP) proto k8s-testenv
+
+# kube-apiserver, etcd, kubectl and helm for the operator suite, built from the Go module proxy once
+# and cached under ~/.cache/magnetar/k8s (the first build takes several minutes; later runs only check).
+k8s-testenv:
+	bash operator/testenv/build-k8s.sh
 
 # Debian packages the tests use; installed only when missing (root, as on these machines, or sudo).
 system-deps:
