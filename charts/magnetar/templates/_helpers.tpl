@@ -1,0 +1,58 @@
+{{- define "magnetar.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "magnetar.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "magnetar.selector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "magnetar.serviceAccountName" -}}
+{{- default (include "magnetar.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The rules the operator needs, and no more: its own resources, the objects a cluster
+becomes, pods to restart them in order, Events, and kopf's peering objects. */}}
+{{- define "magnetar.rules" -}}
+- apiGroups: [magnetar.dev]
+  resources: [magnetarclusters, magnetarnamespaces, magnetarbundles]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [magnetar.dev]
+  resources: [magnetarbundles]
+  verbs: [create, delete]
+- apiGroups: [magnetar.dev]
+  resources: [magnetarclusters/status, magnetarnamespaces/status, magnetarbundles/status]
+  verbs: [get, patch, update]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: [""]
+  resources: [services, configmaps]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [kopf.dev]
+  resources: [kopfpeerings]
+  verbs: [get, list, watch, patch]
+{{- end -}}
