@@ -30,6 +30,9 @@ class BrokerConfig(ComponentConfig):
     #: largest message accepted (maxMessageSize, 5 MiB)
     max_message_size: int = Field(default=5 * 1024 * 1024, gt=0)
     keep_alive_interval_seconds: int = Field(default=30, gt=0)
+    #: sends being written per connection before the broker stops reading from it
+    #: (maxPendingPublishRequestsPerConnection): a fast producer cannot fill the broker's memory
+    max_pending_publish_requests_per_connection: int = Field(default=1000, gt=0)
     broker_deduplication_enabled: bool = False
     # -- managed ledgers (managedLedger* settings) ---------------------------------------------
     managed_ledger_default_ensemble_size: int = Field(default=2, ge=1)

@@ -70,6 +70,10 @@ class ServerConnection:
         self._last_read = time.monotonic()
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        #: sends being written; reading pauses at the limit until some complete
+        self._publishing = 0
+        self._publish_room = asyncio.Event()
+        self._publish_room.set()
 
     @property
     def remote(self) -> str:
@@ -92,6 +96,8 @@ class ServerConnection:
                 await self._handle(frame)
                 if self._writer.transport.get_write_buffer_size() > 1 << 20:
                     await self._writer.drain()
+                if not self._publish_room.is_set():
+                    await self._publish_room.wait()
         except (ConnectionError, asyncio.IncompleteReadError, ConnectionClosed):
             pass
         except Exception:
@@ -132,6 +138,7 @@ class ServerConnection:
             if idle > 2 * interval:
                 log.info("connection %s silent for %.0fs: closing", self._remote, idle)
                 self._writer.close()
+                self._publish_room.set()  # a read loop paused on publishing sees the close
                 return
             if idle > interval and self._connected:
                 self.send(commands.ping())
@@ -288,6 +295,9 @@ class ServerConnection:
             return  # being handed over: the client resends it to the new owner after reconnecting
         producer.messages_in += max(1, send.num_messages)
         producer.bytes_in += len(frame.headers_and_payload)
+        self._publishing += 1
+        if self._publishing >= self.service.config.max_pending_publish_requests_per_connection:
+            self._publish_room.clear()
         self._spawn(self._publish(topic, send, metadata, frame.headers_and_payload))
 
     async def _publish(
@@ -301,6 +311,10 @@ class ServerConnection:
         except ManagedLedgerError as exc:
             self._send_error(send, E.PersistenceError, str(exc))
             return
+        finally:
+            self._publishing -= 1
+            if self._publishing < self.service.config.max_pending_publish_requests_per_connection:
+                self._publish_room.set()
         topic.messages_in += max(1, send.num_messages)
         topic.bytes_in += len(data)
         self._receipt(send, position)
@@ -522,10 +536,15 @@ class ServerConnection:
             m = request.message_id
             ledger_id, entry_id = commands.signed(m.ledgerId), commands.signed(m.entryId)
             position = topic.ledger.first_position() if ledger_id < 0 else Position(ledger_id, entry_id)
-        self.send(commands.success(request.request_id))
         for consumer_id in [cid for cid, (_, s, _) in self._consumers.items() if s is subscription]:
             self._consumers.pop(consumer_id, None)
-        await subscription.seek(position)
+        try:
+            await subscription.seek(position)
+        except ManagedLedgerError as exc:
+            self.send(commands.error(request.request_id, E.UnknownError, f"seek failed: {exc}"))
+            return
+        # As Pulsar: the consumers were closed first, the answer comes once the cursor is reset.
+        self.send(commands.success(request.request_id))
 
     async def _last_message_id(self, frame: Frame) -> None:
         request = frame.command.getLastMessageId

@@ -57,13 +57,18 @@ class Subscription:
         self.dispatcher.acknowledged([], cumulative_up_to=position)
 
     async def seek(self, position: Position) -> None:
-        """Reset the cursor; consumers are disconnected and reconnect to read from there."""
-        await self.cursor.seek(position)
-        self.dispatcher.reset()
+        """Reset the cursor; consumers are disconnected and reconnect to read from there.
+
+        The consumers go first, so nothing is handed out while the reset is being persisted;
+        what the dispatcher read meanwhile is dropped and the cursor rewound, so every entry
+        from ``position`` on is read again."""
         for consumer in list(self.consumers):
             consumer.close_by_broker()
             self.dispatcher.remove_consumer(consumer)
         self.dispatcher.reset()
+        await self.cursor.seek(position)
+        self.dispatcher.reset()
+        self.cursor.rewind()
 
     @property
     def backlog(self) -> int:
