@@ -507,7 +507,12 @@ class ServerConnection:
                 )
             )
             return
+        for other in others:  # forced: the others are told to go (their subscription is gone)
+            other.close_by_broker()
+            subscription.remove_consumer(other)
         self._consumers.pop(request.consumer_id, None)
+        consumer.closed = True
+        subscription.remove_consumer(consumer)
         await topic.unsubscribe(subscription.name)
         self.send(commands.success(request.request_id))
 

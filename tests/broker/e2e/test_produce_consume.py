@@ -291,3 +291,20 @@ def test_a_pattern_subscription_finds_the_namespace_topics(client: pulsar.Client
     assert got == [b"pattern-a", b"pattern-b"]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(500)
+
+
+def test_unsubscribe_removes_the_subscription_and_its_backlog(client: pulsar.Client) -> None:
+    topic = TOPIC + "unsubscribe"
+    shared = pulsar.ConsumerType.Shared
+    first = client.subscribe(topic, "s", consumer_type=shared)
+    second = client.subscribe(topic, "s", consumer_type=shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(5):
+        producer.send(b"old %d" % i)
+    with pytest.raises(pulsar.PulsarException):
+        first.unsubscribe()  # another consumer is still connected
+    second.close()
+    first.unsubscribe()
+    again = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Latest)
+    producer.send(b"new")
+    assert again.receive(5000).data() == b"new", "the old backlog went with the subscription"
