@@ -51,7 +51,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
             "wait",
             "--for=condition=Established",
             "--timeout=60s",
-            *(f"crd/{p.stem}.magnetar.dev" for p in CRDS.glob("*.yaml")),
+            *(f"crd/{p.stem}.magnetar.dev" for p in CRDS.glob("magnetar*.yaml")),
         )
         assert established.returncode == 0, established.stderr
         yield plane
