@@ -1,0 +1,216 @@
+"""MagnetarNamespace and MagnetarBundle reconciled for real: an external-mode MagnetarCluster
+points at a local Magnetar cluster of real processes (ZooKeeper, bookies, two brokers), the
+operator applies namespaces through its admin REST, mirrors bundles, and carries out unloads,
+transfers and splits patched into MagnetarBundle resources. Topics are made by the official
+pulsar-client."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+from kubernetes import client
+
+from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.chaos.local.supervisor import ClusterState, Supervisor
+from tests.operator.conftest import condition, events, get_cr, wait_for
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
+CUSTOM = ("magnetar.dev", "v1alpha1")
+_LOG = logging.getLogger("pulsar-operator-test")
+_LOG.setLevel(logging.WARNING)
+
+
+class LocalCluster:
+    def __init__(self, directory: Path) -> None:
+        self.supervisor = Supervisor(directory)
+        self.directory = directory
+
+    @property
+    def state(self) -> ClusterState:
+        return ClusterState.load(self.directory)
+
+    @property
+    def admin_url(self) -> str:
+        return str(self.state.regions["r1"]["web_service_url"])
+
+    @property
+    def service_url(self) -> str:
+        return str(self.state.regions["r1"]["service_url"])
+
+    def admin(self, method: str, path: str) -> Any:
+        url = self.admin_url + path
+        for _ in range(3):
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=30) as r:
+                    text = r.read().decode()
+                    return json.loads(text) if text else None
+            except urllib.error.HTTPError as exc:
+                if exc.code == 307:
+                    url = exc.headers["Location"]
+                    continue
+                raise
+        raise AssertionError("redirect loop")
+
+
+@pytest.fixture(scope="module")
+def magnetar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    spec = ClusterSpec(
+        name="k8s-e2e",
+        regions=[RegionSpec(name="r1", bookies=2, brokers=2, ledger=LedgerSpec())],
+    )
+    cluster = LocalCluster(tmp_path_factory.mktemp("magnetar") / "cluster")
+    cluster.supervisor.up(spec)
+    yield cluster
+    cluster.supervisor.down()
+
+
+def create(
+    api: client.ApiClient, namespace: str, plural: str, kind: str, name: str, spec: dict[str, Any]
+) -> None:
+    body = {"apiVersion": "magnetar.dev/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+    client.CustomObjectsApi(api).create_namespaced_custom_object(*CUSTOM, namespace, plural, body)
+
+
+def ready(api: client.ApiClient, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
+    obj = get_cr(api, plural, namespace, name)
+    return obj if condition(obj).get("status") == "True" else None
+
+
+def bundle_crs(api: client.ApiClient, namespace: str) -> dict[str, dict[str, Any]]:
+    found = client.CustomObjectsApi(api).list_namespaced_custom_object(*CUSTOM, namespace, "magnetarbundles")
+    return {b["spec"]["range"]: b for b in found["items"]}
+
+
+def test_namespaces_and_bundles_are_reconciled_in_a_real_cluster(
+    api: client.ApiClient, k8s_namespace: str, magnetar: LocalCluster, start_operator: Callable[..., Any]
+) -> None:
+    start_operator()
+    create(api, k8s_namespace, "magnetarclusters", "MagnetarCluster", "local",
+           {"clusterName": "r1", "external": {"adminUrl": magnetar.admin_url}})  # fmt: skip
+    wait_for("local Ready", lambda: ready(api, k8s_namespace, "magnetarclusters", "local"))
+    create(api, k8s_namespace, "magnetarnamespaces", "MagnetarNamespace", "acme-orders",
+           {"cluster": "local", "tenant": "acme", "namespace": "orders", "bundles": 2})  # fmt: skip
+    ns = wait_for("acme-orders Ready", lambda: ready(api, k8s_namespace, "magnetarnamespaces", "acme-orders"))
+    assert ns["status"]["clusters"] == ["r1"]
+
+    # The namespace exists in the cluster, with its clusters and bundles.
+    assert "acme/orders" in magnetar.admin("GET", "/admin/v2/namespaces/acme")
+    assert magnetar.admin("GET", "/admin/v2/namespaces/acme/orders/replication") == ["r1"]
+    assert magnetar.admin("GET", "/admin/v2/namespaces/acme/orders/bundles")["numBundles"] == 2
+    assert ("Normal", "NamespaceCreated") in {(t, r) for t, r, _ in events(api, k8s_namespace, "acme-orders")}
+
+    # A topic makes its bundle owned; the mirror shows it.
+    pc = pulsar.Client(magnetar.service_url, operation_timeout_seconds=30, logger=_LOG)
+    try:
+        producer = pc.create_producer("persistent://acme/orders/payments")
+        producer.send(b"one")
+        bundle = magnetar.admin("GET", "/admin/v2/persistent/acme/orders/payments/bundle")
+        mirrored = wait_for(
+            "the bundle mirrored with its topic",
+            lambda: (
+                (b := bundle_crs(api, k8s_namespace).get(bundle))
+                and b.get("status", {}).get("topicCount")
+                and b
+            ),
+        )
+        assert mirrored["status"]["topics"] == ["persistent://acme/orders/payments"]
+        boundaries = magnetar.admin("GET", "/admin/v2/namespaces/acme/orders/bundles")["boundaries"]
+        assert set(bundle_crs(api, k8s_namespace)) == {
+            f"{lo}_{hi}" for lo, hi in itertools.pairwise(boundaries)
+        }
+        owner = mirrored["status"]["owner"]
+        brokers = magnetar.admin("GET", "/admin/v2/brokers/r1")
+        assert owner in brokers
+        other = next(b for b in brokers if b != owner)
+
+        # Transfer through the resource: the bundle moves to the other broker.
+        cr = mirrored["metadata"]["name"]
+        client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            *CUSTOM, k8s_namespace, "magnetarbundles", cr,
+            {"spec": {"action": {"type": "Transfer", "destinationBroker": other}}},
+        )  # fmt: skip
+        done = wait_for(
+            "the transfer done",
+            lambda: (
+                (b := get_cr(api, "magnetarbundles", k8s_namespace, cr))
+                and (b.get("status") or {}).get("lastAction", {}).get("type") == "Transfer"
+                and b
+            ),
+        )
+        assert done["status"]["lastAction"]["generation"] == done["metadata"]["generation"]
+        producer.send(b"two")  # the producer follows the bundle
+        lookup = magnetar.admin("GET", "/lookup/v2/topic/persistent/acme/orders/payments")
+        assert lookup["brokerUrl"].endswith(other)
+        wait_for(
+            "the mirror sees the new owner",
+            lambda: (
+                (get_cr(api, "magnetarbundles", k8s_namespace, cr) or {}).get("status", {}).get("owner")
+                == other
+            ),
+        )
+
+        # Split: the cluster has one more bundle and the mirror retires the old range.
+        client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            *CUSTOM, k8s_namespace, "magnetarbundles", cr, {"spec": {"action": {"type": "Split"}}}
+        )
+        wait_for(
+            "3 bundles mirrored",
+            lambda: len(crs := bundle_crs(api, k8s_namespace)) == 3 and bundle not in crs,
+        )
+        assert magnetar.admin("GET", "/admin/v2/namespaces/acme/orders/bundles")["numBundles"] == 3
+        producer.send(b"three")
+        producer.close()
+    finally:
+        pc.close()
+
+    # Deleting the resource retains the namespace (the default policy) and says so.
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        *CUSTOM, k8s_namespace, "magnetarnamespaces", "acme-orders"
+    )
+    wait_for(
+        "acme-orders gone", lambda: get_cr(api, "magnetarnamespaces", k8s_namespace, "acme-orders") is None
+    )
+    assert "acme/orders" in magnetar.admin("GET", "/admin/v2/namespaces/acme")
+
+
+def test_an_unknown_cluster_is_a_condition_and_a_warning_not_a_crash(
+    api: client.ApiClient, k8s_namespace: str, magnetar: LocalCluster, start_operator: Callable[..., Any]
+) -> None:
+    op = start_operator()
+    create(api, k8s_namespace, "magnetarclusters", "MagnetarCluster", "local",
+           {"clusterName": "r1", "external": {"adminUrl": magnetar.admin_url}})  # fmt: skip
+    geo = {"cluster": "local", "tenant": "acme", "namespace": "geo", "clusters": ["r1", "nowhere"]}
+    create(api, k8s_namespace, "magnetarnamespaces", "MagnetarNamespace", "no-such-region", geo)
+    create(api, k8s_namespace, "magnetarnamespaces", "MagnetarNamespace", "no-such-cluster",
+           {"cluster": "missing", "tenant": "acme", "namespace": "lost"})  # fmt: skip
+    for name, reason in (("no-such-region", "UnknownCluster"), ("no-such-cluster", "ClusterNotFound")):
+        degraded = wait_for(
+            f"{name} Degraded {reason}",
+            lambda name=name, reason=reason: (
+                (c := condition(get_cr(api, "magnetarnamespaces", k8s_namespace, name), "Degraded")).get(
+                    "reason"
+                )
+                == reason
+                and c
+            ),
+        )
+        assert degraded["status"] == "True"
+        assert ("Warning", reason) in {(t, r) for t, r, _ in events(api, k8s_namespace, name)}
+    assert (
+        "nowhere"
+        in condition(get_cr(api, "magnetarnamespaces", k8s_namespace, "no-such-region"), "Degraded")[
+            "message"
+        ]
+    )
+    with pytest.raises(urllib.error.HTTPError):
+        magnetar.admin("GET", "/admin/v2/namespaces/acme/geo")
+    assert op.error is None
