@@ -78,7 +78,10 @@ class AdminDrainer:
     """Transfers a broker's bundles, found in the ownership records, through the admin REST."""
 
     async def drain(self, cluster: ClusterRef, pod: dict[str, Any]) -> list[str]:
-        me = broker_id(cluster, pod)
+        return await self.drain_broker(cluster, broker_id(cluster, pod))
+
+    async def drain_broker(self, cluster: ClusterRef, me: str) -> list[str]:
+        """Transfer every bundle broker ``me`` owns, spread over the region's other brokers."""
         store = await open_store(cluster.metadata_url)
         try:
             owned = await owned_bundles(store, me)

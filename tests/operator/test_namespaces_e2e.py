@@ -6,6 +6,7 @@ pulsar-client."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -19,8 +20,12 @@ import pulsar
 import pytest
 from kubernetes import client
 
+from magnetar.bookie.layout import UNDER_REPLICATED
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
+from magnetar.common.metadata import open_store
+from magnetar.operator.gates import AdminDrainer, ClusterRef, MetadataReplicationGate
+from magnetar.operator.resources import MetadataStoreSpec, parse_cluster
 from tests.operator.conftest import condition, events, get_cr, wait_for
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
@@ -214,3 +219,50 @@ def test_an_unknown_cluster_is_a_condition_and_a_warning_not_a_crash(
     with pytest.raises(urllib.error.HTTPError):
         magnetar.admin("GET", "/admin/v2/namespaces/acme/geo")
     assert op.error is None
+
+
+async def test_the_restart_gates_read_the_real_cluster(magnetar: LocalCluster) -> None:
+    zk = str(magnetar.state.regions["r1"]["metadata_store"])
+    spec = parse_cluster(
+        {"clusterName": "r1", "metadataStore": {"url": zk}, "external": {"adminUrl": magnetar.admin_url}},
+        "local",
+    )
+    ref = ClusterRef("local", "default", spec)
+
+    # Under-replication: the auditor's marks in the metadata store, counted. The marks go to a
+    # chroot of their own, where no replication worker of the running cluster would clear them.
+    gate = MetadataReplicationGate()
+    assert await gate.under_replicated(ref) == 0
+    marks = zk.rstrip("/") + "/gate-test"
+    ref = ClusterRef(
+        "local", "default", spec.model_copy(update={"metadata_store": MetadataStoreSpec(url=marks)})
+    )
+    assert await gate.under_replicated(ref) == 0
+    store = await open_store(marks)
+    try:
+        await store.create(f"{UNDER_REPLICATED}/L999999", b"{}", make_parents=True)
+        await store.create(f"{UNDER_REPLICATED}/L999998", b"{}")
+        assert await gate.under_replicated(ref) == 2
+        await store.delete(f"{UNDER_REPLICATED}/L999999")
+        await store.delete(f"{UNDER_REPLICATED}/L999998")
+    finally:
+        await store.close()
+    assert await gate.under_replicated(ref) == 0
+    ref = ClusterRef("local", "default", spec)
+
+    # Drain: every bundle the broker owns moves to the other broker; clients keep going.
+    pc = pulsar.Client(magnetar.service_url, operation_timeout_seconds=30, logger=_LOG)
+    try:
+        producer = await asyncio.to_thread(pc.create_producer, "persistent://public/default/drained")
+        await asyncio.to_thread(producer.send, b"before")
+        lookup = magnetar.admin("GET", "/lookup/v2/topic/persistent/public/default/drained")
+        owner = lookup["brokerUrl"].split("://", 1)[1]
+        moved = await AdminDrainer().drain_broker(ref, owner)
+        bundle = magnetar.admin("GET", "/admin/v2/persistent/public/default/drained/bundle")
+        assert f"public/default/{bundle}" in moved
+        after = magnetar.admin("GET", "/lookup/v2/topic/persistent/public/default/drained")
+        assert not after["brokerUrl"].endswith(owner)
+        await asyncio.to_thread(producer.send, b"after")
+        await asyncio.to_thread(producer.close)
+    finally:
+        await asyncio.to_thread(pc.close)
