@@ -70,6 +70,7 @@ class ServerConnection:
         self._last_read = time.monotonic()
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._handlers = self._handler_table()  # built once: it is consulted for every frame
         #: sends being written; reading pauses at the limit until some complete
         self._publishing = 0
         self._publish_room = asyncio.Event()
@@ -150,7 +151,7 @@ class ServerConnection:
         if not self._connected and kind != T.CONNECT:
             self.send(commands.error(0, E.NotAllowedError, f"{T.Name(kind)} before CONNECT"))
             raise ConnectionClosed("command before CONNECT")
-        handler = self._handlers().get(kind)
+        handler = self._handlers.get(kind)
         if handler is None:
             self.send(
                 commands.error(_request_id(command), E.NotAllowedError, f"{T.Name(kind)} is not supported")
@@ -158,7 +159,7 @@ class ServerConnection:
             return
         await handler(frame)
 
-    def _handlers(self) -> dict[int, Callable[[Frame], Awaitable[None]]]:
+    def _handler_table(self) -> dict[int, Callable[[Frame], Awaitable[None]]]:
         return {
             T.CONNECT: self._connect,
             T.PING: self._ping,
