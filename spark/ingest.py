@@ -12,10 +12,10 @@ its own block (from ``monotonically_increasing_id``, contiguous within a partiti
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -29,15 +29,15 @@ OK, BLANK, BAD, NEWER = 0, 1, 2, 3
 
 @dataclass(frozen=True)
 class EventLog:
-    events: DataFrame  # the valid events, columns KEPT, read from the cache
+    events: DataFrame  # the valid events, columns KEPT
     bad_lines: DataFrame  # file, line, reason, text
     lines: int
     bad: int
     files: int
-    cached: DataFrame
+    staging: Path
 
     def release(self) -> None:
-        self.cached.unpersist()
+        shutil.rmtree(self.staging, ignore_errors=True)
 
 
 def event_files(run_dir: Path) -> list[Path]:
@@ -49,7 +49,8 @@ def event_files(run_dir: Path) -> list[Path]:
     return files
 
 
-def read_events(spark: SparkSession, run_dir: Path) -> EventLog:
+def read_events(spark: SparkSession, run_dir: Path, staging: Path) -> EventLog:
+    """The run's lines, parsed into ``staging`` (a Parquet directory, removed by ``release``)."""
     files = event_files(run_dir)
     raw = spark.read.text([str(f) for f in files]).select(
         "value",
@@ -67,7 +68,10 @@ def read_events(spark: SparkSession, run_dir: Path) -> EventLog:
         F.when(status >= BAD, reason).alias("reason"),
         F.when(status >= BAD, F.substring("value", 1, EXCERPT)).alias("text"),
         *[F.col(f"e.{name}").alias(name) for name in KEPT],
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    # parsed once into Parquet: every later step reads only the columns it needs from there
+    rows.write.mode("overwrite").parquet(str(staging))
+    rows = spark.read.parquet(str(staging))
     counts = rows.agg(
         F.count("*").alias("lines"),
         F.sum((F.col("status") >= BAD).cast("long")).alias("bad"),
@@ -75,10 +79,10 @@ def read_events(spark: SparkSession, run_dir: Path) -> EventLog:
     ).collect()[0]
     if counts["newer"] is not None:
         first = rows.where(F.col("rid") == counts["newer"]).select("file", "reason").collect()[0]
-        rows.unpersist()
+        shutil.rmtree(staging, ignore_errors=True)
         raise BadInputError(f"{first['file']}: {first['reason']}")
     events = rows.where(F.col("status") == OK).select(*KEPT)
-    return EventLog(events, _locate(rows), counts["lines"], counts["bad"] or 0, len(files), rows)
+    return EventLog(events, _locate(rows), counts["lines"], counts["bad"] or 0, len(files), staging)
 
 
 def _judge() -> tuple[Column, Column]:

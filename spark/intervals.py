@@ -7,6 +7,12 @@ when the count is positive after a step that reset it (a success, or a fall to z
 the next reset; an interval still pending when the key's life ends is ``open`` and ends there.
 At equal times, decrements come before increments, so a success and a new send in the same
 nanosecond do not count as a window.
+
+Doing that with a running sum over every step sorts the whole log, three times. Instead, time is
+cut into slots of half the threshold. A window contains no success and is longer than the
+threshold, so it lies in a run of slots without a success, between two slots with one: only
+those stretches (few) are sorted, starting from the pending count at their first slot, which
+comes from per-slot sums (a hash aggregation, no sort). The answer is the same.
 """
 
 from __future__ import annotations
@@ -14,36 +20,97 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+#: below this threshold slots would be too many; every step is then sorted
+FINEST_SLOT_NS = 1_000_000
+BEGIN, REAL_END, STRETCH_END = -1, 1, 2
+
 
 def pending_intervals(
     steps: DataFrame, lifetimes: DataFrame, keys: list[str], threshold_ns: int
 ) -> DataFrame:
     """keys..., start, end, open: intervals longer than ``threshold_ns`` within each key's lifetime."""
-    ends = lifetimes.select(
+    rows = _rows(steps, lifetimes, keys)
+    slot_ns = threshold_ns // 2
+    if slot_ns < FINEST_SLOT_NS:
+        return _intervals(rows, lifetimes, keys, [], threshold_ns)
+    rows = rows.withColumn("slot", F.floor(F.col("ts") / slot_ns).cast("long"))
+    stretches = quiet_stretches(rows.where(F.col("success") | (F.col("terminal") != 0)), keys, slot_ns)
+    per_slot = rows.groupBy(*keys, "slot").agg(F.sum("delta").alias("sum"))
+    earlier = Window.partitionBy(*keys).orderBy("slot").rowsBetween(Window.unboundedPreceding, -1)
+    before = per_slot.withColumn("before", F.coalesce(F.sum("sum").over(earlier), F.lit(0))).select(
+        *keys, F.col("slot").alias("first"), "before"
+    )
+    inside = rows.join(
+        F.broadcast(stretches.select(*keys, "first", F.explode(F.sequence("first", "last")).alias("slot"))),
+        [*keys, "slot"],
+    ).drop("slot")
+    heads = stretches.join(before, [*keys, "first"], "left").select(
         *keys,
-        F.col("end").alias("ts"),
+        "first",
+        (F.col("first") * slot_ns - 1).alias("ts"),
+        F.coalesce("before", F.lit(0)).alias("delta"),
+        F.lit(True).alias("success"),
+        F.lit(0).alias("terminal"),
+    )
+    tails = stretches.select(
+        *keys,
+        "first",
+        ((F.col("last") + 1) * slot_ns).alias("ts"),
         F.lit(0).alias("delta"),
         F.lit(True).alias("success"),
-        F.lit(1).alias("terminal"),
+        F.lit(STRETCH_END).alias("terminal"),
     )
-    rows = steps.select(*keys, "ts", "delta", "success", F.lit(0).alias("terminal")).unionByName(ends)
-    order = Window.partitionBy(*keys).orderBy("ts", "delta", "terminal")
+    return _intervals(inside.unionByName(heads).unionByName(tails), lifetimes, keys, ["first"], threshold_ns)
+
+
+def quiet_stretches(boundaries: DataFrame, keys: list[str], slot_ns: int) -> DataFrame:
+    """keys..., first, last: runs of slots with no boundary, with the boundary slot on each side."""
+    busy = boundaries.select(*keys, "slot").distinct()
+    following = Window.partitionBy(*keys).orderBy("slot")
+    return (
+        busy.withColumn("last", F.lead("slot").over(following))
+        .where(F.col("last") - F.col("slot") > 1)
+        .select(*keys, F.col("slot").alias("first"), "last")
+    )
+
+
+def _rows(steps: DataFrame, lifetimes: DataFrame, keys: list[str]) -> DataFrame:
+    """The steps, with each key's begin (a no-op, but a boundary) and end (a success that ends its life)."""
+    marks = [
+        lifetimes.select(*keys, F.col("begin").alias("ts"), F.lit(0).alias("delta"), F.lit(False).alias("success"),
+                         F.lit(BEGIN).alias("terminal")),
+        lifetimes.select(*keys, F.col("end").alias("ts"), F.lit(0).alias("delta"), F.lit(True).alias("success"),
+                         F.lit(REAL_END).alias("terminal")),
+    ]  # fmt: skip
+    rows = steps.select(*keys, "ts", "delta", "success", F.lit(0).alias("terminal"))
+    return rows.unionByName(marks[0]).unionByName(marks[1])
+
+
+def _intervals(
+    rows: DataFrame, lifetimes: DataFrame, keys: list[str], part: list[str], threshold_ns: int
+) -> DataFrame:
+    """The running-sum definition, over ``rows`` partitioned by keys (and stretch)."""
+    by = [*keys, *part]
+    order = Window.partitionBy(*by).orderBy("ts", "delta", "terminal")
     so_far = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     rows = rows.withColumn("pending", F.sum("delta").over(so_far))
     rows = rows.withColumn("reset", (F.col("success") | (F.col("pending") <= 0)).cast("int"))
     rows = rows.withColumn("group", F.sum("reset").over(so_far))
-    groups = rows.groupBy(*keys, "group").agg(
+    groups = rows.groupBy(*by, "group").agg(
         F.min(F.when(F.col("pending") > 0, F.col("ts"))).alias("start"),
-        F.min("ts").alias("first"),
-        F.max(F.when(F.col("reset") == 1, F.col("terminal"))).alias("closed_by_end"),
+        F.min("ts").alias("first_ts"),
+        F.max(F.when(F.col("reset") == 1, F.col("terminal"))).alias("closed_by"),
     )
-    following = Window.partitionBy(*keys).orderBy("group")
-    groups = groups.withColumn("end", F.lead("first").over(following)).withColumn(
-        "open", F.lead("closed_by_end").over(following) == 1
+    following = Window.partitionBy(*by).orderBy("group")
+    groups = groups.withColumn("end", F.lead("first_ts").over(following)).withColumn(
+        "ended_by", F.lead("closed_by").over(following)
     )
-    bounded = groups.join(lifetimes.select(*keys, F.col("begin")), keys).withColumn(
+    bounded = groups.join(lifetimes.select(*keys, "begin"), keys).withColumn(
         "start", F.when(F.col("start").isNotNull(), F.greatest("start", "begin"))
     )
     return bounded.where(
-        F.col("start").isNotNull() & F.col("end").isNotNull() & (F.col("end") - F.col("start") > threshold_ns)
-    ).select(*keys, "start", "end", F.coalesce("open", F.lit(False)).alias("open"))
+        F.col("start").isNotNull()
+        & F.col("end").isNotNull()
+        & (F.col("ended_by") != STRETCH_END)
+        & (F.col("end") - F.col("start") > threshold_ns)
+    ).select(*keys, "start", "end", (F.col("ended_by") == REAL_END).alias("open"))

@@ -70,9 +70,9 @@ def run(
     info = read_run_info(run_dir)
     found = read_faults(run_dir)
     faults = found or []
-    log = read_events(spark, run_dir)
-    events = log.events
     out.mkdir(parents=True, exist_ok=True)
+    log = read_events(spark, run_dir, out / "_lines.parquet")
+    events = log.events
 
     def save(name: str, frame: DataFrame) -> DataFrame:
         path = str(out / f"{name}.parquet")

@@ -143,9 +143,10 @@ def _topic(run: str, spec: TopicSpec, events: list[dict[str, Any]], expected: Ex
                 Window(kind, spec.topic, client, sent[first], ns(stall.end_ms), stall.fault)
             )
         # the topic is silent from its last success before the first held send until the release
-        last_success = max(t for t in successes if t < sent[first])
-        gap = (ns(stall.end_ms) - last_success) / MS
-        expected.max_gap_ms[stall.fault] = max(expected.max_gap_ms.get(stall.fault, 0.0), gap)
+        last_success = max((t for t in successes if t < sent[first]), default=None)
+        if last_success is not None:
+            gap = (ns(stall.end_ms) - last_success) / MS
+            expected.max_gap_ms[stall.fault] = max(expected.max_gap_ms.get(stall.fault, 0.0), gap)
 
 
 def _release(due: list[int], times: list[int], stalls: tuple[Stall, ...]) -> list[int]:

@@ -8,7 +8,8 @@ UNLOAD, KILL = "unload-orders", "kill-consumer-broker"
 
 #: one of everything: a producer stall overlapping an unload, a consumer stall just after a kill
 #: (attributed to the fault that precedes it), same-region redeliveries, a failover to another
-#: region with duplicates, two losses, swapped deliveries, a consumer stopped early, a quiet topic
+#: region with duplicates, two losses, swapped deliveries, a consumer stopped early, a topic stalled
+#: from its first send
 GOLDEN = Scenario(
     run="golden",
     topics=(
@@ -31,7 +32,15 @@ GOLDEN = Scenario(
                 ConsumerSpec("c-b", "sub-b", stop_after=200, lose=(150,)),
             ),
         ),
-        TopicSpec("audit", "p-audit", 300, interval_ms=20, consumers=(ConsumerSpec("c-c", "sub-c"),)),
+        # held from its very first send, before any fault: a window at the start, attributed to none
+        TopicSpec(
+            "audit",
+            "p-audit",
+            300,
+            interval_ms=20,
+            stalls=(Stall(0, 200),),
+            consumers=(ConsumerSpec("c-c", "sub-c"),),
+        ),
     ),
     faults=(FaultSpec(UNLOAD, 1000, 1050), FaultSpec(KILL, 2900, 3000)),
 )

@@ -26,6 +26,7 @@ def test_windows_are_exactly_the_stalls_with_their_faults(golden: Analysed) -> N
     assert found == expected
     # the consumer stall comes after the kill's activity ended: it goes to the fault preceding it
     assert {w["fault"] for w in table(golden, "windows") if w["kind"] == "consumer"} == {KILL}
+    assert golden.result.summary["windows"]["unattributed"] == 2  # audit's producer and topic, at the start
 
 
 def test_duplicates_split_into_same_region_and_cross_region(golden: Analysed) -> None:
