@@ -116,6 +116,9 @@ def crds() -> None:
     Examples:
       magnetar operator crds | kubectl apply -f -
     """
-    for path in sorted(CRDS.glob("*.yaml")):
+    paths = sorted(CRDS.glob("*.yaml"))
+    if not paths:
+        raise click.ClickException(f"no CRDs at {CRDS}: run from a source checkout, or use the Helm chart")
+    for path in paths:
         click.echo("---")
         click.echo(path.read_text().rstrip())

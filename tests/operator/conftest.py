@@ -157,7 +157,7 @@ def start_operator(
 
     def start(**overrides: Any) -> OperatorThread:
         deps = Deps(
-            api=api,
+            api=overrides.pop("api", api),
             gate=overrides.pop("gate", RecordingGate(timeline, k8s_namespace)),
             drainer=overrides.pop("drainer", RecordingDrainer(timeline, k8s_namespace)),
             poll_s=0.5,
