@@ -78,6 +78,8 @@ def verify_payload(headers_and_payload: bytes) -> api.MessageMetadata:
 def read_metadata(headers_and_payload: bytes) -> api.MessageMetadata:
     """The MessageMetadata of a stored entry (magic and checksum skipped, not verified)."""
     offset = 6 if len(headers_and_payload) >= 2 and headers_and_payload[:2] == b"\x0e\x01" else 0
+    if len(headers_and_payload) < offset + 4:
+        raise FrameError("payload section too short for a metadata size", fatal=False)
     (size,) = _U32.unpack_from(headers_and_payload, offset)
     start = offset + 4
     if size > len(headers_and_payload) - start:

@@ -16,6 +16,7 @@ from magnetar.broker.protocol.frames import (
     encode,
     parse_frame,
     payload_section,
+    read_metadata,
     verify_payload,
 )
 from magnetar.proto import PulsarApi_pb2 as api
@@ -68,3 +69,20 @@ def test_command_sizes_past_the_frame_are_refused(size: int, rest: bytes) -> Non
     except FrameError:
         return
     assert 0 < size <= len(rest)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_damaged_payload_sections_are_refused_never_crash(data: st.DataObject) -> None:
+    """A valid section, then bytes flipped, cut off or appended: either it still checks out (and
+    its metadata reads back) or FrameError says why."""
+    section = bytearray(payload_section(metadata(3), b"some payload bytes"))
+    for _ in range(data.draw(st.integers(0, 4))):
+        index = data.draw(st.integers(0, len(section) - 1))
+        section[index] ^= data.draw(st.integers(1, 255))
+    cut = data.draw(st.integers(0, len(section)))
+    damaged = bytes(section[:cut]) + data.draw(st.binary(max_size=8))
+    with contextlib.suppress(FrameError):
+        verify_payload(damaged)
+    with contextlib.suppress(FrameError):
+        read_metadata(damaged)
