@@ -91,8 +91,11 @@ class MockKubelet:
                 if pod_name not in pods:
                     if f"{ns}/{pod_name}" in self._known:
                         self.timeline.add("deleted", f"{ns}/{pod_name}", self._ready_peers(pods, pod_name))
-                    self._create_pod(sts, pod_name)
-                    self.timeline.add("created", f"{ns}/{pod_name}", _hash(sts.spec.template.metadata))
+                    # Read the StatefulSet again: the pod went after the list above, and whoever
+                    # deleted it may have changed the template first; a pod must get the newest.
+                    fresh = self.apps.read_namespaced_stateful_set(name, ns)
+                    self._create_pod(fresh, pod_name)
+                    self.timeline.add("created", f"{ns}/{pod_name}", _hash(fresh.spec.template.metadata))
                     continue
                 pod = pods[pod_name]
                 if not _ready(pod) and pod.metadata.deletion_timestamp is None:
