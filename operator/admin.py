@@ -32,8 +32,8 @@ class BundleInfo:
     name: str
     topics: list[str]
     owner: str | None
-    msg_rate_in: float = 0.0
-    msg_rate_out: float = 0.0
+    #: messages published to the bundle's topics since they were loaded (summed msgInCounter)
+    msg_in_counter: int = 0
 
 
 class AdminClient:
@@ -133,7 +133,8 @@ class AdminClient:
         for name in names:
             topics = sorted(members[name])
             owner = await self._owner(namespace, topics[0]) if topics else None
-            result.append(BundleInfo(name, topics, owner))
+            counted = sum([await self._msg_in(namespace, t) for t in topics])
+            result.append(BundleInfo(name, topics, owner, counted))
         return result
 
     async def _owner(self, namespace: str, topic: str) -> str | None:
@@ -144,6 +145,14 @@ class AdminClient:
             return None
         url = str(doc.get("brokerUrl") or "")
         return url.split("://", 1)[-1] or None
+
+    async def _msg_in(self, namespace: str, topic: str) -> int:
+        local = topic.rsplit("/", 1)[1]
+        try:
+            stats = await self.request("GET", f"/admin/v2/persistent/{namespace}/{_q(local)}/stats")
+        except AdminError:
+            return 0  # a topic moving between brokers right now: counted on the next pass
+        return int(stats.get("msgInCounter") or 0)
 
     async def unload(self, namespace: str, bundle: str, destination: str | None = None) -> Any:
         query = f"?destinationBroker={quote(destination)}" if destination else ""

@@ -152,7 +152,8 @@ class NamespaceReconciler:
                 }
                 kopf.adopt(obj, owner=body)
                 await self.kube.create_custom(BUNDLES, namespace, obj)
-            await self.kube.patch_custom_status(BUNDLES, namespace, cr_name, bundle_status(info))
+            previous = (existing.get(info.name) or {}).get("status") or {}
+            await self.kube.patch_custom_status(BUNDLES, namespace, cr_name, bundle_status(info, previous))
         for gone in set(existing) - {i.name for i in infos}:
             # Split (or the namespace re-bundled): the range no longer exists in the cluster.
             await self.kube.delete_custom(BUNDLES, namespace, existing[gone]["metadata"]["name"])
@@ -164,13 +165,24 @@ def bundle_resource_name(namespace_resource: str, bundle: str) -> str:
     return f"{namespace_resource}-{bundle.replace('0x', '').replace('_', '-').lower()}"
 
 
-def bundle_status(info: BundleInfo) -> dict[str, Any]:
+def bundle_status(info: BundleInfo, previous: dict[str, Any]) -> dict[str, Any]:
+    """The mirrored status; the publish rate is the counter's growth since the last pass (a
+    counter that went down — topics reloaded elsewhere — restarts the rate at 0)."""
+    now = datetime.now(UTC)
+    rate = 0.0
+    try:
+        before = datetime.fromisoformat(str(previous["lastSynced"]).replace("Z", "+00:00"))
+        grown = info.msg_in_counter - int(previous["msgInCounter"])
+        elapsed = (now - before).total_seconds()
+        rate = round(grown / elapsed, 3) if grown > 0 and elapsed > 0 else 0.0
+    except (KeyError, ValueError, TypeError):
+        pass
     return {
         "owner": info.owner,
         "state": "Owned" if info.owner else "Unowned",
         "topics": info.topics[:100],
         "topicCount": len(info.topics),
-        "msgRateIn": info.msg_rate_in,
-        "msgRateOut": info.msg_rate_out,
-        "lastSynced": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "msgInCounter": info.msg_in_counter,
+        "msgRateIn": rate,
+        "lastSynced": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
     }

@@ -128,6 +128,15 @@ def test_namespaces_and_bundles_are_reconciled_in_a_real_cluster(
             ),
         )
         assert mirrored["status"]["topics"] == ["persistent://acme/orders/payments"]
+        counted = wait_for(
+            "the published message counted",
+            lambda: (
+                (get_cr(api, "magnetarbundles", k8s_namespace, mirrored["metadata"]["name"]) or {})
+                .get("status", {})
+                .get("msgInCounter")
+            ),
+        )
+        assert counted == 1
         boundaries = magnetar.admin("GET", "/admin/v2/namespaces/acme/orders/bundles")["boundaries"]
         assert set(bundle_crs(api, k8s_namespace)) == {
             f"{lo}_{hi}" for lo, hi in itertools.pairwise(boundaries)
