@@ -20,7 +20,7 @@ from kubernetes import client
 
 from magnetar.operator import conditions
 from magnetar.operator.bundles import BundleActions
-from magnetar.operator.clusters import ClusterReconciler
+from magnetar.operator.clusters import ClusterReconciler, HealthWatch
 from magnetar.operator.gates import AdminDrainer, Drainer, MetadataReplicationGate, ReplicationGate
 from magnetar.operator.kube import Kube
 from magnetar.operator.namespaces import NamespaceReconciler, Unresolved
@@ -42,6 +42,8 @@ class Deps:
     mirror_interval_s: float = 15.0
     #: how long an unresolved namespace or bundle waits before the next try
     retry_s: float = 15.0
+    #: how often a converged cluster's pods are checked
+    health_interval_s: float = 30.0
 
 
 def settings(*, peering: str | None = None, standalone: bool = True) -> kopf.OperatorSettings:
@@ -109,6 +111,17 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
         _write(patch, outcome.status)
         if outcome.retry_in is not None:
             raise kopf.TemporaryError(outcome.retry_message, delay=outcome.retry_in)
+
+    health = HealthWatch(kube)
+
+    @kopf.timer(
+        GROUP, VERSION, CLUSTERS, registry=reg, interval=deps.health_interval_s, idle=deps.health_interval_s
+    )
+    async def watch_health(name: str, namespace: str | None, **_: Any) -> None:
+        try:
+            await health.check(name, namespace or "default")
+        except Exception as exc:  # the next tick tries again; a timer must not die
+            log.warning("health check of %s/%s failed: %s", namespace, name, exc)
 
     # -- MagnetarNamespace ----------------------------------------------------------------------
     @kopf.on.resume(GROUP, VERSION, NAMESPACES, registry=reg)

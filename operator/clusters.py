@@ -18,12 +18,13 @@ import kopf
 from magnetar.operator import conditions
 from magnetar.operator.admin import AdminError
 from magnetar.operator.gates import ClusterRef
-from magnetar.operator.kube import Kube
-from magnetar.operator.manifests import admin_url, render_cluster
-from magnetar.operator.resources import ClusterSpec, SpecError, parse_cluster
+from magnetar.operator.kube import Kube, pod_ready
+from magnetar.operator.manifests import admin_url, render_cluster, selector
+from magnetar.operator.resources import CLUSTERS, ClusterSpec, SpecError, parse_cluster
 from magnetar.operator.rollout import Roller
 
 CONVERGED = "Converged"
+NOT_READY = "PodsNotReady"
 
 
 @dataclass
@@ -111,6 +112,56 @@ class ClusterReconciler:
         if not was_ready or was_ready.get("status") != "True" or was_ready.get("reason") != CONVERGED:
             _event(body, "Normal", CONVERGED, message)
         return Outcome(conditions.ready(body, CONVERGED, message) | info)
+
+
+class HealthWatch:
+    """Between changes nothing else looks at a converged cluster: this notices pods that stop
+    being ready (Degraded ``PodsNotReady``, a Warning Event) and their return (Ready again). It
+    only observes; it leaves any cluster whose status a reconcile is driving alone."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    async def check(self, name: str, namespace: str) -> None:
+        body = await self.kube.get_custom(CLUSTERS, namespace, name)
+        if body is None:
+            return
+        spec = cluster_spec(body, name)
+        status = body.get("status") or {}
+        ready = conditions.find(status, "Ready") or {}
+        degraded = conditions.find(status, "Degraded") or {}
+        current = status.get("observedGeneration") == body["metadata"].get("generation")
+        watching = ready.get("reason") == CONVERGED and ready.get("status") == "True"
+        unhealthy = degraded.get("reason") == NOT_READY and degraded.get("status") == "True"
+        if spec is None or spec.external is not None or not current or not (watching or unhealthy):
+            return
+        short = await self._short(spec, name, namespace)
+        if short and watching:
+            message = "; ".join(short)
+            _event(body, "Warning", NOT_READY, message)
+            await self.kube.patch_custom_status(
+                CLUSTERS, namespace, name, conditions.degraded(body, NOT_READY, message)
+            )
+        elif not short and unhealthy:
+            message = "every pod ready again"
+            _event(body, "Normal", CONVERGED, message)
+            await self.kube.patch_custom_status(
+                CLUSTERS, namespace, name, conditions.ready(body, CONVERGED, message)
+            )
+
+    async def _short(self, spec: ClusterSpec, name: str, namespace: str) -> list[str]:
+        wanted = {"bookie": spec.bookies.replicas, "broker": spec.brokers.replicas}
+        if not spec.metadata_store.url:
+            wanted["zookeeper"] = spec.metadata_store.zookeeper.replicas
+        if spec.brokers.read_only_replicas:
+            wanted["broker-readonly"] = spec.brokers.read_only_replicas
+        short = []
+        for component, replicas in wanted.items():
+            pods = await self.kube.pods(namespace, selector(name, component))
+            ready = sum(1 for p in pods if pod_ready(p))
+            if ready < replicas:
+                short.append(f"{component}: {ready}/{replicas} ready")
+        return short
 
 
 def _digest(objs: list[dict[str, Any]]) -> str:

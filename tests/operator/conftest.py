@@ -163,6 +163,7 @@ def start_operator(
             poll_s=0.5,
             mirror_interval_s=1.0,
             retry_s=1.0,
+            health_interval_s=1.0,
             **overrides,
         )
         op = OperatorThread(deps, k8s_namespace).start()

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes import client
 
 from tests.operator.conftest import RecordingGate, condition, events, get_cr, wait_for
-from tests.operator.mock_kubelet import Timeline
+from tests.operator.mock_kubelet import MockKubelet, Timeline
 
 CUSTOM = ("magnetar.dev", "v1alpha1")
 
@@ -148,3 +148,32 @@ def test_an_operator_restart_mid_roll_resumes_without_repeating_a_restart(
     wait_for("resume converged", lambda: converged(api, k8s_namespace, "resume", 2), timeout_s=120)
     deleted = [short(e[1]) for e in since(timeline, mark, k8s_namespace) if e[0] == "deleted"]
     assert deleted == ["resume-bookie-2", "resume-bookie-1", "resume-bookie-0"]
+
+
+def test_a_pod_that_stops_being_ready_degrades_a_converged_cluster_until_it_recovers(
+    api: client.ApiClient, k8s_namespace: str, kubelet: MockKubelet, start_operator: Callable[..., Any]
+) -> None:
+    start_operator()
+    create_cluster(api, k8s_namespace, "health", bookies=2, brokers=1)
+    wait_for("health Ready", lambda: converged(api, k8s_namespace, "health", 1))
+
+    kubelet.may_become_ready = lambda pod: pod["metadata"]["name"] != "health-bookie-1"
+    try:
+        client.CoreV1Api(api).delete_namespaced_pod("health-bookie-1", k8s_namespace)  # it "crashed"
+        degraded = wait_for(
+            "Degraded PodsNotReady",
+            lambda: (
+                (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "health"), "Degraded")).get(
+                    "reason"
+                )
+                == "PodsNotReady"
+                and c
+            ),
+        )
+        assert degraded["status"] == "True"
+        assert "bookie: 1/2 ready" in degraded["message"]
+        assert ("Warning", "PodsNotReady") in {(t, r) for t, r, _ in events(api, k8s_namespace, "health")}
+    finally:
+        kubelet.may_become_ready = lambda _pod: True
+    recovered = wait_for("Ready again", lambda: converged(api, k8s_namespace, "health", 1))
+    assert condition(recovered, "Degraded")["status"] == "False"
