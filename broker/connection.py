@@ -132,17 +132,25 @@ class ServerConnection:
         raise ConnectionClosed(reason)
 
     async def _keepalive(self) -> None:
+        """Pulsar's keep-alive: a connection quiet for an interval gets a PING; one that sends
+        nothing at all by the next interval (no PONG, no command) is closed, as is one that has
+        not sent CONNECT within an interval."""
         interval = self.service.config.keep_alive_interval_seconds
+        ping_sent_at: float | None = None
         while not self._closed:
             await asyncio.sleep(interval)
-            idle = time.monotonic() - self._last_read
-            if idle > 2 * interval:
-                log.info("connection %s silent for %.0fs: closing", self._remote, idle)
+            now = time.monotonic()
+            unanswered = ping_sent_at is not None and self._last_read < ping_sent_at
+            if unanswered or not self._connected:
+                why = "no answer to PING" if self._connected else "no CONNECT"
+                log.info("connection %s: %s within %ds: closing", self._remote, why, interval)
                 self._writer.close()
                 self._publish_room.set()  # a read loop paused on publishing sees the close
                 return
-            if idle > interval and self._connected:
+            ping_sent_at = None
+            if now - self._last_read >= interval * 0.9:
                 self.send(commands.ping())
+                ping_sent_at = now
 
     # -- dispatch of commands -------------------------------------------------------------------
     async def _handle(self, frame: Frame) -> None:

@@ -56,6 +56,8 @@ def test_a_silent_client_is_pinged_then_dropped(quick_keepalive: Standalone) -> 
     raw.send(commands.pong())  # alive: the connection stays
     assert raw.receive().type == T.PING  # type: ignore[union-attr]
     assert raw.closed_after(), "no answer to the pings: the broker closes the connection"
+    mute = RawConnection(quick_keepalive)
+    assert mute.closed_after(), "no CONNECT: the broker closes the connection"
 
 
 def test_requests_for_unknown_producers_and_consumers_are_answered(standalone: Standalone) -> None:
