@@ -34,8 +34,17 @@ def pending_intervals(
     if slot_ns < FINEST_SLOT_NS:
         return _intervals(rows, lifetimes, keys, [], threshold_ns)
     rows = rows.withColumn("slot", F.floor(F.col("ts") / slot_ns).cast("long"))
-    stretches = quiet_stretches(rows.where(F.col("success") | (F.col("terminal") != 0)), keys, slot_ns)
-    per_slot = rows.groupBy(*keys, "slot").agg(F.sum("delta").alias("sum"))
+    # one aggregation gives each slot's sum and whether it holds a boundary; it is small (slots of
+    # a key's life), computed at once, and both uses below read it instead of the log
+    per_slot = (
+        rows.groupBy(*keys, "slot")
+        .agg(
+            F.sum("delta").alias("sum"),
+            F.max((F.col("success") | (F.col("terminal") != 0)).cast("int")).alias("busy"),
+        )
+        .localCheckpoint()
+    )
+    stretches = quiet_stretches(per_slot.where(F.col("busy") == 1), keys, slot_ns).localCheckpoint()
     earlier = Window.partitionBy(*keys).orderBy("slot").rowsBetween(Window.unboundedPreceding, -1)
     before = per_slot.withColumn("before", F.coalesce(F.sum("sum").over(earlier), F.lit(0))).select(
         *keys, F.col("slot").alias("first"), "before"

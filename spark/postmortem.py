@@ -88,7 +88,8 @@ def run(
 
     status("disruption windows")
     available = windows.availability_steps(acked, firsts).persist(StorageLevel.MEMORY_AND_DISK)
-    window_df = save("windows", windows.disruption_windows(events, available, faults, threshold_ms))
+    lives = windows.lifetimes(events).persist(StorageLevel.MEMORY_AND_DISK)
+    window_df = save("windows", windows.disruption_windows(events, lives, available, faults, threshold_ms))
     gap_df = save("gaps", unavailability.gaps(events, faults, int(threshold_ms * 1_000_000)))
 
     status("duplicates, losses, reorders")
@@ -129,7 +130,7 @@ def run(
         status("report.html")
         details = report.Details.collect(throughput_df, window_df, duplicate_df, loss_df, bad_lines)
         (out / "report.html").write_text(report.render(summary, faults, details))
-    for cached in (numbered, acked, available):
+    for cached in (numbered, acked, available, lives):
         cached.unpersist()
     log.release()
     return Result(summary, out)

@@ -37,8 +37,16 @@ def _send_steps(events: DataFrame) -> DataFrame:
     )
 
 
-def _lifetimes(events: DataFrame, keys: list[str]) -> DataFrame:
-    return events.groupBy(*keys).agg(F.min("ts").alias("begin"), F.max("ts").alias("end"))
+def lifetimes(events: DataFrame) -> DataFrame:
+    """First and last event of every role, client, topic and subscription: a small table that
+    every kind's lifetimes are cut from, so the log is scanned for them once."""
+    return events.groupBy("role", "client", "topic", "subscription").agg(
+        F.min("ts").alias("begin"), F.max("ts").alias("end")
+    )
+
+
+def _lifetimes(lives: DataFrame, keys: list[str]) -> DataFrame:
+    return lives.groupBy(*keys).agg(F.min("begin").alias("begin"), F.max("end").alias("end"))
 
 
 def availability_steps(acked: DataFrame, firsts: DataFrame) -> DataFrame:
@@ -53,10 +61,11 @@ def availability_steps(acked: DataFrame, firsts: DataFrame) -> DataFrame:
     )
 
 
-def producer_windows(events: DataFrame, threshold_ns: int) -> DataFrame:
+def producer_windows(events: DataFrame, lives: DataFrame, threshold_ns: int) -> DataFrame:
     keys = ["client", "topic"]
     producers = events.where(F.col("role") == "producer")
-    found = pending_intervals(_send_steps(producers), _lifetimes(producers, keys), keys, threshold_ns)
+    mine = _lifetimes(lives.where(F.col("role") == "producer"), keys)
+    found = pending_intervals(_send_steps(producers), mine, keys, threshold_ns)
     return found.select(
         F.lit("producer").alias("kind"),
         "topic",
@@ -68,21 +77,24 @@ def producer_windows(events: DataFrame, threshold_ns: int) -> DataFrame:
     )
 
 
-def consumer_windows(events: DataFrame, available: DataFrame, threshold_ns: int) -> DataFrame:
+def consumer_windows(
+    events: DataFrame, lives: DataFrame, available: DataFrame, threshold_ns: int
+) -> DataFrame:
     keys = ["client", "topic", "subscription"]
     consumers = events.where((F.col("role") == "consumer") & F.col("subscription").isNotNull())
-    members = consumers.select(*keys).distinct()
+    mine = _lifetimes(lives.where((F.col("role") == "consumer") & F.col("subscription").isNotNull()), keys)
+    members = mine.select(*keys)
     steps = available.join(members, SUBSCRIPTION).select(*keys, "ts", "delta", F.lit(False).alias("success"))
     received = consumers.where(F.col("event") == "receive").select(
         *keys, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
     )
-    found = pending_intervals(steps.unionByName(received), _lifetimes(consumers, keys), keys, threshold_ns)
+    found = pending_intervals(steps.unionByName(received), mine, keys, threshold_ns)
     return found.select(
         F.lit("consumer").alias("kind"), "topic", "client", "subscription", "start", "end", "open"
     )
 
 
-def topic_windows(events: DataFrame, available: DataFrame, threshold_ns: int) -> DataFrame:
+def topic_windows(events: DataFrame, lives: DataFrame, available: DataFrame, threshold_ns: int) -> DataFrame:
     keys = ["topic"]
     sends = _send_steps(events.where(F.col("role") == "producer")).drop("client")
     waiting = available.select("topic", "ts", "delta", F.lit(False).alias("success"))
@@ -91,7 +103,7 @@ def topic_windows(events: DataFrame, available: DataFrame, threshold_ns: int) ->
     )
     steps = sends.unionByName(waiting).unionByName(received)
     found = pending_intervals(
-        steps, _lifetimes(events.where(F.col("topic").isNotNull()), keys), keys, threshold_ns
+        steps, _lifetimes(lives.where(F.col("topic").isNotNull()), keys), keys, threshold_ns
     )
     return found.select(
         F.lit("topic").alias("kind"),
@@ -105,13 +117,13 @@ def topic_windows(events: DataFrame, available: DataFrame, threshold_ns: int) ->
 
 
 def disruption_windows(
-    events: DataFrame, available: DataFrame, faults: list[Fault], threshold_ms: float
+    events: DataFrame, lives: DataFrame, available: DataFrame, faults: list[Fault], threshold_ms: float
 ) -> DataFrame:
     threshold_ns = int(threshold_ms * 1_000_000)
     found = (
-        producer_windows(events, threshold_ns)
-        .unionByName(consumer_windows(events, available, threshold_ns))
-        .unionByName(topic_windows(events, available, threshold_ns))
+        producer_windows(events, lives, threshold_ns)
+        .unionByName(consumer_windows(events, lives, available, threshold_ns))
+        .unionByName(topic_windows(events, lives, available, threshold_ns))
     )
     return (
         found.withColumn("duration_ms", (F.col("end") - F.col("start")) / 1e6)
