@@ -440,20 +440,22 @@ class ServerConnection:
             self._ack_response(ack, E.ConsumerNotFound, f"no consumer {ack.consumer_id}")
             return
         _, subscription, _ = entry
-        # An ack_set with bits left is a partial batch ack: the entry is not done yet.
-        done = [
-            Position(commands.signed(m.ledgerId), commands.signed(m.entryId))
-            for m in ack.message_id
-            if not any(m.ack_set)
-        ]
+        # An ack_set with bits still set acknowledges part of a batch (the cleared bits): the
+        # entry is done once every bit has been cleared by some ack.
         if ack.ack_type == api.CommandAck.Cumulative and ack.message_id:
             m = ack.message_id[0]
             position = Position(commands.signed(m.ledgerId), commands.signed(m.entryId))
-            if any(m.ack_set):
+            if any(m.ack_set) and not subscription.acknowledge_batch_indexes(position, list(m.ack_set)):
                 position = Position(position.ledger_id, position.entry_id - 1)
             await subscription.acknowledge_cumulative(position)
-        elif done:
-            await subscription.acknowledge(done)
+        else:
+            done = []
+            for m in ack.message_id:
+                position = Position(commands.signed(m.ledgerId), commands.signed(m.entryId))
+                if not any(m.ack_set) or subscription.acknowledge_batch_indexes(position, list(m.ack_set)):
+                    done.append(position)
+            if done:
+                await subscription.acknowledge(done)
         self._ack_response(ack, None, None)
 
     def _ack_response(self, ack: api.CommandAck, error: int | None, message: str | None) -> None:

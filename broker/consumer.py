@@ -38,13 +38,17 @@ class Consumer:
     bytes_out: int = 0
     closed: bool = False
 
-    def deliver(self, entry: Entry, messages: int, redelivery_count: int) -> None:
+    def deliver(
+        self, entry: Entry, messages: int, redelivery_count: int, ack_set: list[int] | None = None
+    ) -> None:
+        """Send an entry; ``ack_set`` marks the messages of a batch still to be delivered."""
         message = commands.command(
             commands.T.MESSAGE,
             "message",
             consumer_id=self.consumer_id,
             message_id=commands.message_id(entry.position.ledger_id, entry.position.entry_id),
             redelivery_count=redelivery_count,
+            ack_set=ack_set,
         )
         self.channel.send(message, entry.data)
         self.pending[entry.position] = messages

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import itertools
 import logging
 import math
 import zlib
@@ -65,6 +66,10 @@ class Dispatcher:
         self._ring: tuple[list[int], list[Consumer]] | None = None
         #: moving average of messages per entry, to size reads to the permits
         self._messages_per_entry = 1.0
+        #: batch entries partly acknowledged: the ack set (bits set = messages still unacknowledged),
+        #: sent with the entry when it goes out again so the client skips what was acknowledged.
+        #: Kept in memory: after a broker restart a partly acknowledged batch comes whole again.
+        self.batch_acks: dict[Position, list[int]] = {}
         #: messages and bytes dispatched (for rates that survive consumers)
         self.messages_out = 0
         self.bytes_out = 0
@@ -125,11 +130,25 @@ class Dispatcher:
         for position in positions:
             self._replay.discard(position)
             self.redelivery_counts.pop(position, None)
+            self.batch_acks.pop(position, None)
         if cumulative_up_to is not None:
             self._replay = {p for p in self._replay if p > cumulative_up_to}
-            for position in [p for p in self.redelivery_counts if p <= cumulative_up_to]:
-                del self.redelivery_counts[position]
+            for table in (self.redelivery_counts, self.batch_acks):
+                for position in [p for p in table if p <= cumulative_up_to]:
+                    del table[position]
         self.wake()
+
+    def acknowledge_batch_indexes(self, position: Position, ack_set: list[int]) -> bool:
+        """Merge a partial batch ack; True when no message of the entry is left unacknowledged."""
+        known = self.batch_acks.get(position)
+        if known is not None:
+            # A word missing on one side counts as all unacknowledged (-1: every bit set).
+            ack_set = [a & b for a, b in itertools.zip_longest(known, ack_set, fillvalue=-1)]
+        if not any(ack_set):
+            self.batch_acks.pop(position, None)
+            return True
+        self.batch_acks[position] = ack_set
+        return False
 
     def _hold(self, position: Position, slot: int, consumer: Consumer) -> None:
         self._slot_of[position] = slot
@@ -172,6 +191,7 @@ class Dispatcher:
         self._replay.clear()
         self._ready.clear()
         self.redelivery_counts.clear()
+        self.batch_acks.clear()
         for consumer in self.consumers:
             consumer.pending.clear()
         self._slot_of.clear()
@@ -232,7 +252,12 @@ class Dispatcher:
                 deferred.append(entry)
                 continue
             self._messages_per_entry += (messages - self._messages_per_entry) / 16
-            consumer.deliver(entry, messages, self.redelivery_counts.get(entry.position, 0))
+            consumer.deliver(
+                entry,
+                messages,
+                self.redelivery_counts.get(entry.position, 0),
+                self.batch_acks.get(entry.position),
+            )
             self.messages_out += messages
             self.bytes_out += len(entry.data)
             if self.sub_type == SubType.Key_Shared:

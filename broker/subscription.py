@@ -48,6 +48,10 @@ class Subscription:
     def remove_consumer(self, consumer: Consumer) -> None:
         self.dispatcher.remove_consumer(consumer)
 
+    def acknowledge_batch_indexes(self, position: Position, ack_set: list[int]) -> bool:
+        """Record a partial ack of a batch entry; True when it leaves nothing unacknowledged."""
+        return self.dispatcher.acknowledge_batch_indexes(position, ack_set)
+
     async def acknowledge(self, positions: list[Position]) -> None:
         await self.cursor.delete(positions)
         self.dispatcher.acknowledged(positions)

@@ -61,3 +61,22 @@ def test_a_failover_switch_hands_unacknowledged_messages_over(client: pulsar.Cli
     handed = [second.receive(10_000) for _ in range(3)]
     assert [m.data() for m in handed] == [b"3", b"4", b"5"]
     assert all(m.redelivery_count() >= 1 for m in handed)
+
+
+def test_messages_acknowledged_within_a_batch_are_not_redelivered(client: pulsar.Client) -> None:
+    topic = TOPIC + "batch-index-ack"
+    shared = pulsar.ConsumerType.Shared
+    first = client.subscribe(topic, "s", consumer_type=shared, batch_index_ack_enabled=True)
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=1000)  # fmt: skip
+    for i in range(10):
+        producer.send_async(b"%d" % i, None)
+    producer.flush()
+    for message in [first.receive(5000) for _ in range(10)][:5]:
+        first.acknowledge(message)  # half of the one batch
+    first.close()
+    second = client.subscribe(topic, "s", consumer_type=shared, batch_index_ack_enabled=True)
+    again = [second.receive(5000).data() for _ in range(5)]
+    assert again == [b"5", b"6", b"7", b"8", b"9"]
+    with pytest.raises(pulsar.Timeout):
+        second.receive(500)
