@@ -33,7 +33,7 @@ from magnetar.broker.protocol.frames import (
     read_metadata,
     verify_payload,
 )
-from magnetar.broker.subscription import Subscription, SubscriptionBusyError
+from magnetar.broker.subscription import ConsumerAssignError, Subscription, SubscriptionBusyError
 from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -380,6 +380,7 @@ class ServerConnection:
                 self,
                 request.subType,
                 request.priority_level,
+                sticky_ranges=_sticky_ranges(request),
             )
             subscription.add_consumer(consumer)
         except InvalidTopicNameError as exc:
@@ -387,6 +388,9 @@ class ServerConnection:
             return
         except SubscriptionBusyError as exc:
             self.send(commands.error(request.request_id, E.ConsumerBusy, str(exc)))
+            return
+        except ConsumerAssignError as exc:
+            self.send(commands.error(request.request_id, E.ConsumerAssignError, str(exc)))
             return
         except (ManagedLedgerError, NotServedError) as exc:
             self.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
@@ -703,6 +707,18 @@ class ServerConnection:
         with contextlib.suppress(Exception):
             self._writer.close()
         self.service.forget(self)
+
+
+def _sticky_ranges(request: api.CommandSubscribe) -> list[tuple[int, int]]:
+    """The hash ranges of a Key_Shared STICKY consumer ([] for AUTO_SPLIT and other types)."""
+    if request.subType != api.CommandSubscribe.Key_Shared or not request.HasField("keySharedMeta"):
+        return []
+    meta = request.keySharedMeta
+    if meta.keySharedMode != api.STICKY:
+        return []
+    if not meta.hashRanges:
+        raise ConsumerAssignError("a Key_Shared STICKY consumer needs at least one hash range")
+    return [(r.start, r.end) for r in meta.hashRanges]
 
 
 def _request_id(command: api.BaseCommand) -> int:

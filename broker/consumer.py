@@ -37,6 +37,8 @@ class Consumer:
     messages_out: int = 0
     bytes_out: int = 0
     closed: bool = False
+    #: Key_Shared STICKY: the hash ranges (inclusive) this consumer asked for; empty: AUTO_SPLIT
+    sticky_ranges: list[tuple[int, int]] = field(default_factory=list)
 
     def deliver(
         self, entry: Entry, messages: int, redelivery_count: int, ack_set: list[int] | None = None

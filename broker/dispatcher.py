@@ -280,13 +280,20 @@ class Dispatcher:
     def _key_owner(self, slot: int) -> Consumer | None:
         if not self.consumers:
             return None
-        owner = self.ring_owner(slot)
-        if owner.permits <= 0:
+        owner = self.sticky_owner(slot) if self.consumers[0].sticky_ranges else self.ring_owner(slot)
+        if owner is None or owner.permits <= 0:
             return None
         holders = self._holders.get(slot, {})
         if any(holder != id(owner) for holder in holders):
             return None  # another consumer still drains this hash: wait for its acks
         return owner
+
+    def sticky_owner(self, slot: int) -> Consumer | None:
+        """STICKY mode: the consumer whose ranges hold ``slot`` (none: the entry waits for one)."""
+        for consumer in self.consumers:
+            if any(start <= slot <= end for start, end in consumer.sticky_ranges):
+                return consumer
+        return None
 
     def ring_owner(self, slot: int) -> Consumer:
         """Consistent hashing over the hash range: a joining consumer takes keys only from its

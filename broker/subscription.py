@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dispatcher import Dispatcher
+from magnetar.broker.dispatcher import HASH_RANGE, Dispatcher
 from magnetar.broker.managed_ledger import ManagedCursor, Position
 
 log = logging.getLogger(__name__)
@@ -13,6 +13,10 @@ log = logging.getLogger(__name__)
 
 class SubscriptionBusyError(Exception):
     """The subscription cannot take this consumer (Exclusive taken, another type in use)."""
+
+
+class ConsumerAssignError(Exception):
+    """Key_Shared hash ranges that cannot be given (overlapping, invalid, mixed modes)."""
 
 
 class Subscription:
@@ -39,11 +43,30 @@ class Subscription:
             )
         if self.consumers and self.sub_type == SubType.Exclusive:
             raise SubscriptionBusyError(f"exclusive subscription {self.name} already has a consumer")
+        if consumer.sub_type == SubType.Key_Shared:
+            self._check_sticky_ranges(consumer)
         if not self.consumers and consumer.sub_type != self.sub_type:
             # A subscription with no consumer takes the type of the next one (as Pulsar does).
             self.sub_type = consumer.sub_type
             self.dispatcher.sub_type = consumer.sub_type
         self.dispatcher.add_consumer(consumer)
+
+    def _check_sticky_ranges(self, consumer: Consumer) -> None:
+        sticky = bool(consumer.sticky_ranges)
+        if any(bool(c.sticky_ranges) != sticky for c in self.consumers):
+            raise ConsumerAssignError(
+                f"subscription {self.name} has Key_Shared consumers of the other mode (AUTO_SPLIT/STICKY)"
+            )
+        taken = [r for c in self.consumers for r in c.sticky_ranges]
+        for start, end in consumer.sticky_ranges:
+            if not 0 <= start <= end < HASH_RANGE:
+                raise ConsumerAssignError(f"invalid hash range [{start}, {end}]: within 0..{HASH_RANGE - 1}")
+            for other_start, other_end in taken:
+                if start <= other_end and other_start <= end:
+                    raise ConsumerAssignError(
+                        f"hash range [{start}, {end}] overlaps [{other_start}, {other_end}], already taken"
+                    )
+            taken.append((start, end))
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self.dispatcher.remove_consumer(consumer)

@@ -316,3 +316,32 @@ def test_clients_with_a_schema_work_with_the_bytes_the_broker_keeps(client: puls
     producer = client.create_producer(topic, schema=pulsar.schema.StringSchema())
     producer.send("héllo")
     assert consumer.receive(5000).value() == "héllo"
+
+
+def test_key_shared_sticky_consumers_get_the_keys_of_their_hash_ranges(client: pulsar.Client) -> None:
+    topic = TOPIC + "keyshared-sticky"
+
+    def sticky(*ranges: tuple[int, int]) -> pulsar.Consumer:
+        policy = pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.Sticky, sticky_ranges=list(ranges))
+        return client.subscribe(topic, "k", consumer_type=pulsar.ConsumerType.KeyShared,
+                                key_shared_policy=policy)  # fmt: skip
+
+    consumers = [sticky((0, 32767)), sticky((32768, 65535))]
+    with pytest.raises(pulsar.PulsarException):
+        sticky((30000, 40000))  # overlaps both
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(200):
+        producer.send(b"%d" % i, partition_key=f"key-{i % 20}")
+    keys: list[set[str]] = [set(), set()]
+    for index, consumer in enumerate(consumers):
+        while True:
+            try:
+                message = consumer.receive(500)
+            except pulsar.Timeout:
+                break
+            keys[index].add(message.partition_key())
+            consumer.acknowledge(message)
+    assert keys[0] | keys[1] == {f"key-{k}" for k in range(20)}
+    assert not keys[0] & keys[1], "each key belongs to one range"
+    assert keys[0]
+    assert keys[1]
