@@ -62,11 +62,13 @@ def main() -> None:
         for label in args.sizes:
             run_dir, events, generated_s = generate(root, label, SIZES[label])
             console.print(f"[dim]{label}: {events:,} events ({generated_s:.1f} s to generate); analysing[/]")
-            started = time.perf_counter()
-            result = postmortem.run(
-                run_dir, spark, status=lambda m: console.print(f"[dim]  {time.perf_counter() - started:6.1f} s  {m}[/]")
-            )
-            seconds = time.perf_counter() - started
+            began = time.perf_counter()
+
+            def status(message: str, began: float = began) -> None:
+                console.print(f"[dim]  {time.perf_counter() - began:6.1f} s  {message}[/]")
+
+            result = postmortem.run(run_dir, spark, status=status)
+            seconds = time.perf_counter() - began
             head = result.summary["headline"]
             assert head["events"] == events, (head["events"], events)
             rows.append(

@@ -48,8 +48,9 @@ def _topic(run_dir: Path, run: str, topic: int, messages: int) -> None:
                 uid = f'"uid":"{producer}:{i}","key":"k{i % 16}"'
                 mid = f'"msg_id":"7:{i}:-1:-1"'
                 lines_p.append(f'{{"ts":{sent},{base_p},"event":"send",{uid}}}')
+                publish_ms = (acked - sent) / MS
                 lines_p.append(
-                    f'{{"ts":{acked},{base_p},"event":"send_ok",{uid},{mid},"latency_ms":{(acked - sent) / MS}}}'
+                    f'{{"ts":{acked},{base_p},"event":"send_ok",{uid},{mid},"latency_ms":{publish_ms}}}'
                 )
                 lines_c.append(
                     f'{{"ts":{got},{base_c},"event":"receive",{uid},{mid},"latency_ms":{(got - sent) / MS}}}'

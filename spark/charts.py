@@ -9,9 +9,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # no display; must precede pyplot
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from magnetar.spark.journal import Fault  # noqa: E402
+from magnetar.spark.journal import Fault
 
 NS = 1e9
 LANES = {"producer": 2, "consumer": 1, "topic": 0}

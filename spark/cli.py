@@ -50,8 +50,8 @@ def postmortem(run_dir: Path, other: Path | None, master: str, threshold_ms: flo
     (events/*.jsonl and journal.json), computed with PySpark."""
     from magnetar.spark import postmortem as job
     from magnetar.spark.errors import BadInputError
-    from magnetar.spark.journal import read_faults
     from magnetar.spark.ingest import event_files
+    from magnetar.spark.journal import read_faults
 
     started = time.monotonic()
 

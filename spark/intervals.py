@@ -84,12 +84,13 @@ def quiet_stretches(boundaries: DataFrame, keys: list[str], slot_ns: int) -> Dat
 
 
 def _rows(steps: DataFrame, lifetimes: DataFrame, keys: list[str]) -> DataFrame:
-    """The steps, with each key's begin (a no-op, but a boundary) and end (a success that ends its life)."""
+    """The steps, with each key's begin (a no-op, but a boundary) and end (a success ending its life)."""
     marks = [
-        lifetimes.select(*keys, F.col("begin").alias("ts"), F.lit(0).alias("delta"), F.lit(False).alias("success"),
-                         F.lit(BEGIN).alias("terminal")),
-        lifetimes.select(*keys, F.col("end").alias("ts"), F.lit(0).alias("delta"), F.lit(True).alias("success"),
-                         F.lit(REAL_END).alias("terminal")),
+        lifetimes.select(
+            *keys, F.col(when).alias("ts"), F.lit(0).alias("delta"), F.lit(success).alias("success"),
+            F.lit(terminal).alias("terminal"),
+        )
+        for when, success, terminal in (("begin", False, BEGIN), ("end", True, REAL_END))
     ]  # fmt: skip
     rows = steps.select(*keys, "ts", "delta", "success", F.lit(0).alias("terminal"))
     return rows.unionByName(marks[0]).unionByName(marks[1])

@@ -29,7 +29,8 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 table{border-collapse:collapse;width:100%;margin:6px 0 4px;font-size:13px}
 th,td{border-bottom:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f6f8fa;padding:1px 4px;border-radius:4px}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f6f8fa;padding:1px 4px;
+ border-radius:4px}
 img{max-width:100%;border:1px solid #d0d7de;border-radius:6px;margin:6px 0}
 .muted{color:#59636e}.pos{color:#cf222e}.neg{color:#1a7f37}
 """
@@ -89,7 +90,10 @@ def _cell(value: Any) -> str:
 
 
 def _card(label: str, value: Any, tone: str = "") -> str:
-    return f'<div class="card {tone}"><div class="v">{_cell(value)}</div><div class="k">{escape(label)}</div></div>'
+    return (
+        f'<div class="card {tone}"><div class="v">{_cell(value)}</div>'
+        f'<div class="k">{escape(label)}</div></div>'
+    )
 
 
 def _at(ts: int | None, origin: int) -> str:
@@ -139,7 +143,8 @@ def render(summary: dict[str, Any], faults: list[Fault], details: Details) -> st
     parts += _bad_lines(summary, details)
     body = "\n".join(parts)
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Post-mortem {escape(summary["run"])}'
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>Post-mortem {escape(summary['run'])}"
         f"</title><style>{STYLE}</style></head><body>{body}</body></html>\n"
     )
 
@@ -155,7 +160,7 @@ def _faults(summary: dict[str, Any], origin: int) -> str:
             _at(f["start_ns"], origin),
             f["duration_ms"],
             f["windows"]["count"],
-            f"{f['windows_by_kind']['producer']} / {f['windows_by_kind']['consumer']} / {f['windows_by_kind']['topic']}",
+            " / ".join(str(f["windows_by_kind"][kind]) for kind in ("producer", "consumer", "topic")),
             f["windows"]["p50_ms"],
             f["windows"]["p99_ms"],
             f["windows"]["max_ms"],
@@ -239,7 +244,7 @@ def _deliveries(summary: dict[str, Any], details: Details, origin: int) -> list[
                         d["subscription"],
                         d["same_region"],
                         d["cross_region"],
-                        sum(d["examples"].values(), [])[:8],
+                        [uid for uids in d["examples"].values() for uid in uids][:8],
                     )
                     for d in dup["by_subscription"]
                 ],
@@ -294,7 +299,8 @@ def _bad_lines(summary: dict[str, Any], details: Details) -> list[str]:
         return []
     return [
         "<h2>Bad log lines</h2>",
-        f'<p class="pos">{summary["bad_lines"]["count"]:,} lines were not events; they are left out of every number.</p>',
+        f'<p class="pos">{summary["bad_lines"]["count"]:,} lines were not events; '
+        "they are left out of every number.</p>",
         _table(
             ["file:line", "why", "text"],
             [(f"{b['file']}:{b['line']}", b["reason"], b["text"]) for b in details.bad_lines],
@@ -343,7 +349,8 @@ def render_compare(first: dict[str, Any], second: dict[str, Any]) -> str:
     faults = _table(["fault", "measure", first["run"], second["run"], "delta"], fault_rows, numeric=(2, 3, 4))
     body = (
         f"<h1>{escape(first['run'])} against {escape(second['run'])}</h1>"
-        f'<div class="sub">{escape(first["run_dir"])} · {escape(second["run_dir"])} · delta is second minus first</div>'
+        f'<div class="sub">{escape(first["run_dir"])} · {escape(second["run_dir"])} · '
+        "delta is second minus first</div>"
         f"<h2>Headline</h2>{headline}<h2>Faults (matched by name)</h2>"
         f"{faults if fault_rows else _none('No faults in the first run.')}"
     )

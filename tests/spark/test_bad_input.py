@@ -137,4 +137,5 @@ def test_cli_exits_3_and_lists_the_lost_uids(spark: SparkSession, tmp_path: Path
 def test_cli_help_has_examples() -> None:
     result = CliRunner().invoke(command, ["--help"])
     assert result.exit_code == 0
-    assert "Examples:" in result.output and "--compare" in result.output
+    assert "Examples:" in result.output
+    assert "--compare" in result.output
