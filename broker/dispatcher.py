@@ -10,6 +10,11 @@ each entry to a consumer by the subscription type:
   consumer joined or left and the hash changed hands), so a key is never delivered out of order
   across consumers (Pulsar's "draining hashes").
 
+Shared subscriptions hold back messages published with a delivery time (``deliver_at_time``,
+the client's ``deliver_after``/``deliver_at``) until it comes, as Pulsar's delayed delivery does;
+the other types dispatch them at once, as in Pulsar. The delayed positions are kept in memory: after
+a restart the cursor reads them again from its mark-delete position and they are held anew.
+
 Permits count messages: a batch entry takes as many as it holds, so a read asks for about as many
 entries as the permits cover (by the average batch size seen so far). Entries read but not taken
 wait, in order, in a small buffer served before the next read (never read twice). Redeliveries
@@ -23,9 +28,11 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import heapq
 import itertools
 import logging
 import math
+import time
 import zlib
 from collections.abc import Callable
 
@@ -70,6 +77,10 @@ class Dispatcher:
         #: sent with the entry when it goes out again so the client skips what was acknowledged.
         #: Kept in memory: after a broker restart a partly acknowledged batch comes whole again.
         self.batch_acks: dict[Position, list[int]] = {}
+        #: Shared: (deliver-at ms, position) of entries held back until their delivery time
+        self._delayed: list[tuple[int, Position]] = []
+        self._delay_timer: asyncio.TimerHandle | None = None
+        self._delay_timer_at = 0
         #: messages and bytes dispatched (for rates that survive consumers)
         self.messages_out = 0
         self.bytes_out = 0
@@ -192,6 +203,8 @@ class Dispatcher:
         self._ready.clear()
         self.redelivery_counts.clear()
         self.batch_acks.clear()
+        self._delayed.clear()
+        self._cancel_delay_timer()
         for consumer in self.consumers:
             consumer.pending.clear()
         self._slot_of.clear()
@@ -245,7 +258,10 @@ class Dispatcher:
             if deferred:  # keep order: once one waits, the rest wait behind it
                 deferred.append(entry)
                 continue
-            messages, key = _messages_and_key(entry)
+            messages, key, deliver_at = _entry_info(entry)
+            if deliver_at and self.sub_type == SubType.Shared and deliver_at > time.time() * 1000:
+                self._hold_back(entry.position, deliver_at)
+                continue
             slot = zlib.crc32(key) % HASH_RANGE
             consumer = self._choose(slot)
             if consumer is None:
@@ -264,6 +280,36 @@ class Dispatcher:
                 self._hold(entry.position, slot, consumer)
         self._on_change()
         return deferred
+
+    # -- delayed delivery -----------------------------------------------------------------------
+    def _hold_back(self, position: Position, deliver_at_ms: int) -> None:
+        heapq.heappush(self._delayed, (deliver_at_ms, position))
+        self._arm_delay_timer()
+
+    def _arm_delay_timer(self) -> None:
+        if not self._delayed:
+            return
+        due = self._delayed[0][0]
+        if self._delay_timer is not None and self._delay_timer_at <= due:
+            return
+        self._cancel_delay_timer()
+        delay_s = max(0.0, due / 1000 - time.time())
+        self._delay_timer = asyncio.get_running_loop().call_later(delay_s, self._release_due)
+        self._delay_timer_at = due
+
+    def _cancel_delay_timer(self) -> None:
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+            self._delay_timer = None
+
+    def _release_due(self) -> None:
+        """Delivery time reached: the held entries go out with the next replay."""
+        self._delay_timer = None
+        now_ms = time.time() * 1000
+        while self._delayed and self._delayed[0][0] <= now_ms:
+            self._replay.add(heapq.heappop(self._delayed)[1])
+        self._arm_delay_timer()
+        self.wake()
 
     def _choose(self, slot: int) -> Consumer | None:
         if self.sub_type in (SubType.Exclusive, SubType.Failover):
@@ -330,6 +376,7 @@ class Dispatcher:
 
     async def close(self) -> None:
         self._closed = True
+        self._cancel_delay_timer()
         self.wake()
         if self._task is not None:
             self._task.cancel()
@@ -337,10 +384,12 @@ class Dispatcher:
                 await self._task
 
 
-def _messages_and_key(entry: Entry) -> tuple[int, bytes]:
+def _entry_info(entry: Entry) -> tuple[int, bytes, int]:
+    """Messages in the entry, its key (Key_Shared) and its delivery time in ms (0: at once)."""
     try:
         metadata = read_metadata(entry.data)
     except (FrameError, ValueError, IndexError):
-        return 1, b""
+        return 1, b"", 0
     key = metadata.ordering_key or metadata.partition_key.encode()
-    return max(1, metadata.num_messages_in_batch), key
+    deliver_at = metadata.deliver_at_time if metadata.HasField("deliver_at_time") else 0
+    return max(1, metadata.num_messages_in_batch), key, deliver_at

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pulsar
 import pytest
 
@@ -80,3 +82,15 @@ def test_messages_acknowledged_within_a_batch_are_not_redelivered(client: pulsar
     assert again == [b"5", b"6", b"7", b"8", b"9"]
     with pytest.raises(pulsar.Timeout):
         second.receive(500)
+
+
+def test_shared_subscriptions_hold_delayed_messages_until_their_time(client: pulsar.Client) -> None:
+    topic = TOPIC + "delayed"
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"later", deliver_after=timedelta(seconds=3))
+    producer.send(b"now")
+    assert consumer.receive(5000).data() == b"now"
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(1000)  # not yet: the delivery time is still seconds away
+    assert consumer.receive(10_000).data() == b"later"
