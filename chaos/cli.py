@@ -15,6 +15,8 @@ from rich.table import Table
 from magnetar.chaos import run as chaos_run
 
 console = Console()
+#: the experiments shipped with the lab (chaos/experiments/ in a checkout)
+EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
 
 
 @click.group(
@@ -54,6 +56,12 @@ def validate(experiment: Path) -> None:
 @click.option(
     "--run-id", default=None, help="Name of the run directory under runs/ (default: experiment-time)."
 )
+@click.option(
+    "--postmortem/--no-postmortem",
+    default=True,
+    show_default=True,
+    help="Analyse the run with `magnetar postmortem` (Spark) once it is over.",
+)
 def run(
     experiment: Path,
     target: str,
@@ -61,8 +69,10 @@ def run(
     service_url: str | None,
     admin_url: str | None,
     run_id: str | None,
+    postmortem: bool,
 ) -> None:
-    """Run an experiment and gather its journal, events and cluster logs in runs/<run id>/."""
+    """Run an experiment and gather its journal, events and cluster logs in runs/<run id>/;
+    then write the post-mortem report in runs/<run id>/report/."""
     try:
         loaded = chaos_run.load(experiment)
     except chaos_run.ExperimentError as exc:
@@ -78,7 +88,8 @@ def run(
     )
     result = chaos_run.summary(journal)
     _print_summary(result, run_dir)
-    if result["status"] != "completed":
+    analysed = _postmortem(run_dir) if postmortem else 0
+    if result["status"] != "completed" or analysed != 0:
         raise SystemExit(1)
 
 
@@ -143,7 +154,7 @@ def demo(cluster_file: Path, experiments: tuple[str, ...]) -> None:
     results = []
     try:
         for name in experiments:
-            path = Path("chaos/experiments") / f"{name}.yaml"
+            path = EXPERIMENTS / f"{name}.yaml"
             loaded = chaos_run.load(path)
             run_dir = chaos_run.new_run_dir(path, f"demo-{stamp}-{name}")
             _show_progress()
@@ -154,31 +165,30 @@ def demo(cluster_file: Path, experiments: tuple[str, ...]) -> None:
     finally:
         console.print("[bold]stopping[/] the local cluster")
         supervisor.down()
-    for name, run_dir, result in results:
-        console.print(
-            f"{name}: {result['status']}, hypothesis after: {result['hypothesis_after']} -> {run_dir}"
+    analysed = [_postmortem(run_dir) for _, run_dir, _ in results]
+    console.print("[bold]demo results[/]")
+    for (name, run_dir, result), status in zip(results, analysed, strict=True):
+        verdict = {0: "no acknowledged message lost", 3: "ACKNOWLEDGED MESSAGES LOST"}.get(
+            status, f"post-mortem failed (exit {status})"
         )
-        report = _postmortem(run_dir)
-        if report:
-            console.print(f"  report: {report}")
-    if any(r["status"] != "completed" for _, _, r in results):
+        console.print(
+            f"  {name}: {result['status']}, hypothesis after: {result['hypothesis_after']}, {verdict}\n"
+            f"    report: {run_dir / 'report' / 'report.html'}"
+        )
+    if any(r["status"] != "completed" for _, _, r in results) or any(analysed):
         raise SystemExit(1)
 
 
-def _postmortem(run_dir: Path) -> str | None:
-    """Run the Spark post-mortem on ``run_dir`` when it is installed; its report's path."""
+def _postmortem(run_dir: Path) -> int:
+    """Run ``magnetar postmortem`` on ``run_dir`` (it prints the headline and the report's path);
+    its exit status: 0 fine, 3 an acknowledged message was lost, 2 bad input."""
     import importlib.util
     import subprocess
     import sys
 
-    try:
-        available = importlib.util.find_spec("magnetar.spark.cli") is not None
-    except ModuleNotFoundError:
-        available = False
-    if not available:
-        console.print(
-            f"  post-mortem: not available yet (magnetar.spark); events are in {run_dir / 'events'}"
-        )
-        return None
-    done = subprocess.run([sys.executable, "-m", "magnetar", "postmortem", str(run_dir)], check=False)
-    return str(run_dir / "report" / "report.html") if done.returncode in (0, 3) else None
+    if importlib.util.find_spec("pyspark") is None:
+        console.print(f"post-mortem skipped: install magnetar[spark], then `magnetar postmortem {run_dir}`")
+        return 0
+    console.print(f"[bold]post-mortem[/] of {run_dir}")
+    command = [sys.executable, "-m", "magnetar", "postmortem", str(run_dir)]
+    return subprocess.run(command, check=False).returncode

@@ -34,7 +34,7 @@ def run(experiment: str, cluster: Path) -> tuple[subprocess.CompletedProcess[str
     workdir = cluster.parent
     result = subprocess.run(
         [sys.executable, "-m", "magnetar", "chaos", "run", str(EXPERIMENTS / f"{experiment}.yaml"),
-         "--cluster-dir", str(cluster), "--run-id", experiment],
+         "--cluster-dir", str(cluster), "--run-id", experiment, "--no-postmortem"],
         capture_output=True, text=True, timeout=600, cwd=workdir,
     )  # fmt: skip
     return result, workdir / "runs" / experiment
