@@ -47,6 +47,45 @@ class BrokerConfig(ComponentConfig):
     default_retention_size_in_mb: float = 0
     #: rpc timeout of the ledger client (bookkeeperClientTimeoutInSeconds)
     bookkeeper_client_timeout_in_seconds: int = Field(default=30, gt=0)
+    #: a topic still fenced (being handed over) after this many seconds is closed forcefully and
+    #: its clients reconnect, so it is never stuck (topicFencingTimeoutSeconds; 0 never closes)
+    topic_fencing_timeout_seconds: int = 0
+    # -- load manager (loadBalancer* settings; see broker/load_manager.py) ---------------------
+    load_balancer_enabled: bool = True
+    load_balancer_shedding_enabled: bool = True
+    #: how often brokers publish their load report
+    load_balancer_report_update_min_interval_millis: int = Field(default=5000, gt=0)
+    #: how often the leader sheds and splits (minutes; fractions allowed)
+    load_balancer_shedding_interval_minutes: float = Field(default=1, gt=0)
+    #: a bundle shed is not shed again within this period
+    load_balancer_shedding_grace_period_minutes: float = Field(default=30, ge=0)
+    #: ThresholdShedder: points above the average usage at which a broker sheds
+    load_balancer_broker_threshold_shedder_percentage: int = Field(default=10, ge=0, le=100)
+    #: ThresholdShedder: weight of the previous usage when smoothing a broker's usage
+    load_balancer_history_resource_percentage: float = Field(default=0.9, ge=0, le=1)
+    load_balancer_cpu_resource_weight: float = Field(default=1.0, ge=0)
+    load_balancer_memory_resource_weight: float = Field(default=1.0, ge=0)
+    load_balancer_bandwidth_in_resource_weight: float = Field(default=1.0, ge=0)
+    load_balancer_bandwidth_out_resource_weight: float = Field(default=1.0, ge=0)
+    #: MB/s: a broker whose excess is less throughput than this sheds nothing
+    load_balancer_bundle_unload_min_throughput_threshold: float = Field(default=10.0, ge=0)
+    #: placement skips brokers whose usage is above this percentage
+    load_balancer_broker_overloaded_threshold_percentage: int = Field(default=85, ge=0, le=100)
+    #: link speed for bandwidth usage; unset: bandwidth is not counted (no NIC on loopback)
+    load_balancer_override_broker_nic_speed_gbps: float | None = Field(default=None, gt=0)
+    #: shed bundles are transferred (clients told where to go), not merely unloaded
+    load_balancer_transfer_enabled: bool = True
+    load_balancer_auto_bundle_split_enabled: bool = True
+    load_balancer_namespace_bundle_max_topics: int = Field(default=1000, gt=0)
+    #: producers + consumers; -1 disables the check
+    load_balancer_namespace_bundle_max_sessions: int = 1000
+    #: msg/s in + out
+    load_balancer_namespace_bundle_max_msg_rate: int = Field(default=30000, gt=0)
+    #: MB/s in + out
+    load_balancer_namespace_bundle_max_bandwidth_mbytes: int = Field(default=100, gt=0)
+    load_balancer_namespace_maximum_bundles: int = Field(default=128, gt=0)
+    #: Magnetar, tests only: accept PUT /admin/v2/internal/load to override the reported usage
+    load_balancer_load_injection_enabled: bool = False
 
     def managed_ledger(self) -> ManagedLedgerConfig:
         return ManagedLedgerConfig(

@@ -17,6 +17,7 @@ from magnetar.bookie.client import LedgerClient, LedgerClientConfig
 from magnetar.broker.admin import AdminApi
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
+from magnetar.broker.load_manager import LoadManager
 from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
 from magnetar.broker.namespace import Bundle, Namespaces
@@ -48,6 +49,7 @@ class BrokerService:
         self.ownership: Ownership | None = None
         self.election: LeaderElection | None = None
         self._background: list[asyncio.Task[None]] = []
+        self.load_manager = LoadManager(self)
 
     @property
     def broker_id(self) -> str:
@@ -78,6 +80,7 @@ class BrokerService:
         self.port = self._server.sockets[0].getsockname()[1]
         self._metrics = MetricsServer(self, self.config.bind_address, self.config.web_service_port)
         AdminApi(self).install(self._metrics.app)
+        self.load_manager.install(self._metrics.app)
         await self._metrics.start()
         self.web_port = self._metrics.port
         await self._join_cluster()
@@ -99,6 +102,7 @@ class BrokerService:
         self.election = self.store.election("/loadbalance/leader", self.broker_id)
         loop = asyncio.get_running_loop()
         self._background = [loop.create_task(self.election.campaign()), loop.create_task(self._report_load())]
+        self._background.append(loop.create_task(self.load_manager.run()))
 
     async def _report_load(self) -> None:
         assert self.ownership is not None
@@ -177,12 +181,8 @@ class BrokerService:
         return owner.service_url, owner.broker_id != self.broker_id
 
     async def choose_broker(self, exclude: set[str] | None = None) -> str:
-        """The least-loaded live broker by owned bundles, then topics (ties: by id)."""
-        assert self.ownership is not None
-        brokers = [b for b in await self.ownership.brokers() if b.broker_id not in (exclude or set())]
-        if not brokers:
-            return self.broker_id
-        return min(brokers, key=lambda b: (b.bundles, b.topics, b.broker_id)).broker_id
+        """The least-loaded live broker (placement of the load manager)."""
+        return await self.load_manager.choose_broker(exclude)
 
     # -- moving bundles -------------------------------------------------------------------------
     def _topics_in(self, namespace: str, bundle: Bundle) -> list[Topic]:

@@ -70,7 +70,9 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """Three brokers; tests pass extra broker settings with ``indirect`` parametrization."""
+    settings = {"metadata_store_session_timeout_millis": 4000, **getattr(request, "param", {})}
     spec = ClusterSpec(
         name="multi",
         regions=[
@@ -80,7 +82,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
                 brokers=3,
                 ledger=LedgerSpec(ensemble_size=2, write_quorum=2, ack_quorum=2),
                 bookie_settings={"zk_timeout": 4000},
-                broker_settings={"metadata_store_session_timeout_millis": 4000},
+                broker_settings=settings,
             )
         ],
     )
@@ -287,3 +289,114 @@ def test_leader_fails_over(cluster: Cluster) -> None:
             return
         time.sleep(0.5)
     raise AssertionError("no new leader within 30 s")
+
+
+# -- the load manager --------------------------------------------------------------------------
+#: brokers that report every second, balance every 3 s, shed whatever the throughput, and accept
+#: injected load (PUT /admin/v2/internal/load) so a test can overload one of them
+BALANCING = {
+    "load_balancer_load_injection_enabled": True,
+    "load_balancer_report_update_min_interval_millis": 1000,
+    "load_balancer_shedding_interval_minutes": 0.05,
+    "load_balancer_bundle_unload_min_throughput_threshold": 0,
+}
+
+
+def one_topic_per_bundle(namespace: str, bundles: int) -> list[str]:
+    from magnetar.broker.namespace import even_boundaries, topic_hash
+
+    edges = even_boundaries(bundles)
+    found: dict[int, str] = {}
+    for i in itertools.count():
+        name = f"persistent://{namespace}/t{i}"
+        index = next(j for j in range(bundles) if edges[j] <= topic_hash(name) < edges[j + 1])
+        found.setdefault(index, name)
+        if len(found) == bundles:
+            return [found[j] for j in range(bundles)]
+    raise AssertionError("unreachable")
+
+
+def bundles_by_owner(cluster: Cluster, names: list[str], index: int = 0) -> dict[str, int]:
+    owners: dict[str, int] = {}
+    for name in names:
+        _, found = cluster.admin(
+            "GET", f"/lookup/v2/topic/persistent/{name.removeprefix('persistent://')}", index=index
+        )
+        owners[found["brokerUrl"]] = owners.get(found["brokerUrl"], 0) + 1
+    return owners
+
+
+def overload_and_wait_for_shedding(cluster: Cluster, names: list[str], victim: Any, index: int) -> None:
+    """Inject 95 % CPU on ``victim`` and wait until the leader has moved all but one of its
+    bundles to the other brokers."""
+    url = victim.endpoints["service_url"]
+    status, _ = cluster.admin(
+        "PUT", "/admin/v2/internal/load", {"cpu": 95}, index=cluster_index(cluster, victim)
+    )
+    assert status == 200
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        owners = bundles_by_owner(cluster, names, index)
+        if owners.get(url, 0) == 1:
+            return
+        time.sleep(1)
+    raise AssertionError(f"the overloaded broker {url} kept its bundles: {owners}")
+
+
+def cluster_index(cluster: Cluster, record: Any) -> int:
+    return next(i for i, b in enumerate(cluster.state.find("broker")) if b.name == record.name)
+
+
+def busiest(cluster: Cluster, names: list[str], index: int, exclude: frozenset[str] = frozenset()) -> Any:
+    owners = bundles_by_owner(cluster, names, index)
+    candidates = [b for b in cluster.brokers() if b.address not in exclude]
+    return max(candidates, key=lambda b: owners.get(b.endpoints["service_url"], 0))
+
+
+@pytest.mark.parametrize("cluster", [BALANCING], indirect=True)
+def test_leader_sheds_bundles_of_an_overloaded_broker(cluster: Cluster) -> None:
+    assert cluster.admin("PUT", "/admin/v2/namespaces/public/lb", {"bundles": {"numBundles": 6}})[0] == 204
+    names = one_topic_per_bundle("public/lb", 6)
+    client = cluster.client(0)
+    workload = Workload(client, names, rate=120).start()
+    time.sleep(2)
+    victim = busiest(cluster, names, 0)
+    assert bundles_by_owner(cluster, names)[victim.endpoints["service_url"]] >= 2
+    overload_and_wait_for_shedding(cluster, names, victim, 0)
+    time.sleep(2)
+    workload.stop()
+    assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
+    assert not workload.failed
+    client.close()
+
+
+@pytest.mark.parametrize("cluster", [BALANCING], indirect=True)
+def test_a_new_leader_keeps_balancing_after_the_leader_dies(cluster: Cluster) -> None:
+    assert cluster.admin("PUT", "/admin/v2/namespaces/public/lb", {"bundles": {"numBundles": 6}})[0] == 204
+    names = one_topic_per_bundle("public/lb", 6)
+    _, leader = cluster.admin("GET", "/admin/v2/brokers/leaderBroker")
+    dead = next(b for b in cluster.brokers() if b.address == leader["brokerId"])
+    index = next(i for i, b in enumerate(cluster.state.find("broker")) if b.name != dead.name)
+    client = cluster.client(index)
+    workload = Workload(client, names, rate=120).start()
+    time.sleep(2)
+    os.kill(dead.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status, now = cluster.admin("GET", "/admin/v2/brokers/leaderBroker", index=index)
+        if status == 200 and now["brokerId"] != leader["brokerId"]:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("no new leader within 30 s")
+    # the dead broker's bundles find new owners as the clients look them up again
+    deadline = time.monotonic() + 30
+    while dead.endpoints["service_url"] in bundles_by_owner(cluster, names, index):
+        assert time.monotonic() < deadline, "bundles of the dead broker were not placed again"
+        time.sleep(1)
+    victim = busiest(cluster, names, index, exclude=frozenset({dead.address}))
+    overload_and_wait_for_shedding(cluster, names, victim, index)
+    time.sleep(2)
+    workload.stop()
+    assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
+    client.close()
