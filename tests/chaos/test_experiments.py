@@ -58,6 +58,8 @@ def test_experiment(cluster: Path, experiment: str) -> None:
     assert journal["steady_states"]["after"]["steady_state_met"]
     activities = {r["activity"]["name"]: r for r in journal["run"]}
     assert all(r["status"] == "succeeded" for r in journal["run"])
+    if "backlog-drained" in activities:
+        assert activities["backlog-drained"]["output"] is True, "consumers caught up after the fault"
     for name in ("kill-broker", "kill-bookie"):
         if name in activities:
             assert not alive(activities[name]["output"]["pid"]), "the process was really killed"
