@@ -668,6 +668,10 @@ class ServerConnection:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def attached_topics(self) -> list[Topic]:
+        """The topics this connection's producers and consumers are attached to."""
+        return [t for t, _ in self._producers.values()] + [t for t, _, _ in self._consumers.values()]
+
     def close_producers_and_consumers(
         self, topics: set[str] | None = None, assigned_broker_url: str | None = None
     ) -> None:

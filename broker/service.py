@@ -17,6 +17,7 @@ from magnetar.bookie.client import LedgerClient, LedgerClientConfig
 from magnetar.broker.admin import AdminApi
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
+from magnetar.broker.fencing import FencedTopicWatchdog
 from magnetar.broker.load_manager import LoadManager
 from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
@@ -103,6 +104,7 @@ class BrokerService:
         loop = asyncio.get_running_loop()
         self._background = [loop.create_task(self.election.campaign()), loop.create_task(self._report_load())]
         self._background.append(loop.create_task(self.load_manager.run()))
+        self._background.append(loop.create_task(FencedTopicWatchdog(self).run()))
 
     async def _report_load(self) -> None:
         assert self.ownership is not None

@@ -52,6 +52,10 @@ class ManagedLedgerFactory:
         """The managed ledger ``name`` if this factory has it open."""
         return self._ledgers.get(name)
 
+    def forget(self, name: str) -> None:
+        """Drop ``name`` from the open ledgers without closing it (the next open reads it afresh)."""
+        self._ledgers.pop(name, None)
+
     async def close_ledger(self, name: str) -> None:
         ledger = self._ledgers.pop(name, None)
         if ledger is not None:

@@ -400,3 +400,46 @@ def test_a_new_leader_keeps_balancing_after_the_leader_dies(cluster: Cluster) ->
     workload.stop()
     assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
     client.close()
+
+
+# -- topicFencingTimeoutSeconds ----------------------------------------------------------------
+def take_over_managed_ledger(cluster: Cluster, topic: str) -> None:
+    """Open the topic's managed ledger from this process, as a broker that believes it owns the
+    topic would: the real owner's ledger is fenced and it is deposed without being told."""
+    import asyncio
+
+    from magnetar.bookie.client import LedgerClient, LedgerClientConfig
+    from magnetar.broker.managed_ledger import ManagedLedgerFactory
+    from magnetar.broker.topic import TopicName
+    from magnetar.common.metadata import open_store
+
+    async def take_over() -> None:
+        store = await open_store(f"zk://{cluster.state.zookeeper}/r1")
+        ledgers = LedgerClient(store, LedgerClientConfig(ensemble_size=2, write_quorum=2, ack_quorum=2))
+        ledger = await ManagedLedgerFactory(store, ledgers).open(TopicName.parse(topic).managed_ledger_name)
+        await ledger.close()
+        await ledgers.close()
+        await store.close()
+
+    asyncio.run(take_over())
+
+
+@pytest.mark.parametrize("cluster", [{"topic_fencing_timeout_seconds": 2}], indirect=True)
+def test_a_topic_left_fenced_is_recovered(cluster: Cluster) -> None:
+    topic = "persistent://public/default/deposed"
+    client = cluster.client(0)
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
+    consumer = client.subscribe(topic, "s")
+    producer.send(b"before")
+    take_over_managed_ledger(cluster, topic)
+    # The deposed owner cannot store these until the fenced topic is closed and opened afresh.
+    producer.send(b"after")
+    producer.send(b"later")
+    received: list[bytes] = []
+    while b"later" not in received:
+        message = consumer.receive(30_000)
+        received.append(message.data())
+        consumer.acknowledge(message)
+    assert [m for m in received if m != b"before"] == [b"after", b"later"]
+    assert b"before" in received
+    client.close()
