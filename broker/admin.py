@@ -53,6 +53,7 @@ class AdminApi:
         r = app.router
         r.add_get("/admin/v2/clusters", self.clusters)
         r.add_get("/admin/v2/clusters/{cluster}", self.cluster)
+        r.add_put("/admin/v2/clusters/{cluster}", self.create_cluster)
         r.add_get("/admin/v2/tenants", self.tenants)
         r.add_put("/admin/v2/tenants/{tenant}", self.create_tenant)
         r.add_get("/admin/v2/tenants/{tenant}", self.tenant)
@@ -88,6 +89,25 @@ class AdminApi:
     async def cluster(self, request: web.Request) -> web.Response:
         return web.json_response(await self._namespaces.cluster(request.match_info["cluster"]))
 
+    async def create_cluster(self, request: web.Request) -> web.Response:
+        """Register a cluster (region) in the configuration store (its brokers also register it
+        when they start)."""
+        name = request.match_info["cluster"]
+        body = await request.json() if request.can_read_body else {}
+        service_url, broker_url = body.get("serviceUrl", ""), body.get("brokerServiceUrl", "")
+        if not isinstance(broker_url, str) or not broker_url.startswith("pulsar://"):
+            return _error(412, f"brokerServiceUrl must be a pulsar://host:port URL, not {broker_url!r}")
+        if name in await self._namespaces.clusters():
+            return _error(409, f"cluster {name} already exists")
+        await self._namespaces.set_cluster(name, str(service_url), broker_url)
+        return web.Response(status=204)
+
+    async def _check_clusters(self, clusters: list[str]) -> None:
+        known = set(await self._namespaces.clusters())
+        unknown = sorted(set(clusters) - known)
+        if unknown:
+            raise NamespaceError(f"unknown clusters {unknown} (known: {sorted(known)})", 412)
+
     async def tenants(self, request: web.Request) -> web.Response:
         return web.json_response(await self._namespaces.tenants())
 
@@ -117,6 +137,7 @@ class AdminApi:
             policies.boundaries = even_boundaries(bundles)
         clusters = body.get("replication_clusters") or body.get("replicationClusters")
         policies.replication_clusters = list(clusters or [self.service.config.cluster_name])
+        await self._check_clusters(policies.replication_clusters)
         await self._namespaces.create(self._ns(request), policies)
         return web.Response(status=204)
 
@@ -138,10 +159,9 @@ class AdminApi:
         clusters = await request.json()
         if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
             return _error(400, "expected a JSON list of cluster names")
-        known = set(await self._namespaces.clusters())
-        unknown = sorted(set(clusters) - known)
-        if unknown:
-            return _error(412, f"unknown clusters {unknown} (known: {sorted(known)})")
+        if not clusters:
+            return _error(412, "a namespace needs at least one cluster")
+        await self._check_clusters(clusters)
         await self._namespaces.update(self._ns(request), {"replication_clusters": clusters})
         return web.Response(status=204)
 
@@ -224,6 +244,7 @@ class AdminApi:
                 "msgInCounter": topic.messages_in,
                 "bytesInCounter": topic.ledger.bytes_added,
                 "storageSize": topic.ledger.total_size,
+                "replication": self.service.replication.stats(topic),
                 "publishers": [
                     {"producerName": p.name, "msgInCounter": p.messages_in} for p in topic.producers.values()
                 ],

@@ -83,6 +83,22 @@ def clusters_list(client: AdminClient) -> None:
     _show(client.call("GET", "/admin/v2/clusters"))
 
 
+@clusters.command("get")
+@click.argument("cluster")
+@click.pass_obj
+def clusters_get(client: AdminClient, cluster: str) -> None:
+    _show(client.call("GET", f"/admin/v2/clusters/{cluster}"))
+
+
+@clusters.command("create")
+@click.argument("cluster")
+@click.option("--broker-url", required=True, help="Pulsar service URL of the cluster (pulsar://host:port).")
+@click.option("--url", default="", help="Admin (web service) URL of the cluster.")
+@click.pass_obj
+def clusters_create(client: AdminClient, cluster: str, broker_url: str, url: str) -> None:
+    client.call("PUT", f"/admin/v2/clusters/{cluster}", {"serviceUrl": url, "brokerServiceUrl": broker_url})
+
+
 @admin.group()
 def tenants() -> None:
     """Tenants."""

@@ -34,6 +34,17 @@ class BrokerConfig(ComponentConfig):
     #: (maxPendingPublishRequestsPerConnection): a fast producer cannot fill the broker's memory
     max_pending_publish_requests_per_connection: int = Field(default=1000, gt=0)
     broker_deduplication_enabled: bool = False
+    # -- geo-replication (see README "Geo-replication") ----------------------------------------
+    #: sends a replicator has in flight to its remote cluster (replicationProducerQueueSize)
+    replication_producer_queue_size: int = Field(default=1000, gt=0)
+    #: Magnetar: how often loaded topics check their namespace's clusters (set-clusters)
+    replication_policy_check_interval_seconds: float = Field(default=2.0, gt=0)
+    #: PIP-33: how often a topic with replicated subscriptions takes a snapshot
+    replicated_subscriptions_snapshot_frequency_millis: int = Field(default=1000, gt=0)
+    #: PIP-33: a snapshot not complete after this long is abandoned
+    replicated_subscriptions_snapshot_timeout_seconds: int = Field(default=30, gt=0)
+    #: PIP-33: snapshots kept per subscription
+    replicated_subscriptions_snapshot_max_cached_per_subscription: int = Field(default=10, gt=0)
     # -- managed ledgers (managedLedger* settings) ---------------------------------------------
     managed_ledger_default_ensemble_size: int = Field(default=2, ge=1)
     managed_ledger_default_write_quorum: int = Field(default=2, ge=1)

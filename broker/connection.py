@@ -266,6 +266,14 @@ class ServerConnection:
             self.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
             return
         name = request.producer_name or self.service.new_producer_name()
+        if name.startswith("pulsar.repl."):
+            # Another cluster's replicator: what it sends again after a reconnection or a
+            # restart is recognised by origin and stored once (broker/replication/__init__.py).
+            try:
+                await topic.accept_replication()
+            except ManagedLedgerError as exc:
+                self.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
+                return
         existing = topic.producers.get(name)
         if existing is not None and existing.connection_id != self.id:
             self.send(

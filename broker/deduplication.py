@@ -16,11 +16,14 @@ import logging
 
 from magnetar.broker.managed_ledger import ManagedCursor, ManagedLedger, Position
 from magnetar.broker.protocol.frames import FrameError, read_metadata
+from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)
 
 #: the cursor that holds the snapshot (Pulsar's name, so it never collides with a subscription)
 CURSOR_NAME = "pulsar.dedup"
+#: the cursor of the replicated messages' deduplication state (geo-replication)
+REPLICATED_CURSOR_NAME = "pulsar.dedup.replicated"
 #: entries read per round while replaying the log after the snapshot
 _REPLAY_BATCH = 500
 
@@ -32,9 +35,26 @@ class Status(enum.Enum):
     IN_FLIGHT = "in-flight"
 
 
+def replicated_key(metadata: api.MessageMetadata) -> str:
+    """Who a replicated message came from: its origin cluster and producer. A replicator's
+    sends are deduplicated by this key and the origin's sequence id (as Pulsar does for
+    replicated messages), so a resend after a reconnection or restart is stored once."""
+    return f"{metadata.replicated_from}/{metadata.producer_name}"
+
+
 class Deduplication:
-    def __init__(self, ledger: ManagedLedger, *, snapshot_interval: int = 1000) -> None:
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        *,
+        snapshot_interval: int = 1000,
+        cursor_name: str = CURSOR_NAME,
+        replicated_only: bool = False,
+    ) -> None:
         self._ledger = ledger
+        self._cursor_name = cursor_name
+        #: geo-replication's instance: only messages with ``replicated_from``, by ``replicated_key``
+        self._replicated_only = replicated_only
         self._snapshot_interval = snapshot_interval
         self._cursor: ManagedCursor | None = None
         #: highest sequence id handed to the ledger / confirmed stored, per producer name
@@ -46,7 +66,7 @@ class Deduplication:
 
     async def recover(self) -> None:
         """Load the snapshot and replay what was written after it."""
-        cursor = await self._ledger.open_cursor(CURSOR_NAME)
+        cursor = await self._ledger.open_cursor(self._cursor_name)
         self._cursor = cursor
         self.persisted = {name: int(seq) for name, seq in cursor.properties.items()}
         position = self._ledger.next_position(cursor.mark_delete_position)
@@ -61,7 +81,10 @@ class Deduplication:
                 except FrameError:
                     continue
                 highest = max(metadata.highest_sequence_id, metadata.sequence_id)
-                self._persist(metadata.producer_name, highest)
+                if not self._replicated_only:
+                    self._persist(metadata.producer_name, highest)
+                elif metadata.HasField("replicated_from"):
+                    self._persist(replicated_key(metadata), highest)
             replayed += len(entries)
             self._last_position = entries[-1].position
             position = self._ledger.next_position(entries[-1].position)

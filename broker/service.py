@@ -24,6 +24,7 @@ from magnetar.broker.metrics import MetricsServer
 from magnetar.broker.namespace import Bundle, Namespaces
 from magnetar.broker.namespace import topic_hash as _hash
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Ownership
+from magnetar.broker.replication.manager import ReplicationManager
 from magnetar.broker.topic import Topic, TopicName
 from magnetar.common.metadata import LeaderElection, MetadataStore, open_store
 
@@ -51,6 +52,8 @@ class BrokerService:
         self.election: LeaderElection | None = None
         self._background: list[asyncio.Task[None]] = []
         self.load_manager = LoadManager(self)
+        #: geo-replication: the replicators of the topics loaded here
+        self.replication = ReplicationManager(self)
 
     @property
     def broker_id(self) -> str:
@@ -104,6 +107,7 @@ class BrokerService:
         loop = asyncio.get_running_loop()
         self._background = [loop.create_task(self.election.campaign()), loop.create_task(self._report_load())]
         self._background.append(loop.create_task(self.load_manager.run()))
+        self._background.append(loop.create_task(self.replication.run()))
         self._background.append(loop.create_task(FencedTopicWatchdog(self).run()))
 
     async def _report_load(self) -> None:
@@ -166,6 +170,7 @@ class BrokerService:
         ledger = await self.factory.open(name.managed_ledger_name)
         topic = await Topic.load(name, ledger, deduplication=dedup)
         self.topics[str(name)] = topic
+        await self.replication.topic_loaded(topic)
         return topic
 
     async def lookup(self, topic: str, *, authoritative: bool = False) -> tuple[str, bool]:
@@ -302,6 +307,7 @@ class BrokerService:
         self.topics.clear()
         for task in self._background:
             task.cancel()
+        await self.replication.close()
         if self.ownership is not None:
             with contextlib.suppress(Exception):
                 await self.ownership.unregister()

@@ -10,11 +10,12 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
-from magnetar.broker.deduplication import Deduplication, Status
+from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_key
 from magnetar.broker.managed_ledger import InitialPosition, ManagedLedger, Position
 from magnetar.broker.subscription import Subscription
 from magnetar.proto import PulsarApi_pb2 as api
@@ -22,6 +23,8 @@ from magnetar.proto import PulsarApi_pb2 as api
 log = logging.getLogger(__name__)
 
 _TOPIC = re.compile(r"^(persistent|non-persistent)://([^/]+)/([^/]+)/(.+)$")
+#: cursors of the broker's own (deduplication, replicators), never subscriptions users see
+_INTERNAL_CURSORS = ("pulsar.dedup", "pulsar.repl.")
 
 
 class InvalidTopicNameError(ValueError):
@@ -87,6 +90,11 @@ class Topic:
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     #: the latest write (deduplication only: a duplicate's answer waits for earlier writes)
     _tail: asyncio.Future[Position] | None = None
+    #: geo-replication: what replicators from other clusters stored, by origin producer and
+    #: sequence id (created when the first replicator producer connects)
+    replicated_dedup: Deduplication | None = None
+    #: run first at close (the replicators of this topic stop)
+    on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     @classmethod
     async def load(cls, name: TopicName, ledger: ManagedLedger, *, deduplication: bool) -> Topic:
@@ -98,7 +106,7 @@ class Topic:
             # Turned off: drop its state, as Pulsar does, so it no longer holds back retention.
             await ledger.delete_cursor(DEDUP_CURSOR)
         for cursor in ledger.cursors.values():
-            if cursor.name != DEDUP_CURSOR:
+            if not cursor.name.startswith(_INTERNAL_CURSORS):
                 subscription = Subscription(cursor.name, cursor, api.CommandSubscribe.Shared)
                 topic.subscriptions[cursor.name] = subscription
         return topic
@@ -114,13 +122,21 @@ class Topic:
         sequence_id: int | None = None,
         highest_sequence_id: int = 0,
     ) -> Position:
-        """Append the producer's bytes; DuplicateMessage when deduplication recognises them."""
-        dedup = self.deduplication
+        """Append the producer's bytes; DuplicateMessage when deduplication recognises them.
+        Replicated messages (``replicated_from`` set) are deduplicated by their origin's
+        producer and sequence id, whatever the topic's own deduplication setting."""
+        replicated = self.replicated_dedup is not None and metadata.HasField("replicated_from")
+        dedup = self.replicated_dedup if replicated else self.deduplication
         if dedup is None:
             return await self._write(headers_and_payload)
-        producer = metadata.producer_name
-        sequence = metadata.sequence_id if sequence_id is None else sequence_id
-        highest = max(sequence, highest_sequence_id, metadata.highest_sequence_id)
+        if replicated:
+            producer = replicated_key(metadata)
+            sequence = metadata.sequence_id
+            highest = max(sequence, metadata.highest_sequence_id)
+        else:
+            producer = metadata.producer_name
+            sequence = metadata.sequence_id if sequence_id is None else sequence_id
+            highest = max(sequence, highest_sequence_id, metadata.highest_sequence_id)
         status = dedup.check(producer, sequence, highest)
         if status is not Status.NEW:
             # Answer after the writes before it, so receipts stay in the producer's order.
@@ -145,6 +161,13 @@ class Topic:
             self.in_flight -= 1
             if not self.in_flight:
                 self._idle.set()
+
+    async def accept_replication(self) -> None:
+        """Ready the deduplication of replicated messages (a replicator producer connected)."""
+        if self.replicated_dedup is None:
+            dedup = Deduplication(self.ledger, cursor_name=REPLICATED_CURSOR_NAME, replicated_only=True)
+            await dedup.recover()
+            self.replicated_dedup = self.replicated_dedup or dedup
 
     async def subscription(
         self,
@@ -185,9 +208,13 @@ class Topic:
                 await asyncio.wait_for(self._idle.wait(), timeout_s)
 
     async def close(self) -> None:
+        for hook in self.on_close:
+            with contextlib.suppress(Exception):
+                await hook()
         for subscription in list(self.subscriptions.values()):
             await subscription.close()
-        if self.deduplication is not None:
-            with contextlib.suppress(Exception):
-                await self.deduplication.snapshot()
+        for dedup in (self.deduplication, self.replicated_dedup):
+            if dedup is not None:
+                with contextlib.suppress(Exception):
+                    await dedup.snapshot()
         await self.ledger.close()

@@ -1,0 +1,20 @@
+"""Geo-replication (DESIGN §5): every cluster of a replicated namespace sends the messages
+published in it to every other cluster of the namespace, over the Pulsar protocol.
+
+- ``manager``: which topics replicate where (namespace policies in the configuration store),
+  starting and stopping replicators as topics load, close and policies change;
+- ``replicator``: one topic's replicator to one remote cluster (cursor ``pulsar.repl.<remote>``,
+  producer ``pulsar.repl.<local>`` on the remote);
+- ``producer``: the asyncio Pulsar-protocol producer replicators write with.
+
+No loss, no duplicates: the replicator's cursor moves only on the remote's receipts, so after
+any failure (either side restarted, unloaded, transferred, unreachable) it sends again from its
+cursor. The remote stores each replicated message once: a replicator producer's sends are
+deduplicated by (origin cluster, origin producer name, origin sequence id), all three in the
+replicated message's metadata, whatever the namespace's deduplication setting. That state is
+rebuilt after a restart from the stored entries themselves (``pulsar.dedup.replicated`` cursor
+snapshot plus replay), so it is never behind what was stored. As in Pulsar, this relies on each
+producer's sequence ids increasing: true for producers with generated names (the default); a
+producer given a fixed name that restarts its sequence ids needs deduplication enabled in its
+own cluster (then the client resumes from the last id stored).
+"""

@@ -1,0 +1,121 @@
+"""Which loaded topics replicate to which clusters: one replicator per topic and remote cluster
+of its namespace's ``replication_clusters`` (when the local cluster is one of them).
+
+Replicators start when a topic loads and stop when it closes (unload, transfer, shutdown: the
+next owner starts them again from their cursors). Policy changes (``set-clusters``) are picked
+up every ``replication_policy_check_interval_seconds``: a cluster added gets a replicator, a
+cluster removed loses its replicator and its cursor (as in Pulsar).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.namespace import NamespaceError
+from magnetar.broker.replication.replicator import CURSOR_PREFIX, Replicator, cursor_name
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.topic import Topic
+
+log = logging.getLogger(__name__)
+
+
+class ReplicationManager:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        #: topic name -> remote cluster -> replicator
+        self.replicators: dict[str, dict[str, Replicator]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def local_cluster(self) -> str:
+        return self.service.config.cluster_name
+
+    async def topic_loaded(self, topic: Topic) -> None:
+        """Start the topic's replicators; they stop when it closes."""
+        topic.on_close.append(lambda: self._topic_closed(topic))
+        try:
+            await self.reconcile(topic)
+        except Exception as exc:  # the topic serves anyway; the next check starts them
+            log.warning("replicators of %s not started yet: %s", topic.name, exc)
+
+    async def _topic_closed(self, topic: Topic) -> None:
+        replicators = self.replicators.pop(str(topic.name), {})
+        await asyncio.gather(*(r.close() for r in replicators.values()), return_exceptions=True)
+
+    async def remote_clusters(self, topic: Topic) -> set[str]:
+        assert self.service.namespaces is not None
+        try:
+            policies = await self.service.namespaces.policies(topic.name.namespace_name)
+        except NamespaceError:
+            return set()
+        clusters = set(policies.replication_clusters)
+        if self.local_cluster not in clusters:
+            return set()
+        return clusters - {self.local_cluster}
+
+    async def reconcile(self, topic: Topic) -> None:
+        """Make the topic's replicators match its namespace's clusters."""
+        name = str(topic.name)
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            if self.service.topics.get(name) is not topic:
+                return  # closed meanwhile
+            wanted = await self.remote_clusters(topic)
+            running = self.replicators.setdefault(name, {})
+            for remote in sorted(set(running) - wanted):
+                await running.pop(remote).close()
+                with contextlib.suppress(Exception):
+                    await topic.ledger.delete_cursor(cursor_name(remote))
+                log.info("replication of %s to %s stopped (cluster removed)", name, remote)
+            for remote in sorted(wanted - set(running)):
+                url = await self._service_url(remote)
+                if url is None:
+                    continue  # not registered yet: the next check tries again
+                replicator = Replicator(
+                    topic,
+                    self.local_cluster,
+                    remote,
+                    url,
+                    queue_size=self.service.config.replication_producer_queue_size,
+                )
+                await replicator.start()
+                running[remote] = replicator
+                log.info("replication of %s to %s started", name, remote)
+            # Cursors of clusters removed while the topic was not loaded here.
+            for cursor in [c for c in topic.ledger.cursors if c.startswith(CURSOR_PREFIX)]:
+                if cursor[len(CURSOR_PREFIX) :] not in wanted:
+                    with contextlib.suppress(Exception):
+                        await topic.ledger.delete_cursor(cursor)
+
+    async def _service_url(self, cluster: str) -> str | None:
+        assert self.service.namespaces is not None
+        try:
+            return (await self.service.namespaces.cluster(cluster))["brokerServiceUrl"]
+        except (NamespaceError, KeyError):
+            log.warning("replication to %s waits: the cluster is not registered", cluster)
+            return None
+
+    async def run(self) -> None:
+        """Follow policy changes (and clusters registered late)."""
+        interval = self.service.config.replication_policy_check_interval_seconds
+        while True:
+            await asyncio.sleep(interval)
+            for topic in list(self.service.topics.values()):
+                try:
+                    await self.reconcile(topic)
+                except Exception as exc:
+                    log.warning("replication check of %s failed: %s", topic.name, exc)
+
+    def stats(self, topic: Topic) -> dict[str, dict[str, object]]:
+        """The ``replication`` section of the topic's stats, per remote cluster."""
+        return {remote: r.stats() for remote, r in sorted(self.replicators.get(str(topic.name), {}).items())}
+
+    async def close(self) -> None:
+        for replicators in list(self.replicators.values()):
+            await asyncio.gather(*(r.close() for r in replicators.values()), return_exceptions=True)
+        self.replicators.clear()
