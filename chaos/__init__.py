@@ -7,6 +7,7 @@ Activities are laid out as in chaostoolkit-kubernetes, one folder per kind of ta
 - ``magnetar.chaos.storage.probes``: registered bookies, under-replicated ledgers, and a wait
   for auto-recovery to finish.
 - ``magnetar.chaos.bundles.actions``: unload and transfer bundles through the admin REST API.
+- ``magnetar.chaos.network.actions``: cut and heal the links between regions (partitions).
 - ``magnetar.chaos.topics.probes``: subscription backlogs, and a wait for consumers to catch up.
 - ``magnetar.chaos.workload.actions`` / ``probes``: the background workload and its event log.
 
@@ -38,6 +39,7 @@ def discover(discover_system: bool = True) -> dict[str, Any]:
     discovery["activities"].extend(discover_probes("magnetar.chaos.storage.probes"))
     discovery["activities"].extend(discover_actions("magnetar.chaos.bundles.actions"))
     discovery["activities"].extend(discover_probes("magnetar.chaos.topics.probes"))
+    discovery["activities"].extend(discover_actions("magnetar.chaos.network.actions"))
     discovery["activities"].extend(discover_actions("magnetar.chaos.workload.actions"))
     discovery["activities"].extend(discover_probes("magnetar.chaos.workload.probes"))
     return discovery

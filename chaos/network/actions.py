@@ -1,0 +1,75 @@
+"""Cut and heal the links between the regions of a local cluster (``magnetar local up`` with two
+or more regions puts a link proxy in front of every broker for cross-region traffic; see
+``magnetar.chaos.network.link_proxy``).
+
+A cut is a real partition of the replication traffic: replicators of the other regions stop
+getting receipts from the cut region's brokers and their backlog grows; clients inside each region
+keep working. Healing lets the held bytes through, and the replicators catch up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from chaoslib.exceptions import ActivityFailed
+
+from magnetar.chaos.local.supervisor import alive
+from magnetar.chaos.process import targets
+
+__all__ = ["heal_partition", "partition_regions"]
+
+ROLE = "link-proxy"
+
+
+def _signal_links(
+    regions: list[str] | None,
+    sig: signal.Signals,
+    cluster_dir: str | None,
+    configuration: dict[str, Any] | None,
+) -> list[str]:
+    path = targets.cluster_dir(cluster_dir, configuration)
+    links = [
+        p for p in targets.load(path).processes
+        if p.role == ROLE and alive(p.pid) and (not regions or p.region in regions)
+    ]  # fmt: skip
+    if not links:
+        where = f"into {', '.join(regions)}" if regions else "between regions"
+        raise ActivityFailed(
+            f"no running link proxy {where} in {path}: partitions need a cluster of two or more regions"
+        )
+    for link in links:
+        os.kill(link.pid, sig)
+    return [link.name for link in links]
+
+
+def partition_regions(
+    regions: list[str] | None = None,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Cut every link into ``regions`` (default: every region, so with two regions they are cut
+    from each other). Connections stay open but carry nothing, as in a network partition; undo
+    with ``heal_partition``.
+
+    Example::
+
+        {"type": "action", "name": "partition",
+         "provider": {"type": "python", "module": "magnetar.chaos.network.actions",
+                      "func": "partition_regions"}}
+    """
+    links = _signal_links(regions, signal.SIGUSR1, cluster_dir, configuration)
+    return {"regions": regions or "all", "links": links, "at": time.time()}
+
+
+def heal_partition(
+    regions: list[str] | None = None,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Heal the links cut by ``partition_regions`` (default: every link); traffic held during the
+    cut flows again, in order."""
+    links = _signal_links(regions, signal.SIGUSR2, cluster_dir, configuration)
+    return {"regions": regions or "all", "links": links, "at": time.time()}
