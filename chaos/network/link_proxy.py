@@ -5,6 +5,11 @@ remote cluster) goes through one of these per remote broker: the broker advertis
 address under the ``replication`` listener, and the cluster's ``listenerName`` makes replicators
 look it up. Clients in a region talk to their brokers directly and are never cut.
 
+With several targets the proxy is the region's front door (the cluster's ``brokerServiceUrl`` for
+the other regions, as a load balancer or DNS name would be in a real deployment): each connection
+goes to the first target that accepts it, starting from the next one in turn, so lookups from
+other regions still work while some of the region's brokers are down.
+
 A cut behaves as a network partition does, not as a refused connection: the proxy stops moving
 bytes in both directions on every connection, and new connections are accepted but carry nothing,
 so the peers see silence (a send that never gets a receipt, a keep-alive that times out). When the
@@ -16,6 +21,8 @@ Signals: SIGUSR1 cuts the link, SIGUSR2 heals it, SIGTERM stops the proxy.
 Example (what ``magnetar local up`` runs for every broker of a geo-replicated cluster)::
 
     python -m magnetar.chaos.network.link_proxy --listen 127.0.0.1:7650 --target 127.0.0.1:6650
+    python -m magnetar.chaos.network.link_proxy --listen 127.0.0.1:7600 \
+        --target 127.0.0.1:6650 --target 127.0.0.1:6651      # the region's front door
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import signal
 import sys
 
@@ -31,10 +39,13 @@ CHUNK = 64 * 1024
 
 
 class LinkProxy:
-    """Forwards connections from ``listen`` to ``target`` while the link is up."""
+    """Forwards connections to one of ``targets`` while the link is up."""
 
-    def __init__(self, target_host: str, target_port: int) -> None:
-        self.target = (target_host, target_port)
+    def __init__(self, targets: list[tuple[str, int]]) -> None:
+        if not targets:
+            raise ValueError("a link proxy needs at least one target")
+        self.targets = list(targets)
+        self._turn = itertools.count()
         self._up = asyncio.Event()
         self._up.set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -53,11 +64,11 @@ class LinkProxy:
 
     async def handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         await self._up.wait()  # a connection made during a cut hangs, as a SYN to a cut network would
-        try:
-            server_reader, server_writer = await asyncio.open_connection(*self.target)
-        except OSError:
-            client_writer.close()  # the broker behind the link is down: the peer sees a refusal
+        opened = await self._connect()
+        if opened is None:
+            client_writer.close()  # every broker behind the link is down: the peer sees a refusal
             return
+        server_reader, server_writer = opened
         pumps = [
             asyncio.ensure_future(self._pump(client_reader, server_writer)),
             asyncio.ensure_future(self._pump(server_reader, client_writer)),
@@ -71,6 +82,13 @@ class LinkProxy:
             task.cancel()
         for writer in (client_writer, server_writer):
             writer.close()
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        first = next(self._turn) % len(self.targets)
+        for target in self.targets[first:] + self.targets[:first]:
+            with contextlib.suppress(OSError):
+                return await asyncio.open_connection(*target)
+        return None
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
@@ -95,8 +113,8 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-async def serve(listen: tuple[str, int], target: tuple[str, int]) -> None:
-    proxy = LinkProxy(*target)
+async def serve(listen: tuple[str, int], targets: list[tuple[str, int]]) -> None:
+    proxy = LinkProxy(targets)
     server = await asyncio.start_server(proxy.handle, *listen)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -105,7 +123,8 @@ async def serve(listen: tuple[str, int], target: tuple[str, int]) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     host, port = server.sockets[0].getsockname()[:2]
-    print(f"link proxy ready address={host}:{port} target={target[0]}:{target[1]}", flush=True)
+    shown = ",".join(f"{h}:{p}" for h, p in targets)
+    print(f"link proxy ready address={host}:{port} targets={shown}", flush=True)
     async with server:
         await stop.wait()
     await proxy.close()
@@ -118,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--listen", type=_address, required=True, help="host:port to accept on (port 0: any)")
-    parser.add_argument("--target", type=_address, required=True, help="host:port to forward to")
+    parser.add_argument(
+        "--target", type=_address, action="append", required=True, help="host:port to forward to; repeatable"
+    )
     args = parser.parse_args(argv)
     asyncio.run(serve(args.listen, args.target))
     return 0

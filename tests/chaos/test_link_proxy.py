@@ -21,7 +21,7 @@ async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 @pytest.fixture
 async def proxy() -> AsyncIterator[tuple[LinkProxy, int]]:
     echo = await asyncio.start_server(_echo, "127.0.0.1", 0)
-    link = LinkProxy("127.0.0.1", echo.sockets[0].getsockname()[1])
+    link = LinkProxy([("127.0.0.1", echo.sockets[0].getsockname()[1])])
     server = await asyncio.start_server(link.handle, "127.0.0.1", 0)
     yield link, server.sockets[0].getsockname()[1]
     await link.close()
@@ -57,9 +57,19 @@ async def test_a_cut_holds_everything_until_the_link_heals(proxy: tuple[LinkProx
         w.close()
 
 
-async def test_a_target_that_is_down_closes_the_connection(proxy: tuple[LinkProxy, int]) -> None:
+async def test_connections_go_to_a_target_that_is_up(proxy: tuple[LinkProxy, int]) -> None:
     link, port = proxy
-    link.target = ("127.0.0.1", 1)  # nothing listens there
+    link.targets.insert(0, ("127.0.0.1", 1))  # a broker that is down (nothing listens there)
+    for _ in range(3):  # whichever target's turn it is
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"ok")
+        assert await asyncio.wait_for(reader.readexactly(2), 5) == b"ok"
+        writer.close()
+
+
+async def test_every_target_down_closes_the_connection(proxy: tuple[LinkProxy, int]) -> None:
+    link, port = proxy
+    link.targets[:] = [("127.0.0.1", 1)]  # nothing listens there
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     assert await asyncio.wait_for(reader.read(1), 5) == b""
     writer.close()
