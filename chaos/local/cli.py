@@ -111,3 +111,27 @@ def _link_latest(directory: Path) -> None:
     if LATEST.is_symlink() or LATEST.exists():
         LATEST.unlink()
     LATEST.symlink_to(directory.resolve())
+
+
+@local.command("link-proxy")
+@click.option("--listen", required=True, help="host:port to accept on (port 0: any free port).")
+@click.option("--target", "targets", multiple=True, required=True, help="host:port to forward to; repeat.")
+def link_proxy(listen: str, targets: tuple[str, ...]) -> None:
+    """A proxy on a link between regions, which the chaos lab cuts to partition them
+    (`magnetar local up` starts these itself for clusters of two or more regions).
+
+    SIGUSR1 cuts the link (connections stay open but carry nothing), SIGUSR2 heals it.
+
+    \b
+    Examples:
+      magnetar local link-proxy --listen 127.0.0.1:7650 --target 127.0.0.1:6650
+      magnetar local link-proxy --listen 127.0.0.1:7600 --target 127.0.0.1:6650 --target 127.0.0.1:6651
+    """
+    from magnetar.chaos.network import link_proxy as proxy
+
+    try:
+        listen_address = proxy.parse_address(listen)
+        target_addresses = [proxy.parse_address(t) for t in targets]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    proxy.run(listen_address, target_addresses)

@@ -18,21 +18,15 @@ deliver them after a short real partition. Nothing is dropped or reordered by th
 
 Signals: SIGUSR1 cuts the link, SIGUSR2 heals it, SIGTERM stops the proxy.
 
-Example (what ``magnetar local up`` runs for every broker of a geo-replicated cluster)::
-
-    python -m magnetar.chaos.network.link_proxy --listen 127.0.0.1:7650 --target 127.0.0.1:6650
-    python -m magnetar.chaos.network.link_proxy --listen 127.0.0.1:7600 \
-        --target 127.0.0.1:6650 --target 127.0.0.1:6651      # the region's front door
+Started by ``magnetar local up`` as ``magnetar local link-proxy`` (see its ``--help``).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import itertools
 import signal
-import sys
 
 #: bytes moved per read; small enough that a cut stops a stream promptly
 CHUNK = 64 * 1024
@@ -106,10 +100,11 @@ class LinkProxy:
             task.cancel()
 
 
-def _address(text: str) -> tuple[str, int]:
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` -> (host, port); ValueError naming the text otherwise."""
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected host:port, got {text!r}")
+        raise ValueError(f"expected host:port, got {text!r}")
     return host, int(port)
 
 
@@ -130,20 +125,8 @@ async def serve(listen: tuple[str, int], targets: list[tuple[str, int]]) -> None
     await proxy.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m magnetar.chaos.network.link_proxy",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--listen", type=_address, required=True, help="host:port to accept on (port 0: any)")
-    parser.add_argument(
-        "--target", type=_address, action="append", required=True, help="host:port to forward to; repeatable"
-    )
-    args = parser.parse_args(argv)
-    asyncio.run(serve(args.listen, args.target))
-    return 0
+def run(listen: tuple[str, int], targets: list[tuple[str, int]]) -> None:
+    """Serve until SIGTERM or SIGINT (uvloop where available)."""
+    from magnetar.common.process import run as run_loop
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    run_loop(serve(listen, targets))
