@@ -25,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from rich.table import Table
 
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
+from magnetar.common.admin_client import AdminClient
 
 console = Console()
 RESULTS = Path(__file__).parent / "results" / "bench_unload.json"
@@ -43,22 +43,7 @@ _LOG.setLevel(logging.WARNING)
 
 
 def admin(base: str, method: str, path: str, body: Any = None) -> Any:
-    url = base + path
-    data = None if body is None else json.dumps(body).encode()
-    for _ in range(3):
-        request = urllib.request.Request(
-            url, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                text = response.read().decode()
-                return json.loads(text) if text else None
-        except urllib.error.HTTPError as exc:
-            if exc.code == 307:
-                url = exc.headers["Location"]
-                continue
-            raise
-    raise RuntimeError("redirect loop")
+    return AdminClient(base).call(method, path, body)
 
 
 def percentile(values: list[float], q: float) -> float:

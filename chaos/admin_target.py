@@ -4,15 +4,13 @@ work against Apache Pulsar."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
 from magnetar.chaos.local.supervisor import alive
 from magnetar.chaos.process import targets
+from magnetar.common.admin_client import AdminClient, AdminError
 
 
 def admin_url(explicit: str | None, cluster_dir: str | None, configuration: dict[str, Any] | None) -> str:
@@ -38,21 +36,8 @@ def service_url(explicit: str | None, cluster_dir: str | None, configuration: di
 
 
 def call(base: str, method: str, path: str, body: Any = None) -> Any:
-    url = base + path
-    data = None if body is None else json.dumps(body).encode()
-    for _ in range(3):
-        request = urllib.request.Request(
-            url, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                text = response.read().decode()
-                return json.loads(text) if text else None
-        except urllib.error.HTTPError as exc:
-            if exc.code in (307, 308) and exc.headers.get("Location"):
-                url = exc.headers["Location"]
-                continue
-            raise ActivityFailed(f"{method} {path}: HTTP {exc.code}: {exc.read().decode()[:300]}") from None
-        except urllib.error.URLError as exc:
-            raise ActivityFailed(f"cannot reach {base}: {exc.reason}") from None
-    raise ActivityFailed(f"{method} {path}: too many redirects")
+    """``method path`` on the admin API at ``base``; ActivityFailed saying why when it fails."""
+    try:
+        return AdminClient(base).call(method, path, body)
+    except AdminError as exc:
+        raise ActivityFailed(str(exc)) from None
