@@ -64,6 +64,10 @@ class AdminApi:
         r.add_get("/admin/v2/namespaces/{tenant}/{namespace}/replication", self.replication)
         r.add_post("/admin/v2/namespaces/{tenant}/{namespace}/replication", self.set_replication)
         r.add_get("/admin/v2/namespaces/{tenant}/{namespace}/bundles", self.bundles)
+        r.add_post(
+            "/admin/v2/namespaces/{tenant}/{namespace}/replicatedSubscriptionsSnapshotFrequency",
+            self.set_snapshot_frequency,
+        )
         r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/unload", self.unload_namespace)
         r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload", self.unload_bundle)
         r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split", self.split_bundle)
@@ -165,6 +169,17 @@ class AdminApi:
         await self._namespaces.update(self._ns(request), {"replication_clusters": clusters})
         return web.Response(status=204)
 
+    async def set_snapshot_frequency(self, request: web.Request) -> web.Response:
+        """PIP-33 snapshot frequency of the namespace's topics (milliseconds, at least 50;
+        null: the broker's default)."""
+        millis = await request.json()
+        if millis is not None and (not isinstance(millis, int) or millis < 50):
+            return _error(412, f"the snapshot frequency is at least 50 ms, not {millis!r}")
+        await self._namespaces.update(
+            self._ns(request), {"replicated_subscriptions_snapshot_frequency_millis": millis}
+        )
+        return web.Response(status=204)
+
     async def bundles(self, request: web.Request) -> web.Response:
         policies = await self._namespaces.policies(self._ns(request))
         boundaries = [f"0x{b:08x}" for b in policies.boundaries[:-1]] + ["0xffffffff"]
@@ -241,10 +256,15 @@ class AdminApi:
         topic = await self._served(request)
         return web.json_response(
             {
-                "msgInCounter": topic.messages_in,
+                "msgInCounter": topic.messages_in - topic.markers_in,
+                # PIP-33 markers stored, apart from user messages (never in msgInCounter/backlogs)
+                "markerMessagesCounter": topic.markers.count,
                 "bytesInCounter": topic.ledger.bytes_added,
                 "storageSize": topic.ledger.total_size,
                 "replication": self.service.replication.stats(topic),
+                "replicatedSubscriptions": (
+                    topic.replicated_subscriptions.stats() if topic.replicated_subscriptions else None
+                ),
                 "publishers": [
                     {"producerName": p.name, "msgInCounter": p.messages_in} for p in topic.producers.values()
                 ],

@@ -162,6 +162,15 @@ def namespaces_set_clusters(client: AdminClient, namespace: str, clusters: str) 
     )
 
 
+@namespaces.command("set-replicated-subscriptions-snapshot-frequency")
+@click.argument("namespace")
+@click.option("--millis", "-m", type=int, required=True, help="Milliseconds between snapshots (>= 50).")
+@click.pass_obj
+def namespaces_set_snapshot_frequency(client: AdminClient, namespace: str, millis: int) -> None:
+    """PIP-33: how often the namespace's topics take replicated-subscription snapshots."""
+    client.call("POST", f"/admin/v2/namespaces/{namespace}/replicatedSubscriptionsSnapshotFrequency", millis)
+
+
 @namespaces.command("get-clusters")
 @click.argument("namespace")
 @click.pass_obj

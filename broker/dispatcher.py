@@ -34,7 +34,7 @@ import logging
 import math
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.managed_ledger import Entry, ManagedCursor, ManagedLedgerError, Position
@@ -84,6 +84,10 @@ class Dispatcher:
         #: messages and bytes dispatched (for rates that survive consumers)
         self.messages_out = 0
         self.bytes_out = 0
+        #: marker entries read (PIP-33): never dispatched, handed to ``on_markers`` (which
+        #: acknowledges them) with their marker type
+        self._markers: list[tuple[Entry, int]] = []
+        self.on_markers: Callable[[list[tuple[Entry, int]]], Awaitable[None]] | None = None
 
     # -- consumers ------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -244,6 +248,8 @@ class Dispatcher:
                 self._wait_for_entries()
                 return
             deferred = self._send(entries)
+            if self._markers:
+                await self._settle_markers()
             if deferred:
                 if replaying:
                     self._replay.update(e.position for e in deferred)
@@ -258,7 +264,10 @@ class Dispatcher:
             if deferred:  # keep order: once one waits, the rest wait behind it
                 deferred.append(entry)
                 continue
-            messages, key, deliver_at = _entry_info(entry)
+            messages, key, deliver_at, marker_type = _entry_info(entry)
+            if marker_type:
+                self._markers.append((entry, marker_type))
+                continue
             if deliver_at and self.sub_type == SubType.Shared and deliver_at > time.time() * 1000:
                 self._hold_back(entry.position, deliver_at)
                 continue
@@ -280,6 +289,13 @@ class Dispatcher:
                 self._hold(entry.position, slot, consumer)
         self._on_change()
         return deferred
+
+    async def _settle_markers(self) -> None:
+        found, self._markers = self._markers, []
+        if self.on_markers is not None:
+            await self.on_markers(found)
+        else:
+            await self.cursor.delete([entry.position for entry, _ in found])
 
     # -- delayed delivery -----------------------------------------------------------------------
     def _hold_back(self, position: Position, deliver_at_ms: int) -> None:
@@ -384,12 +400,14 @@ class Dispatcher:
                 await self._task
 
 
-def _entry_info(entry: Entry) -> tuple[int, bytes, int]:
-    """Messages in the entry, its key (Key_Shared) and its delivery time in ms (0: at once)."""
+def _entry_info(entry: Entry) -> tuple[int, bytes, int, int]:
+    """Messages in the entry, its key (Key_Shared), its delivery time in ms (0: at once) and its
+    marker type (0: a message for consumers)."""
     try:
         metadata = read_metadata(entry.data)
     except (FrameError, ValueError, IndexError):
-        return 1, b"", 0
+        return 1, b"", 0, 0
     key = metadata.ordering_key or metadata.partition_key.encode()
     deliver_at = metadata.deliver_at_time if metadata.HasField("deliver_at_time") else 0
-    return max(1, metadata.num_messages_in_batch), key, deliver_at
+    marker_type = metadata.marker_type if metadata.HasField("marker_type") else 0
+    return max(1, metadata.num_messages_in_batch), key, deliver_at, marker_type

@@ -60,7 +60,7 @@ class TopicCollector(Collector):
             labels = [cluster, topic.name.namespace_name, key]
             dispatchers = [s.dispatcher for s in topic.subscriptions.values()]
             totals = (
-                topic.messages_in,
+                topic.messages_in - topic.markers_in,  # PIP-33 markers are no user messages
                 topic.bytes_in,
                 sum(d.messages_out for d in dispatchers),
                 sum(d.bytes_out for d in dispatchers),

@@ -73,6 +73,9 @@ class NamespacePolicies(BaseModel):
     retention_size_in_mb: float | None = None
     deduplication_enabled: bool | None = None
     replicate_subscription_state: bool = False
+    #: PIP-33 snapshot frequency of the namespace's topics (default: the broker's
+    #: replicated_subscriptions_snapshot_frequency_millis); at least 50 ms
+    replicated_subscriptions_snapshot_frequency_millis: int | None = Field(default=None, ge=50)
 
     def bundles(self) -> list[Bundle]:
         return [Bundle(a, b) for a, b in zip(self.boundaries, self.boundaries[1:], strict=False)]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dispatcher import HASH_RANGE, Dispatcher
-from magnetar.broker.managed_ledger import ManagedCursor, Position
+from magnetar.broker.managed_ledger import Entry, ManagedCursor, Position
+from magnetar.broker.replication.replicated_subscriptions import MarkerIndex, SnapshotCache
 
 log = logging.getLogger(__name__)
 
@@ -19,13 +21,37 @@ class ConsumerAssignError(Exception):
     """Key_Shared hash ranges that cannot be given (overlapping, invalid, mixed modes)."""
 
 
+class SubscriptionListener(Protocol):
+    """The topic's side of replicated subscriptions (PIP-33)."""
+
+    def marker_read(self, subscription: Subscription, data: bytes, marker_type: int) -> None: ...
+
+    async def advanced(self, subscription: Subscription) -> None: ...
+
+
 class Subscription:
-    def __init__(self, name: str, cursor: ManagedCursor, sub_type: int, *, replicated: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        cursor: ManagedCursor,
+        sub_type: int,
+        *,
+        replicated: bool = False,
+        markers: MarkerIndex | None = None,
+        listener: SubscriptionListener | None = None,
+    ) -> None:
         self.name = name
         self.cursor = cursor
         self.sub_type = sub_type
+        #: PIP-33: the mark-delete position is kept in step with the other clusters
         self.replicated = replicated
         self.dispatcher = Dispatcher(cursor, sub_type)
+        self.dispatcher.on_markers = self._markers_read
+        #: the topic's marker entries, left out of the backlog users see
+        self.markers = markers
+        self.listener = listener
+        #: PIP-33 snapshots read by this subscription (size set by the topic's controller)
+        self.snapshots = SnapshotCache(10)
 
     @property
     def consumers(self) -> list[Consumer]:
@@ -78,10 +104,26 @@ class Subscription:
     async def acknowledge(self, positions: list[Position]) -> None:
         await self.cursor.delete(positions)
         self.dispatcher.acknowledged(positions)
+        await self._advanced()
 
     async def acknowledge_cumulative(self, position: Position) -> None:
         await self.cursor.mark_delete(position)
         self.dispatcher.acknowledged([], cumulative_up_to=position)
+        await self._advanced()
+
+    async def _advanced(self) -> None:
+        if self.replicated and self.listener is not None:
+            try:
+                await self.listener.advanced(self)
+            except Exception as exc:  # the next acknowledgement tries again
+                log.warning("subscription %s: update of the other clusters failed: %s", self.name, exc)
+
+    async def _markers_read(self, entries: list[tuple[Entry, int]]) -> None:
+        """Marker entries the dispatcher read: never for consumers; acknowledged at once."""
+        if self.listener is not None:
+            for entry, marker_type in entries:
+                self.listener.marker_read(self, entry.data, marker_type)
+        await self.acknowledge([entry.position for entry, _ in entries])
 
     async def seek(self, position: Position) -> None:
         """Reset the cursor; consumers are disconnected and reconnect to read from there.
@@ -99,7 +141,11 @@ class Subscription:
 
     @property
     def backlog(self) -> int:
-        return self.cursor.number_of_entries_in_backlog
+        """Entries not acknowledged, markers left out (they are no messages of the user's)."""
+        backlog = self.cursor.number_of_entries_in_backlog
+        if self.markers is not None and self.markers.positions:
+            backlog -= self.markers.pending(self.cursor.mark_delete_position, self.cursor.is_acknowledged)
+        return max(0, backlog)
 
     async def close(self) -> None:
         await self.dispatcher.close()

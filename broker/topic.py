@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_key
-from magnetar.broker.managed_ledger import InitialPosition, ManagedLedger, Position
+from magnetar.broker.managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Position
+from magnetar.broker.replication.replicated_subscriptions import (
+    REPLICATED_PROPERTY,
+    SNAPSHOT,
+    MarkerIndex,
+    ReplicatedSubscriptionsController,
+)
 from magnetar.broker.subscription import Subscription
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -95,6 +101,12 @@ class Topic:
     replicated_dedup: Deduplication | None = None
     #: run first at close (the replicators of this topic stop)
     on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    #: PIP-33 marker entries stored (written here or replicated in), apart from user messages
+    markers: MarkerIndex = field(default_factory=MarkerIndex)
+    #: markers that came through producers (another cluster's replicator): not user messages
+    markers_in: int = 0
+    #: PIP-33 snapshots and updates, while the topic replicates to other clusters
+    replicated_subscriptions: ReplicatedSubscriptionsController | None = None
 
     @classmethod
     async def load(cls, name: TopicName, ledger: ManagedLedger, *, deduplication: bool) -> Topic:
@@ -107,8 +119,10 @@ class Topic:
             await ledger.delete_cursor(DEDUP_CURSOR)
         for cursor in ledger.cursors.values():
             if not cursor.name.startswith(_INTERNAL_CURSORS):
-                subscription = Subscription(cursor.name, cursor, api.CommandSubscribe.Shared)
-                topic.subscriptions[cursor.name] = subscription
+                replicated = cursor.properties.get(REPLICATED_PROPERTY) == 1
+                topic.subscriptions[cursor.name] = topic._new_subscription(
+                    cursor.name, cursor, api.CommandSubscribe.Shared, replicated=replicated
+                )
         return topic
 
     def last_sequence_id(self, producer_name: str) -> int:
@@ -116,6 +130,28 @@ class Topic:
         return -1 if self.deduplication is None else self.deduplication.last_sequence_id(producer_name)
 
     async def publish(
+        self,
+        headers_and_payload: bytes,
+        metadata: api.MessageMetadata,
+        sequence_id: int | None = None,
+        highest_sequence_id: int = 0,
+    ) -> Position:
+        """Append the producer's bytes (see ``_publish``); marker entries are noted apart and
+        handed to the replicated-subscriptions controller."""
+        position = await self._publish(headers_and_payload, metadata, sequence_id, highest_sequence_id)
+        if metadata.HasField("marker_type"):
+            self.markers.add(position)
+            if metadata.HasField("replicated_from"):
+                self.markers_in += 1
+            if len(self.markers.positions) > 1000:
+                cursors = [c.mark_delete_position for c in self.ledger.cursors.values() if c.durable]
+                if cursors:
+                    self.markers.forget_through(min(cursors))
+            if self.replicated_subscriptions is not None:
+                self.replicated_subscriptions.marker_stored(metadata, headers_and_payload, position)
+        return position
+
+    async def _publish(
         self,
         headers_and_payload: bytes,
         metadata: api.MessageMetadata,
@@ -180,14 +216,42 @@ class Topic:
         subscription = self.subscriptions.get(name)
         if subscription is None:
             cursor = await self.ledger.open_cursor(name, initial)
-            subscription = Subscription(name, cursor, sub_type, replicated=replicated)
+            subscription = self._new_subscription(name, cursor, sub_type, replicated=False)
             self.subscriptions[name] = subscription
+        if replicated and not subscription.replicated:
+            # PIP-33: remembered with the cursor, so the subscription stays replicated after a
+            # restart or a move to another broker.
+            subscription.replicated = True
+            cursor = subscription.cursor
+            await cursor.mark_delete(
+                cursor.mark_delete_position, {**cursor.properties, REPLICATED_PROPERTY: 1}
+            )
+            await cursor.flush()
         return subscription
+
+    def _new_subscription(
+        self, name: str, cursor: ManagedCursor, sub_type: int, *, replicated: bool
+    ) -> Subscription:
+        subscription = Subscription(
+            name, cursor, sub_type, replicated=replicated, markers=self.markers, listener=self
+        )
+        if self.replicated_subscriptions is not None:
+            subscription.snapshots.size = self.replicated_subscriptions.cache_size
+        return subscription
+
+    # -- PIP-33 (the subscriptions' listener) ---------------------------------------------------
+    def marker_read(self, subscription: Subscription, data: bytes, marker_type: int) -> None:
+        if marker_type == SNAPSHOT and self.replicated_subscriptions is not None:
+            self.replicated_subscriptions.snapshot_read(subscription, data)
+
+    async def advanced(self, subscription: Subscription) -> None:
+        if self.replicated_subscriptions is not None:
+            await self.replicated_subscriptions.advanced(subscription)
 
     def reader(self, name: str, after: Position, sub_type: int) -> Subscription:
         """A non-durable subscription reading the entries after ``after``."""
         cursor = self.ledger.new_non_durable_cursor(after, inclusive=False)
-        subscription = Subscription(name, cursor, sub_type)
+        subscription = Subscription(name, cursor, sub_type, markers=self.markers)
         self.subscriptions[name] = subscription
         return subscription
 

@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.namespace import NamespaceError
+from magnetar.broker.replication.replicated_subscriptions import ReplicatedSubscriptionsController
 from magnetar.broker.replication.replicator import CURSOR_PREFIX, Replicator, cursor_name
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ class ReplicationManager:
         #: topic name -> remote cluster -> replicator
         self.replicators: dict[str, dict[str, Replicator]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: namespace -> snapshot frequency of its policy (PIP-33), when it sets one
+        self.snapshot_frequency_ms: dict[str, int] = {}
 
     @property
     def local_cluster(self) -> str:
@@ -46,6 +49,31 @@ class ReplicationManager:
     async def _topic_closed(self, topic: Topic) -> None:
         replicators = self.replicators.pop(str(topic.name), {})
         await asyncio.gather(*(r.close() for r in replicators.values()), return_exceptions=True)
+        await self._stop_snapshots(topic)
+
+    async def _stop_snapshots(self, topic: Topic) -> None:
+        controller, topic.replicated_subscriptions = topic.replicated_subscriptions, None
+        if controller is not None:
+            await controller.close()
+
+    def _start_snapshots(self, topic: Topic) -> None:
+        """PIP-33 for the topic (it takes snapshots only while it has replicated subscriptions)."""
+        config = self.service.config
+        name = str(topic.name)
+        controller = ReplicatedSubscriptionsController(
+            topic,
+            self.local_cluster,
+            lambda: set(self.replicators.get(name, {})),
+            frequency_ms=lambda: self.snapshot_frequency_ms.get(
+                topic.name.namespace_name, config.replicated_subscriptions_snapshot_frequency_millis
+            ),
+            timeout_s=config.replicated_subscriptions_snapshot_timeout_seconds,
+            cache_size=config.replicated_subscriptions_snapshot_max_cached_per_subscription,
+        )
+        for subscription in topic.subscriptions.values():
+            subscription.snapshots.size = controller.cache_size
+        topic.replicated_subscriptions = controller
+        controller.start()
 
     async def remote_clusters(self, topic: Topic) -> set[str]:
         assert self.service.namespaces is not None
@@ -53,6 +81,11 @@ class ReplicationManager:
             policies = await self.service.namespaces.policies(topic.name.namespace_name)
         except NamespaceError:
             return set()
+        frequency = policies.replicated_subscriptions_snapshot_frequency_millis
+        if frequency is None:
+            self.snapshot_frequency_ms.pop(topic.name.namespace_name, None)
+        else:
+            self.snapshot_frequency_ms[topic.name.namespace_name] = frequency
         clusters = set(policies.replication_clusters)
         if self.local_cluster not in clusters:
             return set()
@@ -86,6 +119,10 @@ class ReplicationManager:
                 await replicator.start()
                 running[remote] = replicator
                 log.info("replication of %s to %s started", name, remote)
+            if running and topic.replicated_subscriptions is None:
+                self._start_snapshots(topic)
+            elif not running:
+                await self._stop_snapshots(topic)
             # Cursors of clusters removed while the topic was not loaded here.
             for cursor in [c for c in topic.ledger.cursors if c.startswith(CURSOR_PREFIX)]:
                 if cursor[len(CURSOR_PREFIX) :] not in wanted:

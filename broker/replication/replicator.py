@@ -42,17 +42,23 @@ def cursor_name(remote_cluster: str) -> str:
     return f"{CURSOR_PREFIX}{remote_cluster}"
 
 
-def rewrite_for_replication(data: bytes, local_cluster: str) -> tuple[bytes, int] | None:
-    """The entry with ``replicated_from`` set and its number of messages; None when it came
-    from another cluster (not sent on)."""
+def rewrite_for_replication(
+    data: bytes, local_cluster: str, remote_cluster: str
+) -> tuple[bytes, int, bool] | None:
+    """The entry with ``replicated_from`` set, its number of messages and whether it is a marker;
+    None when it is not for ``remote_cluster``: it came from another cluster, or its
+    ``replicate_to`` names other clusters (PIP-33 responses and local snapshots)."""
     metadata = read_metadata(data)
     if metadata.HasField("replicated_from"):
+        return None
+    if metadata.replicate_to and remote_cluster not in metadata.replicate_to:
         return None
     start = 6 if data[:2] == b"\x0e\x01" else 0
     size = int.from_bytes(data[start : start + 4], "big")
     payload = data[start + 4 + size :]
     metadata.replicated_from = local_cluster
-    return payload_section(metadata, payload), max(1, metadata.num_messages_in_batch)
+    marker = metadata.HasField("marker_type")
+    return payload_section(metadata, payload), max(1, metadata.num_messages_in_batch), marker
 
 
 _Confirmation = tuple[Position, "asyncio.Future[tuple[int, int]] | None", int, int]
@@ -96,6 +102,8 @@ class Replicator:
         #: messages and bytes the remote confirmed (for rates and the stats)
         self.messages_out = 0
         self.bytes_out = 0
+        #: PIP-33 markers sent (not in the message counters)
+        self.markers_out = 0
         self._rate_mark = (time.monotonic(), 0, 0)
         self._rates = (0.0, 0.0)
         self.last_error = ""
@@ -160,7 +168,9 @@ class Replicator:
                 entries: list[Entry] = reading.result()
                 for entry in entries:
                     try:
-                        rewritten = rewrite_for_replication(entry.data, self.local_cluster)
+                        rewritten = rewrite_for_replication(
+                            entry.data, self.local_cluster, self.remote_cluster
+                        )
                     except (FrameError, ValueError) as exc:
                         log.warning("replicator %s: entry %s unreadable (%s): skipped", self.topic.name,
                                     entry.position, exc)  # fmt: skip
@@ -168,7 +178,9 @@ class Replicator:
                     if rewritten is None:
                         await _put(confirmations, (entry.position, None, 0, 0), confirmer)
                         continue
-                    data, messages = rewritten
+                    data, messages, marker = rewritten
+                    if marker:
+                        messages = 0  # counted apart: markers are no user messages
                     # The session's own sequence ids match receipts; the remote deduplicates by
                     # the origin producer's ids, which the metadata keeps.
                     sequence += 1
@@ -190,8 +202,11 @@ class Replicator:
             position, future, messages, size = await confirmations.get()
             if future is not None:
                 await future  # ProducerBrokenError ends the session
-                self.messages_out += messages
-                self.bytes_out += size
+                if messages:
+                    self.messages_out += messages
+                    self.bytes_out += size
+                else:
+                    self.markers_out += 1
             await cursor.mark_delete(position)
 
     # -- stats ----------------------------------------------------------------------------------
@@ -223,6 +238,7 @@ class Replicator:
             "msgThroughputOut": throughput,
             "msgOutCounter": self.messages_out,
             "bytesOutCounter": self.bytes_out,
+            "markerMessagesOutCounter": self.markers_out,
             "replicationBacklog": self.backlog,
             "connected": self.connected,
             "outboundConnection": self.producer.connected_url if self.producer and self.connected else "",

@@ -1,0 +1,334 @@
+"""Replicated subscriptions (PIP-33): keep a subscription's mark-delete position in step across
+the clusters of a replicated namespace, so a consumer failing over to another region resumes
+about where it left off (duplicates within about one snapshot interval, nothing skipped).
+
+Markers are messages stored inline in the topic, flagged by ``MessageMetadata.marker_type``
+(field 20) with a ``PulsarMarkers.proto`` payload; they are never dispatched to consumers,
+never batched, and not counted in the backlog or rates users see (``Topic.markers`` counts them
+apart). Per topic with at least one replicated subscription and at least one remote cluster,
+every ``replicated_subscriptions_snapshot_frequency_millis``:
+
+1. the local cluster ``a`` writes a snapshot REQUEST (10) that the replicators carry to every
+   remote cluster;
+2. a remote ``b`` stores it at position X and answers with a RESPONSE (11) naming X, carried
+   back to ``a`` only (``replicate_to``). Everything in ``b`` at or before X (b's own messages,
+   and a's messages sent before the request) reaches ``a`` before that response does;
+3. when every remote answered, ``a`` writes a SNAPSHOT (12), local only: "a's position of the
+   last response <-> X in b". A snapshot not complete within
+   ``replicated_subscriptions_snapshot_timeout_seconds`` (a region unreachable) is dropped:
+   a partial snapshot could make a region skip messages it has not sent everywhere (PIP-33);
+4. each replicated subscription caches the snapshots it reads (at most
+   ``replicated_subscriptions_snapshot_max_cached_per_subscription``, the oldest dropped); when
+   its mark-delete position passes a snapshot's local position, it writes an UPDATE (13) that
+   every remote applies by moving that subscription's mark-delete to X (creating it if needed).
+
+Two clusters need one round. With three or more, PIP-33 asks for a second round (a message of
+``b`` replicated to ``c`` before ``a``); Magnetar runs one round only, so replicated
+subscriptions are supported between two clusters (a third cluster's snapshot is not taken).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from magnetar.broker.managed_ledger import InitialPosition, Position
+from magnetar.broker.protocol.frames import payload_section
+from magnetar.proto import PulsarApi_pb2 as api
+from magnetar.proto import PulsarMarkers_pb2 as markers
+
+if TYPE_CHECKING:
+    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic import Topic
+
+log = logging.getLogger(__name__)
+
+REQUEST = markers.REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST
+RESPONSE = markers.REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE
+SNAPSHOT = markers.REPLICATED_SUBSCRIPTION_SNAPSHOT
+UPDATE = markers.REPLICATED_SUBSCRIPTION_UPDATE
+#: producer name of markers (the remote deduplicates them by origin cluster and this name)
+MARKER_PRODUCER = "pulsar.marker"
+#: cursor property that remembers a subscription is replicated (across restarts)
+REPLICATED_PROPERTY = "pulsar.replicated.subscription"
+
+_last_sequence = 0
+
+
+def _sequence_id() -> int:
+    """Increasing marker sequence ids, also across broker restarts and owners (microseconds)."""
+    global _last_sequence
+    _last_sequence = max(_last_sequence + 1, time.time_ns() // 1000)
+    return _last_sequence
+
+
+def marker_entry(
+    marker_type: int, body: bytes, replicate_to: list[str] | None = None
+) -> tuple[bytes, api.MessageMetadata]:
+    metadata = api.MessageMetadata(
+        producer_name=MARKER_PRODUCER,
+        sequence_id=_sequence_id(),
+        publish_time=time.time_ns() // 1_000_000,
+        marker_type=marker_type,
+    )
+    if replicate_to:
+        metadata.replicate_to.extend(replicate_to)
+    return payload_section(metadata, body), metadata
+
+
+def marker_payload(data: bytes) -> bytes:
+    """The payload (marker body) of a stored marker entry."""
+    start = 6 if data[:2] == b"\x0e\x01" else 0
+    size = int.from_bytes(data[start : start + 4], "big")
+    return data[start + 4 + size :]
+
+
+def _id(position: Position) -> markers.MarkersMessageIdData:
+    return markers.MarkersMessageIdData(ledger_id=position.ledger_id, entry_id=position.entry_id)
+
+
+def _position(message_id: markers.MarkersMessageIdData) -> Position:
+    return Position(message_id.ledger_id, message_id.entry_id)
+
+
+class MarkerIndex:
+    """Positions of the marker entries a topic holds (since it was loaded), so user-facing
+    backlogs leave them out."""
+
+    def __init__(self) -> None:
+        self.positions: list[Position] = []
+        self.count = 0
+
+    def add(self, position: Position) -> None:
+        self.count += 1
+        if not self.positions or position > self.positions[-1]:
+            self.positions.append(position)
+        else:
+            bisect.insort(self.positions, position)
+
+    def pending(self, mark_delete: Position, acknowledged: Callable[[Position], bool]) -> int:
+        """Markers after ``mark_delete`` not acknowledged."""
+        start = bisect.bisect_right(self.positions, mark_delete)
+        return sum(1 for p in self.positions[start:] if not acknowledged(p))
+
+    def forget_through(self, position: Position) -> None:
+        del self.positions[: bisect.bisect_right(self.positions, position)]
+
+
+@dataclass
+class Snapshot:
+    position: Position  # local: the subscription may tell the others once past it
+    clusters: dict[str, Position]
+
+
+class SnapshotCache:
+    """A replicated subscription's snapshots, in topic order."""
+
+    def __init__(self, size: int) -> None:
+        self.snapshots: deque[Snapshot] = deque()
+        self.size = size
+
+    def add(self, snapshot: Snapshot) -> None:
+        if self.snapshots and snapshot.position <= self.snapshots[-1].position:
+            return  # read again after a rewind
+        self.snapshots.append(snapshot)
+        while len(self.snapshots) > self.size:
+            self.snapshots.popleft()
+
+    def advanced(self, mark_delete: Position) -> Snapshot | None:
+        """The newest snapshot at or before ``mark_delete`` (it and older ones are dropped)."""
+        found = None
+        while self.snapshots and self.snapshots[0].position <= mark_delete:
+            found = self.snapshots.popleft()
+        return found
+
+
+@dataclass
+class _Pending:
+    started: float
+    responses: dict[str, Position] = field(default_factory=dict)
+    last_response: Position | None = None
+
+
+class ReplicatedSubscriptionsController:
+    """One topic's snapshots and updates."""
+
+    def __init__(
+        self,
+        topic: Topic,
+        local_cluster: str,
+        remote_clusters: Callable[[], set[str]],
+        *,
+        frequency_ms: Callable[[], int],
+        timeout_s: float,
+        cache_size: int,
+    ) -> None:
+        self.topic = topic
+        self.local_cluster = local_cluster
+        self.remote_clusters = remote_clusters
+        self.frequency_ms = frequency_ms
+        self.timeout_s = timeout_s
+        self.cache_size = cache_size
+        self.pending: dict[str, _Pending] = {}
+        self.snapshots_completed = 0
+        self.snapshots_timed_out = 0
+        self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replicated-subscriptions-{self.topic.name}"
+        )
+
+    async def close(self) -> None:
+        for task in [self._task, *self._tasks]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    # -- snapshots ------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.frequency_ms() / 1000)
+            now = time.monotonic()
+            for snapshot_id, pending in list(self.pending.items()):
+                if now - pending.started > self.timeout_s:
+                    del self.pending[snapshot_id]
+                    self.snapshots_timed_out += 1
+                    log.info(
+                        "%s: snapshot %s timed out (a region did not answer)", self.topic.name, snapshot_id
+                    )
+            if not self.remote_clusters() or not any(s.replicated for s in self.topic.subscriptions.values()):
+                continue  # no markers on topics that have no use for them
+            if self.pending:
+                continue  # one snapshot at a time: a region that does not answer gets no flood
+            try:
+                await self._start_snapshot()
+            except Exception as exc:
+                log.warning("%s: snapshot not started: %s", self.topic.name, exc)
+
+    async def _start_snapshot(self) -> None:
+        snapshot_id = str(uuid.uuid4())
+        self.pending[snapshot_id] = _Pending(time.monotonic())
+        body = markers.ReplicatedSubscriptionsSnapshotRequest(
+            snapshot_id=snapshot_id, source_cluster=self.local_cluster
+        )
+        await self._write(REQUEST, body.SerializeToString())
+
+    async def _write(self, marker_type: int, body: bytes, replicate_to: list[str] | None = None) -> Position:
+        data, metadata = marker_entry(marker_type, body, replicate_to)
+        return await self.topic.publish(data, metadata)
+
+    def marker_stored(self, metadata: api.MessageMetadata, data: bytes, position: Position) -> None:
+        """A marker entry was stored in the topic (written here or by a remote's replicator)."""
+        if not metadata.HasField("replicated_from") or metadata.replicated_from == self.local_cluster:
+            return  # our own markers act when read (snapshots) or at the remote end
+        task = asyncio.get_running_loop().create_task(self._remote_marker(metadata, data, position))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _remote_marker(self, metadata: api.MessageMetadata, data: bytes, position: Position) -> None:
+        body = marker_payload(data)
+        try:
+            if metadata.marker_type == REQUEST:
+                request = markers.ReplicatedSubscriptionsSnapshotRequest.FromString(body)
+                response = markers.ReplicatedSubscriptionsSnapshotResponse(
+                    snapshot_id=request.snapshot_id,
+                    cluster=markers.ClusterMessageId(cluster=self.local_cluster, message_id=_id(position)),
+                )
+                await self._write(RESPONSE, response.SerializeToString(), [request.source_cluster])
+            elif metadata.marker_type == RESPONSE:
+                await self._response(
+                    markers.ReplicatedSubscriptionsSnapshotResponse.FromString(body), position
+                )
+            elif metadata.marker_type == UPDATE:
+                await self._update(markers.ReplicatedSubscriptionsUpdate.FromString(body))
+        except Exception as exc:
+            log.warning(
+                "%s: marker %d at %s not handled: %s", self.topic.name, metadata.marker_type, position, exc
+            )
+
+    async def _response(
+        self, response: markers.ReplicatedSubscriptionsSnapshotResponse, position: Position
+    ) -> None:
+        pending = self.pending.get(response.snapshot_id)
+        if pending is None:
+            return  # timed out, or another owner's
+        pending.responses[response.cluster.cluster] = _position(response.cluster.message_id)
+        pending.last_response = position
+        if not self.remote_clusters() <= set(pending.responses):
+            return
+        del self.pending[response.snapshot_id]
+        snapshot = markers.ReplicatedSubscriptionsSnapshot(
+            snapshot_id=response.snapshot_id,
+            local_message_id=_id(position),
+            clusters=[
+                markers.ClusterMessageId(cluster=c, message_id=_id(p))
+                for c, p in sorted(pending.responses.items())
+            ],
+        )
+        await self._write(SNAPSHOT, snapshot.SerializeToString(), [self.local_cluster])
+        self.snapshots_completed += 1
+
+    async def _update(self, update: markers.ReplicatedSubscriptionsUpdate) -> None:
+        mine = next((c for c in update.clusters if c.cluster == self.local_cluster), None)
+        if mine is None:
+            return
+        position = _position(mine.message_id)
+        subscription = self.topic.subscriptions.get(update.subscription_name)
+        if subscription is None:
+            subscription = await self.topic.subscription(
+                update.subscription_name,
+                api.CommandSubscribe.Shared,
+                InitialPosition.EARLIEST,
+                replicated=True,
+            )
+        if position > subscription.cursor.mark_delete_position:
+            await subscription.acknowledge_cumulative(position)
+
+    # -- subscriptions --------------------------------------------------------------------------
+    def snapshot_read(self, subscription: Subscription, data: bytes) -> None:
+        """A subscription's dispatcher read a SNAPSHOT marker: cache it."""
+        if not subscription.replicated:
+            return
+        snapshot = markers.ReplicatedSubscriptionsSnapshot.FromString(marker_payload(data))
+        subscription.snapshots.add(
+            Snapshot(
+                _position(snapshot.local_message_id),
+                {c.cluster: _position(c.message_id) for c in snapshot.clusters},
+            )
+        )
+
+    async def advanced(self, subscription: Subscription) -> None:
+        """A replicated subscription's mark-delete moved: tell the others when past a snapshot."""
+        snapshot = subscription.snapshots.advanced(subscription.cursor.mark_delete_position)
+        if snapshot is None:
+            return
+        update = markers.ReplicatedSubscriptionsUpdate(
+            subscription_name=subscription.name,
+            clusters=[
+                markers.ClusterMessageId(cluster=c, message_id=_id(p))
+                for c, p in sorted(snapshot.clusters.items())
+            ],
+        )
+        await self._write(UPDATE, update.SerializeToString())
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "snapshotsCompleted": self.snapshots_completed,
+            "snapshotsTimedOut": self.snapshots_timed_out,
+            "snapshotsPending": len(self.pending),
+        }
+
+
+MarkerHandler = Callable[[api.MessageMetadata, bytes, Position], None]
+AdvanceHandler = Callable[["Subscription"], Awaitable[None]]

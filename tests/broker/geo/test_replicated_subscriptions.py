@@ -1,0 +1,110 @@
+"""Replicated subscriptions (PIP-33) between two regions with the official client: the article's
+scenario (m0-m3 produced in east, m0 and m1 acknowledged, the consumer fails over to west and
+resumes at m2), and markers invisible to consumers and to the stats users see."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pulsar
+import pytest
+
+from tests.broker.geo.conftest import Regions
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def snapshots_completed(regions: Regions, region: str, topic: str) -> int:
+    stats = regions.stats(region, topic)["replicatedSubscriptions"]
+    return int(stats["snapshotsCompleted"]) if stats else 0
+
+
+def subscription_backlog(regions: Regions, region: str, topic: str, name: str) -> int | None:
+    subscription = regions.stats(region, topic)["subscriptions"].get(name)
+    return None if subscription is None else int(subscription["msgBacklog"])
+
+
+def test_a_consumer_failing_over_resumes_where_it_left_off(regions: Regions) -> None:
+    namespace = regions.replicated_namespace("pip33/article")
+    topic = f"persistent://{namespace}/t"
+    east, west = regions.client("east"), regions.client("west")
+    consumer = east.subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
+    )
+    producer = east.create_producer(topic, batching_enabled=False)
+    for text in ("m0", "m1"):
+        producer.send(text.encode())
+    # A snapshot taken between m1 and m2 (one every second while the subscription exists).
+    done = snapshots_completed(regions, "east", topic)
+    wait_for(lambda: snapshots_completed(regions, "east", topic) > done, "a snapshot")
+    for text in ("m2", "m3"):
+        producer.send(text.encode())
+    for expected in ("m0", "m1"):
+        message = consumer.receive(10_000)
+        assert message.data().decode() == expected
+        consumer.acknowledge(message)
+    # The update marker moves west's subscription (created by it) past m1: m2 and m3 are left.
+    wait_for(lambda: subscription_backlog(regions, "west", topic, "sub") == 2, "west's subscription to move")
+    consumer.close()  # east is lost to this consumer: it fails over to west
+
+    failover = west.subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
+    )
+    got = []
+    while True:
+        try:
+            message = failover.receive(3000)
+        except pulsar.Timeout:
+            break
+        got.append(message.data().decode())
+        failover.acknowledge(message)
+    assert got == ["m2", "m3"], "resumes at m2: nothing skipped, nothing acknowledged in east again"
+    east.close()
+    west.close()
+
+
+def test_markers_are_invisible_to_consumers_and_user_stats(regions: Regions) -> None:
+    namespace = regions.replicated_namespace("pip33/markers")
+    topic = f"persistent://{namespace}/t"
+    east = regions.client("east")
+    consumer = east.subscribe(topic, "sub", replicate_subscription_state_enabled=True)
+    idle = east.subscribe(topic, "idle", replicate_subscription_state_enabled=True)
+    producer = east.create_producer(topic, batching_enabled=False)
+    sent = [f"m{i}" for i in range(20)]
+    for index, text in enumerate(sent):
+        producer.send(text.encode())
+        if index % 5 == 4:  # snapshots interleaved with the messages
+            done = snapshots_completed(regions, "east", topic)
+            wait_for(lambda done=done: snapshots_completed(regions, "east", topic) > done, "a snapshot")
+    got = []
+    while True:
+        try:
+            message = consumer.receive(3000)
+        except pulsar.Timeout:
+            break
+        got.append(message.data().decode())
+        consumer.acknowledge(message)
+    assert got == sent, "markers are never dispatched"
+    stats = regions.stats("east", topic)
+    assert stats["markerMessagesCounter"] > 0
+    assert stats["msgInCounter"] == len(sent)
+    assert stats["subscriptions"]["sub"]["msgBacklog"] == 0
+    assert stats["subscriptions"]["idle"]["msgBacklog"] == len(sent), "markers are not in the backlog"
+    # A topic whose namespace is not replicated gets no markers.
+    local = "persistent://public/default/pip33-local"
+    plain = east.subscribe(local, "sub", replicate_subscription_state_enabled=True)
+    east.create_producer(local).send(b"x")
+    assert plain.receive(10_000).data() == b"x"
+    time.sleep(2.5)  # two snapshot intervals: none may start
+    assert regions.stats("east", local)["markerMessagesCounter"] == 0
+    idle.close()
+    east.close()
