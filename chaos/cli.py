@@ -186,6 +186,9 @@ def _postmortem(run_dir: Path) -> int:
     import subprocess
     import sys
 
+    if not any((run_dir / "events").glob("*.jsonl")):
+        console.print("post-mortem skipped: the experiment ran no workload (no events/*.jsonl)")
+        return 0
     if importlib.util.find_spec("pyspark") is None:
         console.print(f"post-mortem skipped: install magnetar[spark], then `magnetar postmortem {run_dir}`")
         return 0
