@@ -81,6 +81,7 @@ class AdminApi:
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
         r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
         r.add_post("/admin/v2/internal/acquire/{tenant}/{namespace}/{bundle}", self.acquire)
+        r.add_post("/admin/v2/internal/prepare/{tenant}/{namespace}/{bundle}", self.prepare)
 
     @property
     def _namespaces(self) -> Any:
@@ -360,6 +361,14 @@ class AdminApi:
         body = await request.json() if request.can_read_body else {}
         await self.service.acquire_and_load(namespace, bundle, list(body.get("topics", [])))
         return web.json_response({"bundle": bundle.name, "owner": self.service.broker_id})
+
+    async def prepare(self, request: web.Request) -> web.Response:
+        """A transfer's destination creates the topics' next ledgers ahead (broker/handover.py)."""
+        from magnetar.broker import handover
+
+        body = await request.json()
+        topics = [str(TopicName.parse(t)) for t in body["topics"]]
+        return web.json_response({"prepared": await handover.prepare(self.service, topics)})
 
 
 def _type_name(sub_type: int) -> str:

@@ -67,6 +67,10 @@ class ServerConnection:
         self._connected = False
         self._producers: dict[int, tuple[Topic, Producer]] = {}
         self._consumers: dict[int, tuple[Topic, Subscription, Consumer]] = {}
+        #: producers the broker closed (unload, transfer, shutdown): a send of theirs still on the
+        #: way is dropped, not refused; the client resends it after reconnecting, while a refusal
+        #: makes it drop the whole connection and wait out a backoff
+        self._closed_producers: set[int] = set()
         self._last_read = time.monotonic()
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -297,6 +301,8 @@ class ServerConnection:
         send = frame.command.send
         entry = self._producers.get(send.producer_id)
         if entry is None:
+            if send.producer_id in self._closed_producers:
+                return
             self._send_error(send, E.UnknownError, f"no producer {send.producer_id} on this connection")
             return
         try:
@@ -698,6 +704,7 @@ class ServerConnection:
                 )
             )
             del self._producers[producer_id]
+            self._closed_producers.add(producer_id)
             if topic.producers.get(producer.name) is producer:
                 del topic.producers[producer.name]
         for consumer_id, (topic, _, consumer) in list(self._consumers.items()):

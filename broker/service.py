@@ -18,6 +18,7 @@ from magnetar.broker.admin import AdminApi
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.fencing import FencedTopicWatchdog
+from magnetar.broker.handover import ask_to_prepare
 from magnetar.broker.load_manager import LoadManager
 from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
@@ -226,6 +227,9 @@ class BrokerService:
                 destination,
             )
             return await self.unload(namespace, bundle)
+        # The destination creates the next ledgers while the topics are still written here.
+        upcoming = sorted(str(t.name) for t in self._topics_in(namespace, bundle))
+        await ask_to_prepare(target, namespace, bundle, upcoming)
         topics = self._topics_in(namespace, bundle)
         for topic in topics:
             topic.fenced = True

@@ -6,11 +6,17 @@ import asyncio
 import builtins
 import contextlib
 import json
+import logging
 
-from magnetar.bookie.client import LedgerClient
+from magnetar.bookie.client import BKError, LedgerClient, LedgerHandle
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
 from magnetar.broker.managed_ledger.ledger import ROOT, ManagedLedger, validate_name
 from magnetar.common.metadata import MetadataStore, NoNodeError
+
+log = logging.getLogger(__name__)
+
+#: a prepared ledger not opened within this time is deleted (the transfer that asked for it failed)
+PREPARED_TTL_S = 60.0
 
 
 class ManagedLedgerFactory:
@@ -22,6 +28,8 @@ class ManagedLedgerFactory:
         self.config = config or ManagedLedgerConfig()
         self._ledgers: dict[str, ManagedLedger] = {}
         self._opening: dict[str, asyncio.Task[ManagedLedger]] = {}
+        self._prepared: dict[str, LedgerHandle] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     async def open(self, name: str) -> ManagedLedger:
         """The managed ledger ``name`` (e.g. ``tenant/ns/persistent/topic``), created if new.
@@ -44,9 +52,52 @@ class ManagedLedgerFactory:
 
     async def _open(self, name: str) -> ManagedLedger:
         ledger = ManagedLedger(name, self._store, self._client, self.config)
-        await ledger.open()
+        ledger.prepared_writer = self._prepared.pop(name, None)
+        try:
+            await ledger.open()
+        finally:
+            if ledger.prepared_writer is not None:  # the open failed before taking it
+                self._discard_later(ledger.prepared_writer)
+                ledger.prepared_writer = None
         self._ledgers[name] = ledger
         return ledger
+
+    async def prepare(self, name: str) -> None:
+        """Create the next ledger of ``name`` before opening it: a transfer's destination does this
+        while the source still writes, so the open that follows only records the ledger."""
+        validate_name(name)
+        cached = self._ledgers.get(name)
+        if name in self._prepared or (cached is not None and not cached.closed):
+            return
+        handle = await self._client.create_ledger(
+            self.config.ensemble_size,
+            self.config.write_quorum,
+            self.config.ack_quorum,
+            custom={"managed-ledger": name},
+        )
+        if name in self._prepared:  # prepared twice at once: keep the first
+            self._discard_later(handle)
+            return
+        self._prepared[name] = handle
+
+        def expire() -> None:
+            if self._prepared.get(name) is handle:
+                del self._prepared[name]
+                log.info("%s: prepared ledger %d unused, deleting it", name, handle.ledger_id)
+                self._discard_later(handle)
+
+        asyncio.get_running_loop().call_later(PREPARED_TTL_S, expire)
+
+    def _discard_later(self, handle: LedgerHandle) -> None:
+        async def discard() -> None:
+            with contextlib.suppress(BKError):
+                await handle.close()
+            with contextlib.suppress(Exception):
+                await self._client.delete_ledger(handle.ledger_id)
+
+        task = asyncio.get_running_loop().create_task(discard())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def get(self, name: str) -> ManagedLedger | None:
         """The managed ledger ``name`` if this factory has it open."""

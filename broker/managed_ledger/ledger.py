@@ -108,6 +108,10 @@ class ManagedLedger:
         self._fenced = False
         self._maintenance: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        #: a ledger created ahead of the open (by the factory's ``prepare``: a transfer's
+        #: destination makes it while the source still writes), taken by the open instead of
+        #: creating one, which keeps its round trips out of the handover
+        self.prepared_writer: LedgerHandle | None = None
         self.entries_added = 0
         self.bytes_added = 0
 
@@ -192,13 +196,15 @@ class ManagedLedger:
         self._readers[info.ledger_id] = handle
 
     async def _start_ledger(self) -> None:
+        writer = await self._take_prepared_writer()
         try:
-            writer = await self._client.create_ledger(
-                self.config.ensemble_size,
-                self.config.write_quorum,
-                self.config.ack_quorum,
-                custom={"managed-ledger": self.name},
-            )
+            if writer is None:
+                writer = await self._client.create_ledger(
+                    self.config.ensemble_size,
+                    self.config.write_quorum,
+                    self.config.ack_quorum,
+                    custom={"managed-ledger": self.name},
+                )
         except BKError as exc:
             raise ManagedLedgerError(f"cannot create a ledger for {self.name}: {exc}") from exc
         async with self._metadata_lock:
@@ -211,6 +217,17 @@ class ManagedLedger:
                 raise
         self._writer, self._writer_failed, self._writer_created = writer, False, time.monotonic()
         log.info("%s: writing to ledger %d", self.name, writer.ledger_id)
+
+    async def _take_prepared_writer(self) -> LedgerHandle | None:
+        writer, self.prepared_writer = self.prepared_writer, None
+        if writer is not None and any(i.ledger_id >= writer.ledger_id for i in self._ledgers):
+            # Positions order by ledger id: a ledger created before the last one cannot follow it
+            # (the previous owner rolled after it was prepared).
+            with contextlib.suppress(BKError):
+                await writer.close()
+            self._delete_ledger_later(writer.ledger_id)
+            return None
+        return writer
 
     async def _cursor_names(self) -> list[str]:
         try:
