@@ -17,6 +17,7 @@ from typing import Any
 from chaoslib.exceptions import ActivityFailed
 
 from magnetar.chaos.admin_target import service_url
+from magnetar.chaos.process import targets
 
 __all__ = ["start_workload", "stop_workload"]
 
@@ -40,13 +41,32 @@ def start_workload(
     prefix: str = "w",
     service_url_: str | None = None,
     cluster_dir: str | None = None,
+    region: str | None = None,
+    subscription: str = "chaos",
+    replicate_subscription_state: bool = False,
+    batching: bool = False,
     configuration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start producers and consumers (official client) that log every send, receipt, receive and
-    ack to ``runs/<id>/events/``; they run until ``stop_workload`` (or ``duration`` seconds)."""
+    ack to ``runs/<id>/events/``; they run until ``stop_workload`` (or ``duration`` seconds).
+    With ``region``, the clients start in that region of a multi-region local cluster and know
+    the others (``move_consumers`` sends the consumers there)."""
     run_dir = _run_dir(configuration)
-    url = service_url(service_url_, cluster_dir, configuration)
-    cluster = (configuration or {}).get("magnetar_cluster_name", "local")
+    others: list[str] = []
+    if region is not None:
+        regions = _regions(cluster_dir, configuration)
+        if region not in regions:
+            raise ActivityFailed(f"no region {region!r} with a broker (regions: {sorted(regions)})")
+        url, cluster = regions[region], region
+        others = [
+            arg
+            for name, u in sorted(regions.items())
+            if name != region
+            for arg in ("--endpoint", f"{name}={u}")
+        ]
+    else:
+        url = service_url(service_url_, cluster_dir, configuration)
+        cluster = (configuration or {}).get("magnetar_cluster_name", "local")
     log = run_dir / "workload" / f"{prefix}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [
@@ -54,7 +74,9 @@ def start_workload(
         "--topic", topic, "--producers", str(producers), "--consumers", str(consumers),
         "--rate", str(rate), "--size", str(size), "--keys", str(keys),
         "--subscription-type", subscription_type, "--duration", str(duration),
-        "--run-dir", str(run_dir), "--prefix", prefix,
+        "--run-dir", str(run_dir), "--prefix", prefix, "--subscription", subscription, *others,
+        *(["--replicate-subscription-state"] if replicate_subscription_state else []),
+        *(["--batching"] if batching else []),
     ]  # fmt: skip
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -63,6 +85,12 @@ def start_workload(
     if process.poll() is not None:
         raise ActivityFailed(f"workload exited at once ({process.returncode}); see {log}")
     return {"pid": process.pid, "service_url": url, "topic": topic, "at": time.time()}
+
+
+def _regions(cluster_dir: str | None, configuration: dict[str, Any] | None) -> dict[str, str]:
+    """Service URL of each region of the local cluster (its first broker)."""
+    state = targets.load(targets.cluster_dir(cluster_dir, configuration))
+    return {name: info["service_url"] for name, info in state.regions.items() if info.get("service_url")}
 
 
 def stop_workload(
