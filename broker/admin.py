@@ -68,6 +68,9 @@ class AdminApi:
             "/admin/v2/namespaces/{tenant}/{namespace}/replicatedSubscriptionsSnapshotFrequency",
             self.set_snapshot_frequency,
         )
+        r.add_post(
+            "/admin/v2/namespaces/{tenant}/{namespace}/replicatedSubscriptionsCarryAcks", self.set_carry_acks
+        )
         r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/unload", self.unload_namespace)
         r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload", self.unload_bundle)
         r.add_put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split", self.split_bundle)
@@ -179,6 +182,14 @@ class AdminApi:
         await self._namespaces.update(
             self._ns(request), {"replicated_subscriptions_snapshot_frequency_millis": millis}
         )
+        return web.Response(status=204)
+
+    async def set_carry_acks(self, request: web.Request) -> web.Response:
+        """Beyond PIP-33 (a) for the namespace (true/false; null: the broker's setting)."""
+        carry = await request.json()
+        if carry is not None and not isinstance(carry, bool):
+            return _error(412, f"expected true, false or null, not {carry!r}")
+        await self._namespaces.update(self._ns(request), {"replicated_subscriptions_carry_acks": carry})
         return web.Response(status=204)
 
     async def bundles(self, request: web.Request) -> web.Response:

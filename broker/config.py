@@ -45,6 +45,9 @@ class BrokerConfig(ComponentConfig):
     replicated_subscriptions_snapshot_timeout_seconds: int = Field(default=30, gt=0)
     #: PIP-33: snapshots kept per subscription
     replicated_subscriptions_snapshot_max_cached_per_subscription: int = Field(default=10, gt=0)
+    #: Magnetar, beyond PIP-33 (a): updates also name the messages acknowledged past the
+    #: snapshot point, so a consumer failing over does not get them again (off: Pulsar's way)
+    replicated_subscriptions_carry_individual_acks: bool = False
     # -- managed ledgers (managedLedger* settings) ---------------------------------------------
     managed_ledger_default_ensemble_size: int = Field(default=2, ge=1)
     managed_ledger_default_write_quorum: int = Field(default=2, ge=1)

@@ -76,6 +76,9 @@ class NamespacePolicies(BaseModel):
     #: PIP-33 snapshot frequency of the namespace's topics (default: the broker's
     #: replicated_subscriptions_snapshot_frequency_millis); at least 50 ms
     replicated_subscriptions_snapshot_frequency_millis: int | None = Field(default=None, ge=50)
+    #: beyond PIP-33 (a) for the namespace's topics (default: the broker's
+    #: replicated_subscriptions_carry_individual_acks)
+    replicated_subscriptions_carry_acks: bool | None = None
 
     def bundles(self) -> list[Bundle]:
         return [Bundle(a, b) for a, b in zip(self.boundaries, self.boundaries[1:], strict=False)]

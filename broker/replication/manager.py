@@ -33,6 +33,8 @@ class ReplicationManager:
         self._locks: dict[str, asyncio.Lock] = {}
         #: namespace -> snapshot frequency of its policy (PIP-33), when it sets one
         self.snapshot_frequency_ms: dict[str, int] = {}
+        #: namespace -> (a) of its policy, when it sets it
+        self.carry_acks: dict[str, bool] = {}
 
     @property
     def local_cluster(self) -> str:
@@ -69,6 +71,9 @@ class ReplicationManager:
             ),
             timeout_s=config.replicated_subscriptions_snapshot_timeout_seconds,
             cache_size=config.replicated_subscriptions_snapshot_max_cached_per_subscription,
+            carry_acks=lambda: self.carry_acks.get(
+                topic.name.namespace_name, config.replicated_subscriptions_carry_individual_acks
+            ),
         )
         for subscription in topic.subscriptions.values():
             subscription.snapshots.size = controller.cache_size
@@ -81,6 +86,10 @@ class ReplicationManager:
             policies = await self.service.namespaces.policies(topic.name.namespace_name)
         except NamespaceError:
             return set()
+        if policies.replicated_subscriptions_carry_acks is None:
+            self.carry_acks.pop(topic.name.namespace_name, None)
+        else:
+            self.carry_acks[topic.name.namespace_name] = policies.replicated_subscriptions_carry_acks
         frequency = policies.replicated_subscriptions_snapshot_frequency_millis
         if frequency is None:
             self.snapshot_frequency_ms.pop(topic.name.namespace_name, None)

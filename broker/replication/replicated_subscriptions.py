@@ -22,6 +22,17 @@ every ``replicated_subscriptions_snapshot_frequency_millis``:
    its mark-delete position passes a snapshot's local position, it writes an UPDATE (13) that
    every remote applies by moving that subscription's mark-delete to X (creating it if needed).
 
+Beyond PIP-33 (a), behind ``replicated_subscriptions_carry_individual_acks`` (or the
+namespace's ``replicated_subscriptions_carry_acks``): an update also names the messages the
+subscription acknowledged past the snapshot point (by origin cluster, producer name and
+sequence ids, the identity that survives replication), and the remote acknowledges those
+individually after moving its mark-delete. Without it, a consumer failing over gets again
+everything acknowledged since the last snapshot it passed (about one snapshot interval, plus
+messages acknowledged out of order past the mark-delete); with it, only what was acknowledged
+since the last update. Updates then also go out every snapshot interval while the
+subscription moves, not only when it passes a snapshot. Nothing unacknowledged is ever named,
+so nothing is skipped.
+
 Two clusters need one round. With three or more, PIP-33 asks for a second round (a message of
 ``b`` replicated to ``c`` before ``a``); Magnetar runs one round only, so replicated
 subscriptions are supported between two clusters (a third cluster's snapshot is not taken).
@@ -36,12 +47,12 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from magnetar.broker.managed_ledger import InitialPosition, Position
-from magnetar.broker.protocol.frames import payload_section
+from magnetar.broker.protocol.frames import FrameError, payload_section, read_metadata
 from magnetar.proto import PulsarApi_pb2 as api
 from magnetar.proto import PulsarMarkers_pb2 as markers
 
@@ -91,6 +102,25 @@ def marker_payload(data: bytes) -> bytes:
     return data[start + 4 + size :]
 
 
+#: (a): entries read at most to name acknowledged messages, or to find named ones
+_MAX_SCANNED = 20_000
+
+
+def _identity(data: bytes, local_cluster: str) -> tuple[str, str, int, int] | None:
+    """(origin cluster, producer name, first and last sequence id) of a message entry; None for
+    markers and unreadable entries."""
+    try:
+        metadata = read_metadata(data)
+    except FrameError:
+        return None
+    if metadata.HasField("marker_type"):
+        return None
+    origin = metadata.replicated_from if metadata.HasField("replicated_from") else local_cluster
+    first = metadata.sequence_id
+    last = max(first + max(1, metadata.num_messages_in_batch) - 1, metadata.highest_sequence_id)
+    return origin, metadata.producer_name, first, last
+
+
 def _id(position: Position) -> markers.MarkersMessageIdData:
     return markers.MarkersMessageIdData(ledger_id=position.ledger_id, entry_id=position.entry_id)
 
@@ -135,6 +165,11 @@ class SnapshotCache:
     def __init__(self, size: int) -> None:
         self.snapshots: deque[Snapshot] = deque()
         self.size = size
+        #: the newest snapshot passed, and when an update last went out ((a) repeats it)
+        self.last: Snapshot | None = None
+        self.last_update = 0.0
+        #: (a): acknowledgements since the last update that no update has named yet
+        self.dirty = False
 
     def add(self, snapshot: Snapshot) -> None:
         if self.snapshots and snapshot.position <= self.snapshots[-1].position:
@@ -170,6 +205,7 @@ class ReplicatedSubscriptionsController:
         frequency_ms: Callable[[], int],
         timeout_s: float,
         cache_size: int,
+        carry_acks: Callable[[], bool] = lambda: False,
     ) -> None:
         self.topic = topic
         self.local_cluster = local_cluster
@@ -177,6 +213,7 @@ class ReplicatedSubscriptionsController:
         self.frequency_ms = frequency_ms
         self.timeout_s = timeout_s
         self.cache_size = cache_size
+        self.carry_acks = carry_acks
         self.pending: dict[str, _Pending] = {}
         self.snapshots_completed = 0
         self.snapshots_timed_out = 0
@@ -207,8 +244,15 @@ class ReplicatedSubscriptionsController:
                     log.info(
                         "%s: snapshot %s timed out (a region did not answer)", self.topic.name, snapshot_id
                     )
-            if not self.remote_clusters() or not any(s.replicated for s in self.topic.subscriptions.values()):
+            replicated = [s for s in self.topic.subscriptions.values() if s.replicated]
+            if not self.remote_clusters() or not replicated:
                 continue  # no markers on topics that have no use for them
+            for subscription in replicated:
+                if subscription.snapshots.dirty:
+                    try:
+                        await self.advanced(subscription)
+                    except Exception as exc:
+                        log.warning("%s: update of %s failed: %s", self.topic.name, subscription.name, exc)
             if self.pending:
                 continue  # one snapshot at a time: a region that does not answer gets no flood
             try:
@@ -294,6 +338,34 @@ class ReplicatedSubscriptionsController:
             )
         if position > subscription.cursor.mark_delete_position:
             await subscription.acknowledge_cumulative(position)
+        if update.acknowledged:
+            await self._acknowledge_named(subscription, position, update.acknowledged)
+
+    async def _acknowledge_named(
+        self, subscription: Subscription, after: Position, named: Sequence[markers.AcknowledgedMessages]
+    ) -> None:
+        """(a): acknowledge the entries after ``after`` whose messages the update names."""
+        wanted = {(n.origin_cluster, n.producer_name): [(r.first, r.last) for r in n.ranges] for n in named}
+        ledger = self.topic.ledger
+        start = ledger.next_position(max(after, subscription.cursor.mark_delete_position))
+        done: list[Position] = []
+        scanned = 0
+        while scanned < _MAX_SCANNED:
+            entries = await ledger.read_entries(start, 500)
+            if not entries:
+                break
+            for entry in entries:
+                identity = _identity(entry.data, self.local_cluster)
+                if identity is None:
+                    continue
+                origin, producer, first, last = identity
+                ranges = wanted.get((origin, producer))
+                if ranges and any(a <= first and last <= b for a, b in ranges):
+                    done.append(entry.position)
+            scanned += len(entries)
+            start = ledger.next_position(entries[-1].position)
+        if done:
+            await subscription.acknowledge(done)
 
     # -- subscriptions --------------------------------------------------------------------------
     def snapshot_read(self, subscription: Subscription, data: bytes) -> None:
@@ -310,9 +382,19 @@ class ReplicatedSubscriptionsController:
 
     async def advanced(self, subscription: Subscription) -> None:
         """A replicated subscription's mark-delete moved: tell the others when past a snapshot."""
-        snapshot = subscription.snapshots.advanced(subscription.cursor.mark_delete_position)
-        if snapshot is None:
+        cache = subscription.snapshots
+        snapshot = cache.advanced(subscription.cursor.mark_delete_position)
+        carry = self.carry_acks()
+        now = time.monotonic()
+        if snapshot is not None:
+            cache.last = snapshot
+        elif carry and cache.last is not None and now - cache.last_update >= self.frequency_ms() / 1000:
+            snapshot = cache.last  # (a): the same point, more acknowledged messages past it
+        else:
+            cache.dirty = carry and cache.last is not None  # (a): the next tick sends it
             return
+        cache.dirty = False
+        cache.last_update = now
         update = markers.ReplicatedSubscriptionsUpdate(
             subscription_name=subscription.name,
             clusters=[
@@ -320,7 +402,46 @@ class ReplicatedSubscriptionsController:
                 for c, p in sorted(snapshot.clusters.items())
             ],
         )
+        if carry:
+            update.acknowledged.extend(await self._acknowledged_since(subscription, snapshot.position))
         await self._write(UPDATE, update.SerializeToString())
+
+    async def _acknowledged_since(
+        self, subscription: Subscription, position: Position
+    ) -> list[markers.AcknowledgedMessages]:
+        """(a): the messages acknowledged after ``position``, by origin, producer and sequence ids."""
+        cursor = subscription.cursor
+        ledger = self.topic.ledger
+        found: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        start = ledger.next_position(position)
+        scanned = 0
+        while scanned < _MAX_SCANNED:
+            entries = await ledger.read_entries(start, 500)
+            if not entries:
+                break
+            for entry in entries:
+                if not cursor.is_acknowledged(entry.position):
+                    continue
+                identity = _identity(entry.data, self.local_cluster)
+                if identity is not None:
+                    origin, producer, first, last = identity
+                    ranges = found.setdefault((origin, producer), [])
+                    if ranges and ranges[-1][1] + 1 == first:
+                        ranges[-1] = (ranges[-1][0], last)
+                    else:
+                        ranges.append((first, last))
+            scanned += len(entries)
+            start = ledger.next_position(entries[-1].position)
+            if entries[-1].position > cursor.mark_delete_position and not cursor.individually_deleted_ranges:
+                break
+        return [
+            markers.AcknowledgedMessages(
+                origin_cluster=origin,
+                producer_name=producer,
+                ranges=[markers.SequenceRange(first=a, last=b) for a, b in ranges],
+            )
+            for (origin, producer), ranges in sorted(found.items())
+        ]
 
     def stats(self) -> dict[str, object]:
         return {
