@@ -8,7 +8,8 @@ depend on the old ones. So before fencing, the source asks the destination to *p
 bundle's topics (``POST /admin/v2/internal/prepare/<tenant>/<ns>/<bundle>`` with the topic
 names); the destination creates the ledgers (ManagedLedgerFactory.prepare), and its open after
 the source has closed only records them. A failed or slow prepare changes nothing but speed;
-an unused prepared ledger is deleted after a minute.
+an unused prepared ledger is deleted after a minute. Ledgers are created a few at a time, and
+the source waits for them at most ``PREPARE_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PREPARE_TIMEOUT_S = 10.0
+#: the source waits this long at most: preparing only saves time, and a graceful shutdown
+#: transfers its bundles one after the other
+PREPARE_TIMEOUT_S = 2.0
+PREPARE_CONCURRENCY = 2
 
 
 async def ask_to_prepare(target: BrokerInfo, namespace: str, bundle: Bundle, topics: list[str]) -> None:
@@ -52,9 +56,20 @@ async def ask_to_prepare(target: BrokerInfo, namespace: str, bundle: Bundle, top
 
 async def prepare(service: BrokerService, topics: list[str]) -> int:
     """Create the next ledger of each topic; returns how many were prepared."""
-    assert service.factory is not None
+    factory = service.factory
+    assert factory is not None
     names = [TopicName.parse(t).managed_ledger_name for t in topics]
-    results = await asyncio.gather(*(service.factory.prepare(n) for n in names), return_exceptions=True)
+    # A few at a time: a burst of ledger creations (metadata writes, each synced to disk by
+    # ZooKeeper) slows the source's writes just before the handover when they share a host.
+    room = asyncio.Semaphore(PREPARE_CONCURRENCY)
+
+    async def one(name: str) -> None:
+        async with room:
+            await factory.prepare(name)
+
+    # Shielded: a source that stopped waiting leaves ledgers created and kept (used by the open
+    # that follows, or deleted after a while), never half-recorded.
+    results = await asyncio.shield(asyncio.gather(*(one(n) for n in names), return_exceptions=True))
     failed = [r for r in results if isinstance(r, BaseException)]
     if failed:
         log.info("%d of %d topics not prepared: %s", len(failed), len(names), failed[0])
