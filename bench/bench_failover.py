@@ -1,0 +1,298 @@
+"""Consumer failover across regions with replicated subscriptions (issue 7), official client.
+
+    .venv/bin/python bench/bench_failover.py
+    .venv/bin/python bench/bench_failover.py --rate 1000 --seconds 10 --out runs/bench/failover.json
+
+Two regions (jp-east, jp-west: one ZooKeeper, one bookie and one broker each, ``magnetar local``
+processes on loopback). For each case, a namespace replicated to both regions, with the case's
+PIP-33 snapshot frequency and with or without (a) (individually acknowledged messages past the
+snapshot point carried in the update). A producer in jp-east sends ``--rate`` msg/s (batched,
+5 ms, as Pulsar's client does by default; ``--no-batching``) for ``--seconds``; a consumer on
+a replicated Failover subscription receives and acknowledges in jp-east, and half-way through
+closes and subscribes in jp-west under the same name (as an application failing over). It
+then receives until everything sent has arrived (or nothing arrives for ``--quiet`` seconds).
+Counted: messages sent (acknowledged by jp-east), received (distinct), duplicates (received
+again after the failover), lost (acknowledged, never received). Replication lag: a second,
+plain subscription in jp-west receives every message; lag = its receive time minus the
+producer's send time (same clock), p50 and p99.
+
+Targets (issue 7): zero loss; with (a) at 100 ms, duplicates <= 10% of the 1000 ms / no-(a)
+figure (Pulsar's default behaviour); replication lag p99 <= 50 ms on loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pulsar
+from rich.console import Console
+from rich.table import Table
+
+from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.chaos.local.supervisor import ClusterState, Supervisor
+from magnetar.common.admin_client import AdminClient
+
+console = Console()
+_LOG = logging.getLogger("pulsar-bench")
+_LOG.setLevel(logging.WARNING)
+EAST, WEST = "jp-east", "jp-west"
+#: (snapshot frequency ms, carry individually acknowledged messages: beyond-PIP-33 (a))
+CASES = [(1000, False), (1000, True), (100, False), (100, True)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+
+
+class Regions:
+    def __init__(self, directory: Path) -> None:
+        self.state = ClusterState.load(directory)
+
+    def service_url(self, region: str) -> str:
+        return self.state.regions[region]["service_url"]
+
+    def admin(self, method: str, path: str, body: Any = None) -> Any:
+        return AdminClient(self.state.regions[EAST]["web_service_url"]).call(method, path, body)
+
+    def client(self, region: str) -> pulsar.Client:
+        return pulsar.Client(self.service_url(region), operation_timeout_seconds=30, logger=_LOG)
+
+
+def spec() -> ClusterSpec:
+    return ClusterSpec(
+        name="bench-failover",
+        regions=[
+            RegionSpec(
+                name=name,
+                bookies=1,
+                brokers=1,
+                ledger=LedgerSpec(ensemble_size=1, write_quorum=1, ack_quorum=1),
+                broker_settings={"replication_policy_check_interval_seconds": 0.5},
+            )
+            for name in (EAST, WEST)
+        ],
+    )
+
+
+class FailoverConsumer(threading.Thread):
+    """Receives and acknowledges on the replicated subscription; moves to jp-west on request."""
+
+    def __init__(self, regions: Regions, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.regions = regions
+        self.topic = topic
+        self.received: list[str] = []
+        self.after_failover: list[str] = []
+        self.move = threading.Event()
+        self.stop = threading.Event()
+        self.moved = False
+
+    def _subscribe(self, region: str) -> tuple[pulsar.Client, pulsar.Consumer]:
+        client = self.regions.client(region)
+        consumer = client.subscribe(
+            self.topic,
+            "failover",
+            consumer_type=pulsar.ConsumerType.Failover,
+            initial_position=pulsar.InitialPosition.Earliest,
+            replicate_subscription_state_enabled=True,
+        )
+        return client, consumer
+
+    def run(self) -> None:
+        client, consumer = self._subscribe(EAST)
+        while not self.stop.is_set():
+            if self.move.is_set() and not self.moved:
+                consumer.close()
+                client.close()
+                client, consumer = self._subscribe(WEST)
+                self.moved = True
+            try:
+                message = consumer.receive(200)
+            except pulsar.Timeout:
+                continue
+            uid = message.properties()["uid"]
+            self.received.append(uid)
+            if self.moved:
+                self.after_failover.append(uid)
+            consumer.acknowledge(message)
+        consumer.close()
+        client.close()
+
+
+class LagConsumer(threading.Thread):
+    def __init__(self, regions: Regions, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.client = regions.client(WEST)
+        self.consumer = self.client.subscribe(topic, "lag", initial_position=pulsar.InitialPosition.Earliest)
+        self.lags_ms: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                message = self.consumer.receive(200)
+            except pulsar.Timeout:
+                continue
+            now = time.time_ns()
+            self.lags_ms.append((now - int(message.properties()["publish_ns"])) / 1e6)
+            self.consumer.acknowledge(message)
+        self.consumer.close()
+        self.client.close()
+
+
+def run_case(
+    regions: Regions,
+    frequency_ms: int,
+    carry: bool,
+    rate: float,
+    seconds: float,
+    batching: bool,
+    quiet_s: float,
+) -> dict[str, Any]:
+    namespace = f"bench/f{frequency_ms}-{'a' if carry else 'p'}-{int(time.time())}"
+    regions.admin("PUT", f"/admin/v2/namespaces/{namespace}", {"replication_clusters": [EAST, WEST]})
+    regions.admin(
+        "POST", f"/admin/v2/namespaces/{namespace}/replicatedSubscriptionsSnapshotFrequency", frequency_ms
+    )
+    regions.admin("POST", f"/admin/v2/namespaces/{namespace}/replicatedSubscriptionsCarryAcks", carry)
+    topic = f"persistent://{namespace}/orders"
+    east = regions.client(EAST)
+    producer = east.create_producer(
+        topic, batching_enabled=batching, batching_max_publish_delay_ms=5, send_timeout_millis=60_000
+    )
+    failover = FailoverConsumer(regions, topic)
+    lag = LagConsumer(regions, topic)
+    failover.start()
+    lag.start()
+    time.sleep(1.5)  # the subscriptions exist and a snapshot or two were taken
+    sent: set[str] = set()
+    failed: list[str] = []
+    lock = threading.Lock()
+    total = int(rate * seconds)
+    started = time.monotonic()
+    for index in range(total):
+        uid = str(index)
+
+        def done(result: pulsar.Result, _id: Any, uid: str = uid) -> None:
+            with lock:
+                (sent.add(uid) if result == pulsar.Result.Ok else failed.append(uid))
+
+        producer.send_async(b"x" * 100, done, properties={"uid": uid, "publish_ns": str(time.time_ns())})
+        if index == total // 2:
+            failover.move.set()
+        time.sleep(max(0.0, started + (index + 1) / rate - time.monotonic()))
+    producer.flush()
+    # Drain: until everything arrived, or nothing more arrived for a while (then what is
+    # missing counts as lost).
+    progress, last_change = -1, time.monotonic()
+    while time.monotonic() - last_change < quiet_s:
+        if sent <= set(failover.received) and len(lag.lags_ms) >= len(sent):
+            break
+        now_seen = len(failover.received) + len(lag.lags_ms)
+        if now_seen != progress:
+            progress, last_change = now_seen, time.monotonic()
+        time.sleep(0.2)
+    time.sleep(1)  # late duplicates, if any, are counted
+    failover.stop.set()
+    lag.stop.set()
+    failover.join(10)
+    lag.join(10)
+    producer.close()
+    east.close()
+    received = failover.received
+    return {
+        "snapshot_frequency_ms": frequency_ms,
+        "carry_acks": carry,
+        "sent": len(sent),
+        "send_failed": len(failed),
+        "received_distinct": len(set(received)),
+        "duplicates": len(received) - len(set(received)),
+        "lost": len(sent - set(received)),
+        "lag_p50_ms": percentile(lag.lags_ms, 50),
+        "lag_p99_ms": percentile(lag.lags_ms, 99),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rate", type=float, default=1000, help="messages/s produced in jp-east")
+    parser.add_argument("--seconds", type=float, default=10, help="seconds of producing per case")
+    parser.add_argument(
+        "--batching", action=argparse.BooleanOptionalAction, default=True, help="producer batching (5 ms)"
+    )
+    parser.add_argument("--quiet", type=float, default=20, help="drain ends after this many quiet seconds")
+    parser.add_argument(
+        "--cluster-dir", type=Path, default=None, help="an already running two-region cluster"
+    )
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/bench_failover.json"))
+    args = parser.parse_args()
+    own = args.cluster_dir is None
+    directory = args.cluster_dir or Path(tempfile.mkdtemp(prefix="bench-failover-")) / "cluster"
+    supervisor = Supervisor(directory)
+    if own:
+        console.print(f"starting two regions in {directory}")
+        supervisor.up(spec())
+    try:
+        regions = Regions(directory)
+        regions.admin("PUT", "/admin/v2/tenants/bench", {"allowedClusters": [EAST, WEST]})
+        results = []
+        for frequency_ms, carry in CASES:
+            console.print(f"case: snapshots every {frequency_ms} ms, (a) {'on' if carry else 'off'}")
+            results.append(
+                run_case(regions, frequency_ms, carry, args.rate, args.seconds, args.batching, args.quiet)
+            )
+    finally:
+        if own:
+            supervisor.down()
+    baseline = next(r for r in results if r["snapshot_frequency_ms"] == 1000 and not r["carry_acks"])
+    best = next(r for r in results if r["snapshot_frequency_ms"] == 100 and r["carry_acks"])
+    table = Table(
+        title=f"Consumer failover jp-east -> jp-west at {args.rate:g} msg/s "
+        f"({'batched' if args.batching else 'no batching'}, official client)"
+    )
+    for column in ("snapshots", "(a)", "sent", "received", "duplicates", "lost", "lag p50 ms", "lag p99 ms"):
+        table.add_column(column, justify="right")
+    for r in results:
+        table.add_row(
+            f"{r['snapshot_frequency_ms']} ms",
+            "on" if r["carry_acks"] else "off",
+            str(r["sent"]),
+            str(r["received_distinct"]),
+            str(r["duplicates"]),
+            str(r["lost"]),
+            f"{r['lag_p50_ms']:.1f}",
+            f"{r['lag_p99_ms']:.1f}",
+        )
+    console.print(table)
+    limit = baseline["duplicates"] * 0.10
+    targets = {
+        "zero_loss": all(r["lost"] == 0 for r in results),
+        "duplicates_100ms_a_le_10pct_of_1000ms_plain": best["duplicates"] <= limit,
+        "lag_p99_le_50ms": all(r["lag_p99_ms"] <= 50 for r in results),
+    }
+    for name, met in targets.items():
+        console.print(f"target {name}: {'[green]met' if met else '[red]NOT met'}")
+    console.print(
+        f"duplicates: 100 ms with (a) {best['duplicates']} vs limit {limit:.1f} "
+        f"(10% of {baseline['duplicates']} at 1000 ms without (a))"
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"rate": args.rate, "batching": args.batching, "results": results, "targets": targets}
+    args.out.write_text(json.dumps(doc, indent=2))
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
