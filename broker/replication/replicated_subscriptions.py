@@ -33,9 +33,10 @@ since the last update. Updates then also go out every snapshot interval while th
 subscription moves, not only when it passes a snapshot. Nothing unacknowledged is ever named,
 so nothing is skipped.
 
-Two clusters need one round. With three or more, PIP-33 asks for a second round (a message of
-``b`` replicated to ``c`` before ``a``); Magnetar runs one round only, so replicated
-subscriptions are supported between two clusters (a third cluster's snapshot is not taken).
+Two clusters need one round. With three or more, a second round follows (PIP-33: a message of
+``b`` may reach ``c`` before ``a``, and ``c``'s first answer would cover it): the snapshot
+keeps the first round's remote positions and, as local position, the last answer of the
+second round.
 """
 
 from __future__ import annotations
@@ -191,6 +192,8 @@ class _Pending:
     started: float
     responses: dict[str, Position] = field(default_factory=dict)
     last_response: Position | None = None
+    #: three or more clusters: the first round's answers (the snapshot's remote positions)
+    first_round: dict[str, Position] | None = None
 
 
 class ReplicatedSubscriptionsController:
@@ -215,6 +218,7 @@ class ReplicatedSubscriptionsController:
         self.cache_size = cache_size
         self.carry_acks = carry_acks
         self.pending: dict[str, _Pending] = {}
+        self._remotes: set[str] = set()
         self.snapshots_completed = 0
         self.snapshots_timed_out = 0
         self._task: asyncio.Task[None] | None = None
@@ -244,8 +248,14 @@ class ReplicatedSubscriptionsController:
                     log.info(
                         "%s: snapshot %s timed out (a region did not answer)", self.topic.name, snapshot_id
                     )
+            remotes = self.remote_clusters()
+            if remotes != self._remotes:
+                # (b): a region removed from the namespace no longer holds snapshots back (and
+                # one added is asked from the next snapshot on).
+                self._remotes = remotes
+                self.pending.clear()
             replicated = [s for s in self.topic.subscriptions.values() if s.replicated]
-            if not self.remote_clusters() or not replicated:
+            if not remotes or not replicated:
                 continue  # no markers on topics that have no use for them
             for subscription in replicated:
                 if subscription.snapshots.dirty:
@@ -309,15 +319,26 @@ class ReplicatedSubscriptionsController:
             return  # timed out, or another owner's
         pending.responses[response.cluster.cluster] = _position(response.cluster.message_id)
         pending.last_response = position
-        if not self.remote_clusters() <= set(pending.responses):
+        remotes = self.remote_clusters()
+        if not remotes <= set(pending.responses):
+            return
+        if len(remotes) > 1 and pending.first_round is None:
+            # PIP-33's second round: a message of one remote may have reached another remote
+            # (and be inside its answer) before reaching here; once every remote answered a
+            # second request, everything inside the first answers has arrived here too.
+            pending.first_round, pending.responses = dict(pending.responses), {}
+            request = markers.ReplicatedSubscriptionsSnapshotRequest(
+                snapshot_id=response.snapshot_id, source_cluster=self.local_cluster
+            )
+            await self._write(REQUEST, request.SerializeToString())
             return
         del self.pending[response.snapshot_id]
+        clusters = pending.first_round if pending.first_round is not None else pending.responses
         snapshot = markers.ReplicatedSubscriptionsSnapshot(
             snapshot_id=response.snapshot_id,
             local_message_id=_id(position),
             clusters=[
-                markers.ClusterMessageId(cluster=c, message_id=_id(p))
-                for c, p in sorted(pending.responses.items())
+                markers.ClusterMessageId(cluster=c, message_id=_id(p)) for c, p in sorted(clusters.items())
             ],
         )
         await self._write(SNAPSHOT, snapshot.SerializeToString(), [self.local_cluster])

@@ -81,3 +81,12 @@ def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
     started.supervisor.up(ClusterSpec(name="geo", regions=[region_spec(r) for r in REGIONS]))
     yield started
     started.supervisor.down()
+
+
+@pytest.fixture(scope="module")
+def three_regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
+    """east, west and south (PIP-33's two-round case)."""
+    started = Regions(tmp_path_factory.mktemp("geo3") / "cluster")
+    started.supervisor.up(ClusterSpec(name="geo3", regions=[region_spec(r) for r in (*REGIONS, "south")]))
+    yield started
+    started.supervisor.down()

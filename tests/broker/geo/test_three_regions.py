@@ -1,0 +1,51 @@
+"""Three regions: every message once in every region (full mesh, no loops), and replicated
+subscriptions with PIP-33's two rounds of snapshot requests."""
+
+from __future__ import annotations
+
+import pulsar
+import pytest
+
+from tests.broker.geo.conftest import Regions
+from tests.broker.geo.test_replicated_subscriptions import snapshots_completed, subscription_backlog, wait_for
+from tests.broker.geo.test_replication import receive_all
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
+
+ALL = ("east", "west", "south")
+
+
+def test_three_regions_replicate_and_keep_a_subscription_in_step(three_regions: Regions) -> None:
+    regions = three_regions
+    namespace = regions.replicated_namespace("trio/ns", ALL)
+    topic = f"persistent://{namespace}/t"
+    clients = {r: regions.client(r) for r in ALL}
+    consumer = clients["east"].subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
+    )
+    producers = {r: c.create_producer(topic, batching_enabled=False) for r, c in clients.items()}
+    # Two rounds: the snapshot completes once both remotes answered a second request.
+    done = snapshots_completed(regions, "east", topic)
+    wait_for(lambda: snapshots_completed(regions, "east", topic) > done, "a two-round snapshot")
+    sent = []
+    for i in range(5):
+        for region, producer in producers.items():
+            producer.send(f"{region}-{i}".encode())
+            sent.append(f"{region}-{i}")
+    got = receive_all(consumer, len(sent))
+    assert sorted(got) == sorted(sent), "each region's messages exactly once"
+    done = snapshots_completed(regions, "east", topic)
+    wait_for(lambda: snapshots_completed(regions, "east", topic) > done, "a snapshot after them")
+    producers["east"].send(b"last")  # the mark-delete passes the snapshot when this is acked
+    message = consumer.receive(10_000)
+    assert message.data() == b"last"
+    consumer.acknowledge(message)
+    for region in ("west", "south"):
+        wait_for(lambda r=region: subscription_backlog(regions, r, topic, "sub") == 1, f"{region} in step")
+    consumer.close()
+    failover = clients["south"].subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
+    )
+    assert receive_all(failover, 1, timeout_s=30) == ["last"], "south resumes after what east acknowledged"
+    for client in clients.values():
+        client.close()
