@@ -148,3 +148,36 @@ def kill(regions: Regions, name: str) -> None:
     os.kill(pid, signal.SIGKILL)
     while alive(pid):
         time.sleep(0.05)
+
+
+def test_restarts_and_unloads_on_either_side_lose_and_duplicate_nothing(regions: Regions) -> None:
+    """The source broker killed right after its producer's sends were acknowledged (the
+    replicator's cursor not yet persisted: it sends again), and the topic unloaded in the remote
+    region mid-stream (the replicator's producer closed there): each message arrives in the
+    remote region exactly once, in order."""
+    namespace = regions.replicated_namespace("acme/restarts")
+    topic = f"persistent://{namespace}/t"
+    path = topic.removeprefix("persistent://")
+    west = regions.client("west")
+    consumer = west.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    east = regions.client("east")
+    producer = east.create_producer(topic, batching_enabled=False)
+    sent = [f"a{i}" for i in range(300)]
+    for index, text in enumerate(sent):
+        producer.send_async(text.encode(), None)
+        if index == 150:
+            regions.call("west", "PUT", f"/admin/v2/persistent/{path}/unload")
+    producer.flush()
+    east.close()
+    kill(regions, "east-broker-0")
+    regions.supervisor.restart("east-broker-0")
+    served(regions, "east", topic)
+    east = regions.client("east")
+    producer = east.create_producer(topic, batching_enabled=False)
+    more = [f"b{i}" for i in range(50)]
+    for text in more:
+        producer.send_async(text.encode(), None)
+    producer.flush()
+    assert receive_all(consumer, len(sent) + len(more), timeout_s=120) == sent + more
+    east.close()
+    west.close()
