@@ -11,7 +11,9 @@ import time
 import click
 import pulsar
 import pytest
+from click.testing import CliRunner
 
+from magnetar.broker.admin_cli import admin
 from magnetar.chaos.local.supervisor import alive
 from tests.broker.geo.conftest import Regions
 
@@ -45,6 +47,27 @@ def test_clusters_and_namespaces_are_shared_by_the_regions(regions: Regions) -> 
         regions.call("east", "POST", "/admin/v2/namespaces/acme/shared/replication", ["east", "mars"])
     with pytest.raises(click.ClickException, match="unknown clusters"):
         regions.call("east", "PUT", "/admin/v2/namespaces/acme/other", {"replication_clusters": ["mars"]})
+
+
+def test_admin_cli_across_regions(regions: Regions) -> None:
+    """``magnetar admin`` in pulsar-admin's shapes: a namespace created through one region, its
+    clusters changed through the other."""
+    east = regions.admin("east").url
+    west = regions.admin("west").url
+
+    def cli(url: str, *args: str) -> str:
+        result = CliRunner().invoke(admin, ["--admin-url", url, *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert cli(west, "clusters", "list").split() == ["east", "west"]
+    cli(east, "tenants", "create", "cli", "--allowed-clusters", "east,west")
+    cli(east, "namespaces", "create", "--clusters", "east,west", "cli/ns")
+    assert cli(west, "namespaces", "get-clusters", "cli/ns").split() == ["east", "west"]
+    cli(west, "namespaces", "set-clusters", "cli/ns", "--clusters", "east")
+    assert cli(east, "namespaces", "get-clusters", "cli/ns").split() == ["east"]
+    cli(east, "clusters", "create", "mars", "--broker-url", "pulsar://127.0.0.1:1")
+    assert "mars" in cli(west, "clusters", "list").split()
 
 
 def test_produced_in_one_region_consumed_in_the_other_in_order(regions: Regions) -> None:
