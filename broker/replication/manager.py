@@ -14,7 +14,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.broker.namespace import NamespaceError
+from magnetar.broker.namespace import NamespaceError, NamespacePolicies
 from magnetar.broker.replication.replicated_subscriptions import ReplicatedSubscriptionsController
 from magnetar.broker.replication.replicator import CURSOR_PREFIX, Replicator, cursor_name
 
@@ -80,12 +80,21 @@ class ReplicationManager:
         topic.replicated_subscriptions = controller
         controller.start()
 
-    async def remote_clusters(self, topic: Topic) -> set[str]:
+    async def remote_clusters(
+        self, topic: Topic, known: dict[str, NamespacePolicies] | None = None
+    ) -> set[str]:
+        """The namespace's clusters other than this one (none when this one is not among them);
+        ``known``: policies already read in this round, by namespace."""
         assert self.service.namespaces is not None
-        try:
-            policies = await self.service.namespaces.policies(topic.name.namespace_name)
-        except NamespaceError:
-            return set()
+        namespace = topic.name.namespace_name
+        policies = None if known is None else known.get(namespace)
+        if policies is None:
+            try:
+                policies = await self.service.namespaces.policies(namespace)
+            except NamespaceError:
+                return set()
+            if known is not None:
+                known[namespace] = policies
         if policies.replicated_subscriptions_carry_acks is None:
             self.carry_acks.pop(topic.name.namespace_name, None)
         else:
@@ -100,14 +109,14 @@ class ReplicationManager:
             return set()
         return clusters - {self.local_cluster}
 
-    async def reconcile(self, topic: Topic) -> None:
+    async def reconcile(self, topic: Topic, known: dict[str, NamespacePolicies] | None = None) -> None:
         """Make the topic's replicators match its namespace's clusters."""
         name = str(topic.name)
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
             if self.service.topics.get(name) is not topic:
                 return  # closed meanwhile
-            wanted = await self.remote_clusters(topic)
+            wanted = await self.remote_clusters(topic, known)
             running = self.replicators.setdefault(name, {})
             for remote in sorted(set(running) - wanted):
                 await running.pop(remote).close()
@@ -151,9 +160,10 @@ class ReplicationManager:
         interval = self.service.config.replication_policy_check_interval_seconds
         while True:
             await asyncio.sleep(interval)
+            known: dict[str, NamespacePolicies] = {}  # one read per namespace per round
             for topic in list(self.service.topics.values()):
                 try:
-                    await self.reconcile(topic)
+                    await self.reconcile(topic, known)
                 except Exception as exc:
                     log.warning("replication check of %s failed: %s", topic.name, exc)
 
