@@ -29,6 +29,8 @@ class ManagedLedgerFactory:
         self._ledgers: dict[str, ManagedLedger] = {}
         self._opening: dict[str, asyncio.Task[ManagedLedger]] = {}
         self._prepared: dict[str, LedgerHandle] = {}
+        #: prepares under way: an open waits for its ledger rather than creating another one
+        self._preparing: dict[str, asyncio.Future[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     async def open(self, name: str) -> ManagedLedger:
@@ -52,6 +54,9 @@ class ManagedLedgerFactory:
 
     async def _open(self, name: str) -> ManagedLedger:
         ledger = ManagedLedger(name, self._store, self._client, self.config)
+        preparing = self._preparing.get(name)
+        if preparing is not None:
+            await asyncio.shield(preparing)
         ledger.prepared_writer = self._prepared.pop(name, None)
         try:
             await ledger.open()
@@ -67,18 +72,22 @@ class ManagedLedgerFactory:
         while the source still writes, so the open that follows only records the ledger."""
         validate_name(name)
         cached = self._ledgers.get(name)
-        if name in self._prepared or (cached is not None and not cached.closed):
+        busy = name in self._prepared or name in self._preparing or name in self._opening
+        if busy or (cached is not None and not cached.closed):
             return
-        handle = await self._client.create_ledger(
-            self.config.ensemble_size,
-            self.config.write_quorum,
-            self.config.ack_quorum,
-            custom={"managed-ledger": name},
-        )
-        if name in self._prepared:  # prepared twice at once: keep the first
-            self._discard_later(handle)
-            return
-        self._prepared[name] = handle
+        done = asyncio.get_running_loop().create_future()
+        self._preparing[name] = done
+        try:
+            handle = await self._client.create_ledger(
+                self.config.ensemble_size,
+                self.config.write_quorum,
+                self.config.ack_quorum,
+                custom={"managed-ledger": name},
+            )
+            self._prepared[name] = handle
+        finally:
+            del self._preparing[name]
+            done.set_result(None)
 
         def expire() -> None:
             if self._prepared.get(name) is handle:
