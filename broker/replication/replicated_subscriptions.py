@@ -370,8 +370,10 @@ class ReplicatedSubscriptionsController:
         ledger = self.topic.ledger
         start = ledger.next_position(max(after, subscription.cursor.mark_delete_position))
         done: list[Position] = []
+        # Read until every named message was found (or the cap): no further than needed.
+        missing = sum(r.last - r.first + 1 for n in named for r in n.ranges)
         scanned = 0
-        while scanned < _MAX_SCANNED:
+        while scanned < _MAX_SCANNED and missing > 0:
             entries = await ledger.read_entries(start, 500)
             if not entries:
                 break
@@ -383,6 +385,7 @@ class ReplicatedSubscriptionsController:
                 ranges = wanted.get((origin, producer))
                 if ranges and any(a <= first and last <= b for a, b in ranges):
                     done.append(entry.position)
+                    missing -= last - first + 1
             scanned += len(entries)
             start = ledger.next_position(entries[-1].position)
         if done:
@@ -435,8 +438,15 @@ class ReplicatedSubscriptionsController:
         ledger = self.topic.ledger
         found: dict[tuple[str, str], list[tuple[int, int]]] = {}
         start = ledger.next_position(position)
+        # Nothing past the last acknowledged position is acknowledged: read no further.
+        ranges_acked = cursor.individually_deleted_ranges
+        end = (
+            max(cursor.mark_delete_position, ranges_acked[-1][1])
+            if ranges_acked
+            else cursor.mark_delete_position
+        )
         scanned = 0
-        while scanned < _MAX_SCANNED:
+        while scanned < _MAX_SCANNED and start <= end:
             entries = await ledger.read_entries(start, 500)
             if not entries:
                 break
@@ -453,8 +463,6 @@ class ReplicatedSubscriptionsController:
                         ranges.append((first, last))
             scanned += len(entries)
             start = ledger.next_position(entries[-1].position)
-            if entries[-1].position > cursor.mark_delete_position and not cursor.individually_deleted_ranges:
-                break
         return [
             markers.AcknowledgedMessages(
                 origin_cluster=origin,
