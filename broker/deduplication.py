@@ -35,11 +35,38 @@ class Status(enum.Enum):
     IN_FLIGHT = "in-flight"
 
 
-def replicated_key(metadata: api.MessageMetadata) -> str:
-    """Who a replicated message came from: its origin cluster and producer. A replicator's
-    sends are deduplicated by this key and the origin's sequence id (as Pulsar does for
-    replicated messages), so a resend after a reconnection or restart is stored once."""
-    return f"{metadata.replicated_from}/{metadata.producer_name}"
+#: message property a replicator adds: the message's position in its origin cluster's topic,
+#: ``ledgerId:entryId`` (Pulsar's name and format)
+SOURCE_POSITION = "__MSG_PROP_REPL_SOURCE_POSITION"
+
+
+def encode_position(ledger_id: int, entry_id: int) -> int:
+    """A position as one increasing number (entry ids stay below 2**32)."""
+    return (ledger_id << 32) | entry_id
+
+
+def source_position(metadata: api.MessageMetadata) -> int | None:
+    """The encoded origin position of a replicated message, None when it carries none."""
+    for prop in metadata.properties:
+        if prop.key == SOURCE_POSITION:
+            ledger, _, entry = prop.value.partition(":")
+            try:
+                return encode_position(int(ledger), int(entry))
+            except ValueError:
+                return None
+    return None
+
+
+def replicated_identity(metadata: api.MessageMetadata) -> tuple[str, int]:
+    """How a replicated message is recognised when it comes again: its origin cluster and its
+    position there (set by the replicator, increasing in the origin's topic), so a resend after
+    a reconnection or a restart of either side is stored once, and a producer that restarts its
+    sequence ids under the same name loses nothing. Without the property (a replicator of
+    another implementation), the origin producer and its sequence id, as Pulsar does."""
+    position = source_position(metadata)
+    if position is not None:
+        return metadata.replicated_from, position
+    return f"{metadata.replicated_from}/{metadata.producer_name}", metadata.sequence_id
 
 
 class Deduplication:
@@ -53,7 +80,7 @@ class Deduplication:
     ) -> None:
         self._ledger = ledger
         self._cursor_name = cursor_name
-        #: geo-replication's instance: only messages with ``replicated_from``, by ``replicated_key``
+        #: geo-replication's instance: only messages with ``replicated_from``, by ``replicated_identity``
         self._replicated_only = replicated_only
         self._snapshot_interval = snapshot_interval
         self._cursor: ManagedCursor | None = None
@@ -84,7 +111,7 @@ class Deduplication:
                 if not self._replicated_only:
                     self._persist(metadata.producer_name, highest)
                 elif metadata.HasField("replicated_from"):
-                    self._persist(replicated_key(metadata), highest)
+                    self._persist(*replicated_identity(metadata))
             replayed += len(entries)
             self._last_position = entries[-1].position
             position = self._ledger.next_position(entries[-1].position)

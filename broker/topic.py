@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
-from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_key
+from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_identity
 from magnetar.broker.managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Position
 from magnetar.broker.replication.replicated_subscriptions import (
     REPLICATED_PROPERTY,
@@ -159,16 +159,15 @@ class Topic:
         highest_sequence_id: int = 0,
     ) -> Position:
         """Append the producer's bytes; DuplicateMessage when deduplication recognises them.
-        Replicated messages (``replicated_from`` set) are deduplicated by their origin's
-        producer and sequence id, whatever the topic's own deduplication setting."""
+        Replicated messages (``replicated_from`` set) are deduplicated by their origin cluster
+        and position there, whatever the topic's own deduplication setting."""
         replicated = self.replicated_dedup is not None and metadata.HasField("replicated_from")
         dedup = self.replicated_dedup if replicated else self.deduplication
         if dedup is None:
             return await self._write(headers_and_payload)
         if replicated:
-            producer = replicated_key(metadata)
-            sequence = metadata.sequence_id
-            highest = max(sequence, metadata.highest_sequence_id)
+            producer, sequence = replicated_identity(metadata)
+            highest = sequence
         else:
             producer = metadata.producer_name
             sequence = metadata.sequence_id if sequence_id is None else sequence_id

@@ -9,12 +9,13 @@ published in it to every other cluster of the namespace, over the Pulsar protoco
 
 No loss, no duplicates: the replicator's cursor moves only on the remote's receipts, so after
 any failure (either side restarted, unloaded, transferred, unreachable) it sends again from its
-cursor. The remote stores each replicated message once: a replicator producer's sends are
-deduplicated by (origin cluster, origin producer name, origin sequence id), all three in the
-replicated message's metadata, whatever the namespace's deduplication setting. That state is
-rebuilt after a restart from the stored entries themselves (``pulsar.dedup.replicated`` cursor
-snapshot plus replay), so it is never behind what was stored. As in Pulsar, this relies on each
-producer's sequence ids increasing: true for producers with generated names (the default); a
-producer given a fixed name that restarts its sequence ids needs deduplication enabled in its
-own cluster (then the client resumes from the last id stored).
+cursor. The remote stores each replicated message once: the replicator adds the message's
+position in its origin topic as the property ``__MSG_PROP_REPL_SOURCE_POSITION``
+(``ledgerId:entryId``, Pulsar's name), and a replicator producer's sends are deduplicated by
+(origin cluster, that position), which only grows, whatever the namespace's deduplication
+setting. That state is rebuilt after a restart from the stored entries themselves
+(``pulsar.dedup.replicated`` cursor snapshot plus replay), so it is never behind what was
+stored. Unlike deduplication by producer name and sequence id (Pulsar's older way), a producer
+that restarts its sequence ids under a fixed name loses nothing. The payload is untouched; the
+metadata gains ``replicated_from`` and that property.
 """

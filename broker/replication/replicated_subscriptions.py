@@ -24,8 +24,8 @@ every ``replicated_subscriptions_snapshot_frequency_millis``:
 
 Beyond PIP-33 (a), behind ``replicated_subscriptions_carry_individual_acks`` (or the
 namespace's ``replicated_subscriptions_carry_acks``): an update also names the messages the
-subscription acknowledged past the snapshot point (by origin cluster, producer name and
-sequence ids, the identity that survives replication), and the remote acknowledges those
+subscription acknowledged past the snapshot point (by origin cluster and position there, the
+identity that survives replication), and the remote acknowledges those
 individually after moving its mark-delete. Without it, a consumer failing over gets again
 everything acknowledged since the last snapshot it passed (about one snapshot interval, plus
 messages acknowledged out of order past the mark-delete); with it, only what was acknowledged
@@ -52,7 +52,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from magnetar.broker.managed_ledger import InitialPosition, Position
+from magnetar.broker.deduplication import encode_position, source_position
+from magnetar.broker.managed_ledger import Entry, InitialPosition, Position
 from magnetar.broker.protocol.frames import FrameError, payload_section, read_metadata
 from magnetar.proto import PulsarApi_pb2 as api
 from magnetar.proto import PulsarMarkers_pb2 as markers
@@ -107,19 +108,18 @@ def marker_payload(data: bytes) -> bytes:
 _MAX_SCANNED = 20_000
 
 
-def _identity(data: bytes, local_cluster: str) -> tuple[str, str, int, int] | None:
-    """(origin cluster, producer name, first and last sequence id) of a message entry; None for
-    markers and unreadable entries."""
+def _identity(entry: Entry, local_cluster: str) -> tuple[str, int] | None:
+    """(a): an entry's identity in every cluster: its origin cluster and its position there
+    (encoded), from ``__MSG_PROP_REPL_SOURCE_POSITION`` for replicated entries; None when
+    unreadable."""
     try:
-        metadata = read_metadata(data)
+        metadata = read_metadata(entry.data)
     except FrameError:
         return None
-    if metadata.HasField("marker_type"):
-        return None
-    origin = metadata.replicated_from if metadata.HasField("replicated_from") else local_cluster
-    first = metadata.sequence_id
-    last = max(first + max(1, metadata.num_messages_in_batch) - 1, metadata.highest_sequence_id)
-    return origin, metadata.producer_name, first, last
+    if not metadata.HasField("replicated_from"):
+        return local_cluster, encode_position(entry.position.ledger_id, entry.position.entry_id)
+    position = source_position(metadata)
+    return None if position is None else (metadata.replicated_from, position)
 
 
 def _id(position: Position) -> markers.MarkersMessageIdData:
@@ -363,29 +363,28 @@ class ReplicatedSubscriptionsController:
             await self._acknowledge_named(subscription, position, update.acknowledged)
 
     async def _acknowledge_named(
-        self, subscription: Subscription, after: Position, named: Sequence[markers.AcknowledgedMessages]
+        self, subscription: Subscription, after: Position, named: Sequence[markers.AcknowledgedEntries]
     ) -> None:
-        """(a): acknowledge the entries after ``after`` whose messages the update names."""
-        wanted = {(n.origin_cluster, n.producer_name): [(r.first, r.last) for r in n.ranges] for n in named}
+        """(a): acknowledge the entries after ``after`` that the update names."""
+        wanted = {n.origin_cluster: [(r.first, r.last) for r in n.positions] for n in named}
         ledger = self.topic.ledger
         start = ledger.next_position(max(after, subscription.cursor.mark_delete_position))
         done: list[Position] = []
         # Read until every named message was found (or the cap): no further than needed.
-        missing = sum(r.last - r.first + 1 for n in named for r in n.ranges)
+        missing = sum(r.last - r.first + 1 for n in named for r in n.positions)
         scanned = 0
         while scanned < _MAX_SCANNED and missing > 0:
             entries = await ledger.read_entries(start, 500)
             if not entries:
                 break
             for entry in entries:
-                identity = _identity(entry.data, self.local_cluster)
+                identity = _identity(entry, self.local_cluster)
                 if identity is None:
                     continue
-                origin, producer, first, last = identity
-                ranges = wanted.get((origin, producer))
-                if ranges and any(a <= first and last <= b for a, b in ranges):
+                origin, encoded = identity
+                if any(a <= encoded <= b for a, b in wanted.get(origin, ())):
                     done.append(entry.position)
-                    missing -= last - first + 1
+                    missing -= 1
             scanned += len(entries)
             start = ledger.next_position(entries[-1].position)
         if done:
@@ -432,11 +431,11 @@ class ReplicatedSubscriptionsController:
 
     async def _acknowledged_since(
         self, subscription: Subscription, position: Position
-    ) -> list[markers.AcknowledgedMessages]:
-        """(a): the messages acknowledged after ``position``, by origin, producer and sequence ids."""
+    ) -> list[markers.AcknowledgedEntries]:
+        """(a): the entries acknowledged after ``position``, by origin cluster and position there."""
         cursor = subscription.cursor
         ledger = self.topic.ledger
-        found: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        found: dict[str, list[tuple[int, int]]] = {}
         start = ledger.next_position(position)
         # Nothing past the last acknowledged position is acknowledged: read no further.
         ranges_acked = cursor.individually_deleted_ranges
@@ -453,23 +452,21 @@ class ReplicatedSubscriptionsController:
             for entry in entries:
                 if not cursor.is_acknowledged(entry.position):
                     continue
-                identity = _identity(entry.data, self.local_cluster)
+                identity = _identity(entry, self.local_cluster)
                 if identity is not None:
-                    origin, producer, first, last = identity
-                    ranges = found.setdefault((origin, producer), [])
-                    if ranges and ranges[-1][1] + 1 == first:
-                        ranges[-1] = (ranges[-1][0], last)
+                    origin, encoded = identity
+                    ranges = found.setdefault(origin, [])
+                    if ranges and ranges[-1][1] + 1 == encoded:
+                        ranges[-1] = (ranges[-1][0], encoded)
                     else:
-                        ranges.append((first, last))
+                        ranges.append((encoded, encoded))
             scanned += len(entries)
             start = ledger.next_position(entries[-1].position)
         return [
-            markers.AcknowledgedMessages(
-                origin_cluster=origin,
-                producer_name=producer,
-                ranges=[markers.SequenceRange(first=a, last=b) for a, b in ranges],
+            markers.AcknowledgedEntries(
+                origin_cluster=origin, positions=[markers.PositionRange(first=a, last=b) for a, b in ranges]
             )
-            for (origin, producer), ranges in sorted(found.items())
+            for origin, ranges in sorted(found.items())
         ]
 
     def stats(self) -> dict[str, object]:

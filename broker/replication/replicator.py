@@ -11,7 +11,8 @@ Entries that already carry ``replicated_from`` came from another cluster and are
 
 When anything fails (remote down, producer closed by an unload or transfer there, send error)
 the replicator drops its session, waits (backoff 100 ms doubling to 60 s) and resends from its
-cursor; the remote drops what it had already stored (see ``deduplication.replicated_key``).
+cursor; the remote drops what it had already stored: each message carries its position here in
+the property ``__MSG_PROP_REPL_SOURCE_POSITION`` (see ``deduplication.replicated_identity``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.deduplication import SOURCE_POSITION
 from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, ManagedLedgerError, Position
 from magnetar.broker.protocol.frames import FrameError, payload_section, read_metadata
 from magnetar.broker.replication.producer import ProducerBrokenError, RemoteProducer
@@ -43,11 +45,12 @@ def cursor_name(remote_cluster: str) -> str:
 
 
 def rewrite_for_replication(
-    data: bytes, local_cluster: str, remote_cluster: str
+    data: bytes, local_cluster: str, remote_cluster: str, position: Position
 ) -> tuple[bytes, int, bool] | None:
-    """The entry with ``replicated_from`` set, its number of messages and whether it is a marker;
-    None when it is not for ``remote_cluster``: it came from another cluster, or its
-    ``replicate_to`` names other clusters (PIP-33 responses and local snapshots)."""
+    """The entry with ``replicated_from`` set and its ``position`` here as a property (the
+    payload untouched), its number of messages and whether it is a marker; None when it is not
+    for ``remote_cluster``: it came from another cluster, or its ``replicate_to`` names other
+    clusters (PIP-33 responses and local snapshots)."""
     metadata = read_metadata(data)
     if metadata.HasField("replicated_from"):
         return None
@@ -57,6 +60,7 @@ def rewrite_for_replication(
     size = int.from_bytes(data[start : start + 4], "big")
     payload = data[start + 4 + size :]
     metadata.replicated_from = local_cluster
+    metadata.properties.add(key=SOURCE_POSITION, value=f"{position.ledger_id}:{position.entry_id}")
     marker = metadata.HasField("marker_type")
     return payload_section(metadata, payload), max(1, metadata.num_messages_in_batch), marker
 
@@ -169,7 +173,7 @@ class Replicator:
                 for entry in entries:
                     try:
                         rewritten = rewrite_for_replication(
-                            entry.data, self.local_cluster, self.remote_cluster
+                            entry.data, self.local_cluster, self.remote_cluster, entry.position
                         )
                     except (FrameError, ValueError) as exc:
                         log.warning("replicator %s: entry %s unreadable (%s): skipped", self.topic.name,

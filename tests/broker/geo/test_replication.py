@@ -204,3 +204,23 @@ def test_restarts_and_unloads_on_either_side_lose_and_duplicate_nothing(regions:
     assert receive_all(consumer, len(sent) + len(more), timeout_s=120) == sent + more
     east.close()
     west.close()
+
+
+def test_a_producer_restarting_its_sequence_under_a_fixed_name_loses_nothing(regions: Regions) -> None:
+    """Without deduplication, a producer created again under the same name starts its sequence
+    ids at 0 again: the remote must not take its new messages for resends of the old ones."""
+    namespace = regions.replicated_namespace("acme/fixed")
+    topic = f"persistent://{namespace}/t"
+    west = regions.client("west")
+    consumer = west.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    east = regions.client("east")
+    sent = []
+    for incarnation in range(2):
+        producer = east.create_producer(topic, producer_name="fixed", batching_enabled=False)
+        for i in range(5):
+            producer.send(f"{incarnation}-{i}".encode())
+            sent.append(f"{incarnation}-{i}")
+        producer.close()
+    assert receive_all(consumer, len(sent)) == sent
+    east.close()
+    west.close()
