@@ -29,6 +29,11 @@ _PROTOCOL_VERSION = 21
 _MAX_REDIRECTS = 8
 
 
+def _retrieve(future: asyncio.Future[tuple[int, int]]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class ProducerBrokenError(Exception):
     """The remote session is gone; pending sends are unconfirmed and must be sent again."""
 
@@ -247,6 +252,9 @@ class RemoteProducer:
     ) -> asyncio.Future[tuple[int, int]]:
         """Send one entry; the future gives the remote (ledger, entry) id, (-1, -1) for a duplicate."""
         future: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
+        # A broken session fails every pending send; the replicator learns it from the first
+        # one, so the others' errors are taken here (no "exception never retrieved" noise).
+        future.add_done_callback(_retrieve)
         if self._broken is not None or self._connection is None:
             future.set_exception(self._broken or ProducerBrokenError("not connected"))
             return future

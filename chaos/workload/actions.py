@@ -6,6 +6,7 @@ fault in the cluster never stops the record of what clients saw.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from chaoslib.exceptions import ActivityFailed
 from magnetar.chaos.admin_target import service_url
 from magnetar.chaos.process import targets
 
-__all__ = ["start_workload", "stop_workload"]
+__all__ = ["start_workload", "stop_workload", "stop_workloads"]
 
 
 def _run_dir(configuration: dict[str, Any] | None) -> Path:
@@ -107,7 +108,31 @@ def stop_workload(
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return {"pid": pid, "already_stopped": True}
+    return _wait_exit(pid, time.monotonic() + timeout_s)
+
+
+def stop_workloads(
+    prefixes: list[str], timeout_s: float = 90, configuration: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Stop several workloads at once (e.g. one per region): every producer stops at the same
+    moment, then every consumer drains, so each subscription runs to the end of what any of
+    them published (stopped one after the other, the first one's consumers would miss the
+    other's last messages)."""
+    run_dir = _run_dir(configuration)
+    pids: dict[str, int] = {}
+    for prefix in prefixes:
+        try:
+            pids[prefix] = int((run_dir / "workload" / f"{prefix}.pid").read_text())
+        except (OSError, ValueError):
+            raise ActivityFailed(f"no workload {prefix!r} was started in {run_dir}") from None
+    for pid in pids.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
+    return {prefix: _wait_exit(pid, deadline) for prefix, pid in pids.items()}
+
+
+def _wait_exit(pid: int, deadline: float) -> dict[str, Any]:
     while time.monotonic() < deadline:
         try:
             finished, _ = os.waitpid(pid, os.WNOHANG)
@@ -117,4 +142,4 @@ def stop_workload(
             return {"pid": pid, "stopped_at": time.time()}
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
-    raise ActivityFailed(f"workload {pid} did not drain within {timeout_s:.0f}s; killed")
+    raise ActivityFailed(f"workload {pid} did not drain in time; killed")
