@@ -10,6 +10,16 @@ names); the destination creates the ledgers (ManagedLedgerFactory.prepare), and 
 the source has closed only records them. A failed or slow prepare changes nothing but speed;
 an unused prepared ledger is deleted after a minute. Ledgers are created a few at a time, and
 the source waits for them at most ``PREPARE_TIMEOUT_S``.
+
+Measured (2 cores shared by ZooKeeper, 2 bookies, 3 brokers and the client, load average 3-6):
+the first close to the handover's end went from 140-310 ms to 70-230 ms, but the producers'
+windows stayed at 300-600 ms, because most of a window lies outside the handover. One window of
+655 ms: 130 ms fence to handover done; 160 ms until CLOSE_PRODUCER reached the client (queued
+behind messages dispatched on the same connection); 110 ms reconnecting and re-creating 16
+producers one PRODUCER at a time; 250 ms resending the ~1000 messages held back meanwhile until
+the first receipt. The next steps are therefore on those: tell clients before the handover ends
+(the destination would have to hold their PRODUCER/SUBSCRIBE until it owns the bundle) and
+catch up the held-back messages faster.
 """
 
 from __future__ import annotations
