@@ -3,6 +3,12 @@
     /loadbalance/brokers/<broker id>         ephemeral, JSON load report of a live broker
     /namespace/<tenant>/<ns>/<bundle name>   ephemeral, JSON owner of a bundle
 
+Read-only brokers (PIP-63) keep the same layout under their own roots, independent of the
+writable owners:
+
+    /loadbalance/read-only-brokers/<broker id>
+    /namespace-read-only/<tenant>/<ns>/<bundle name>
+
 An ownership node dies with its broker's session, so a crashed broker's bundles become free and
 the next lookup places them again.
 """
@@ -18,6 +24,9 @@ from magnetar.common.metadata import MetadataStore, NodeExistsError, NoNodeError
 
 BROKERS = "/loadbalance/brokers"
 LEADER = "/loadbalance/leader"
+BUNDLES = "/namespace"
+READ_ONLY_BROKERS = "/loadbalance/read-only-brokers"
+READ_ONLY_BUNDLES = "/namespace-read-only"
 
 
 @dataclass
@@ -31,6 +40,8 @@ class BrokerInfo:
     msg_rate_in: float = 0.0
     msg_rate_out: float = 0.0
     connections: int = 0
+    #: host:port of the cursor RPCs (writable brokers; read-only brokers forward cursor updates)
+    cursor_rpc_address: str = ""
     extra: dict[str, float] = field(default_factory=dict)
 
     def encode(self) -> bytes:
@@ -62,29 +73,41 @@ class NotServedError(Exception):
     """The topic's bundle is owned by another broker (or by none yet): look it up again."""
 
 
-def bundle_path(namespace: str, bundle: Bundle) -> str:
-    return f"/namespace/{namespace}/{bundle.name}"
+def bundle_path(namespace: str, bundle: Bundle, root: str = BUNDLES) -> str:
+    return f"{root}/{namespace}/{bundle.name}"
 
 
 class Ownership:
-    def __init__(self, store: MetadataStore, me: BrokerInfo) -> None:
+    """The broker registry and bundle ownership of one pool: the writable brokers (default
+    roots) or the read-only pool (``READ_ONLY_BROKERS``, ``READ_ONLY_BUNDLES``)."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        me: BrokerInfo,
+        *,
+        brokers_root: str = BROKERS,
+        bundles_root: str = BUNDLES,
+    ) -> None:
         self._store = store
         self.me = me
         self.owned: set[tuple[str, Bundle]] = set()
+        self._brokers = brokers_root
+        self._bundles = bundles_root
 
     @property
     def owner_record(self) -> Owner:
         return Owner(self.me.broker_id, self.me.service_url, self.me.web_service_url)
 
     async def register(self) -> None:
-        path = f"{BROKERS}/{self.me.broker_id}"
+        path = f"{self._brokers}/{self.me.broker_id}"
         with contextlib.suppress(NoNodeError):
             await self._store.delete(path)  # a previous incarnation's node, not yet expired
         await self._store.create(path, self.me.encode(), ephemeral=True)
 
     async def report(self) -> None:
         self.me.bundles = len(self.owned)
-        path = f"{BROKERS}/{self.me.broker_id}"
+        path = f"{self._brokers}/{self.me.broker_id}"
         try:
             await self._store.put(path, self.me.encode(), expected_version=None)
         except NoNodeError:
@@ -92,18 +115,18 @@ class Ownership:
 
     async def brokers(self) -> list[BrokerInfo]:
         try:
-            names = await self._store.children(BROKERS)
+            names = await self._store.children(self._brokers)
         except NoNodeError:
             return []
         found = []
         for name in names:
             with contextlib.suppress(NoNodeError):
-                found.append(BrokerInfo.decode((await self._store.get(f"{BROKERS}/{name}"))[0]))
+                found.append(BrokerInfo.decode((await self._store.get(f"{self._brokers}/{name}"))[0]))
         return found
 
     async def owner(self, namespace: str, bundle: Bundle) -> Owner | None:
         try:
-            return Owner.decode((await self._store.get(bundle_path(namespace, bundle)))[0])
+            return Owner.decode((await self._store.get(bundle_path(namespace, bundle, self._bundles)))[0])
         except NoNodeError:
             return None
 
@@ -111,7 +134,7 @@ class Ownership:
         """Take the bundle if it is free; returns whoever owns it afterwards."""
         try:
             await self._store.create(
-                bundle_path(namespace, bundle), self.owner_record.encode(), ephemeral=True
+                bundle_path(namespace, bundle, self._bundles), self.owner_record.encode(), ephemeral=True
             )
         except NodeExistsError:
             owner = await self.owner(namespace, bundle)
@@ -129,9 +152,9 @@ class Ownership:
         owner = await self.owner(namespace, bundle)
         if owner is not None and owner.broker_id == self.me.broker_id:
             with contextlib.suppress(NoNodeError):
-                await self._store.delete(bundle_path(namespace, bundle))
+                await self._store.delete(bundle_path(namespace, bundle, self._bundles))
         await self.report()
 
     async def unregister(self) -> None:
         with contextlib.suppress(NoNodeError):
-            await self._store.delete(f"{BROKERS}/{self.me.broker_id}")
+            await self._store.delete(f"{self._brokers}/{self.me.broker_id}")

@@ -1,0 +1,265 @@
+"""A managed ledger as a read-only owner sees it: the writable owner's ledgers, tailed.
+
+Nothing is fenced or recovered: ledgers are opened without recovery and read up to their LAC.
+When a cursor has read everything known and waits for more, the LAC of the ledger being written
+is long-polled from its bookies (the writable owner advances it explicitly when its traffic
+pauses, ``bookkeeper_explicit_lac_interval_in_mills``). A ledger roll (or a writable owner
+that moved and started a new ledger) is noticed either by re-reading the managed-ledger metadata
+whenever a long-poll interval passes without the LAC moving (``poll``, PIP-63 option C) or by a
+metadata-store watch on it (``watch``, option A). Durable cursors are ``RemoteCursor`` caches of
+the writable owner's; readers' cursors are local as anywhere. Entries read are cached, so the
+subscriptions of one read-only owner read each entry from the bookies once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from magnetar.bookie.client import BKError, LedgerClient
+from magnetar.broker.managed_ledger import (
+    Entry,
+    InitialPosition,
+    ManagedCursor,
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerError,
+    Position,
+)
+from magnetar.broker.managed_ledger.ledger import LedgerInfo, ledger_path
+from magnetar.broker.read_only.cursor import RemoteCursor
+from magnetar.broker.read_only.cursor_client import CursorClient
+from magnetar.common.metadata import MetadataStore, WatchEvent
+
+log = logging.getLogger(__name__)
+
+
+class ReadOnlyManagedLedgerError(ManagedLedgerError):
+    """A write asked of a read-only owner."""
+
+
+class ReadOnlyManagedLedger(ManagedLedger):
+    def __init__(
+        self,
+        name: str,
+        store: MetadataStore,
+        client: LedgerClient,
+        config: ManagedLedgerConfig,
+        *,
+        topic: str,
+        cursors: CursorClient | None,
+        poll_interval_s: float = 1.0,
+        watch: bool = False,
+    ) -> None:
+        super().__init__(name, store, client, config)
+        self.topic = topic
+        self._rpc = cursors
+        self._poll_interval_s = poll_interval_s
+        self._watch = watch
+        #: set while a cursor waits for entries past the known LAC
+        self._demand = asyncio.Event()
+        #: set by the metadata watch (``watch`` mode)
+        self._metadata_changed = asyncio.Event()
+        self._tail_task: asyncio.Task[None] | None = None
+        #: how many times the metadata was re-read (tests and stats)
+        self.metadata_refreshes = 0
+
+    # -- opening and following ------------------------------------------------------------------
+    async def open(self) -> None:
+        """Read the metadata and open the ledgers without recovery; start tailing."""
+        await self._refresh()
+        log.info(
+            "%s: following the writable owner read-only (ledgers %s, last entry %s)",
+            self.name,
+            [i.ledger_id for i in self._ledgers],
+            self._last_confirmed,
+        )
+        if self._watch:
+            self.store.watch(ledger_path(self.name), self._on_metadata_event)
+        self._tail_task = asyncio.get_running_loop().create_task(self._tail(), name=f"tail-{self.name}")
+
+    def _on_metadata_event(self, _event: WatchEvent) -> None:
+        self._metadata_changed.set()
+
+    async def _refresh(self) -> None:
+        """Re-read the managed-ledger metadata: new ledgers (rolls), closed ones, trimmed ones."""
+        async with self._metadata_lock:
+            self.metadata_refreshes += 1
+            await self._load()
+            listed = {i.ledger_id for i in self._ledgers}
+            for ledger_id in [i for i in self._readers if i not in listed]:
+                self._forget_ledger(ledger_id)
+            for info in self._ledgers:
+                handle = self._readers.get(info.ledger_id)
+                try:
+                    if handle is None and info.entries != 0:
+                        self._readers[info.ledger_id] = await self._client.open_ledger_no_recovery(
+                            info.ledger_id
+                        )
+                    elif handle is not None and info.entries >= 0 and not handle.is_closed:
+                        await handle.refresh_metadata()  # closed by the writer: read to its end
+                except BKError as exc:
+                    raise ManagedLedgerError(
+                        f"cannot open ledger {info.ledger_id} of {self.name}: {exc}"
+                    ) from exc
+        self._advance()
+
+    def _entries_of(self, info: LedgerInfo) -> int:
+        if info.entries >= 0:
+            return info.entries
+        handle = self._readers.get(info.ledger_id)
+        return handle.last_add_confirmed + 1 if handle is not None else 0
+
+    def _advance(self) -> None:
+        """Move the last confirmed entry to what the ledgers now show; wake waiting cursors."""
+        last = next(
+            (
+                Position(i.ledger_id, self._entries_of(i) - 1)
+                for i in reversed(self._ledgers)
+                if self._entries_of(i) > 0
+            ),
+            None,
+        )
+        if last is None or (self._last_confirmed is not None and last <= self._last_confirmed):
+            return
+        self._last_confirmed = last
+        waiters, self._waiters = self._waiters, []
+        self._demand.clear()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def wait_for_new_entries(self) -> asyncio.Future[None]:
+        waiter = super().wait_for_new_entries()
+        self._demand.set()  # a cursor asks past the known LAC: start long-polling it
+        return waiter
+
+    def _open_tail(self) -> LedgerInfo | None:
+        tail = self._ledgers[-1] if self._ledgers else None
+        return tail if tail is not None and tail.entries < 0 else None
+
+    async def _tail(self) -> None:
+        while not self._closed:
+            await self._demand.wait()
+            try:
+                moved = await self._follow_once()
+                if self._watch:
+                    if self._metadata_changed.is_set():
+                        self._metadata_changed.clear()
+                        await self._refresh()
+                elif not moved:
+                    await self._refresh()  # the LAC stood still for an interval: a roll?
+            except ManagedLedgerError as exc:
+                log.warning("%s: following the writable owner failed: %s", self.name, exc)
+                await asyncio.sleep(self._poll_interval_s)
+            except Exception:
+                log.exception("%s: tailing failed; retrying", self.name)
+                await asyncio.sleep(self._poll_interval_s)
+
+    async def _follow_once(self) -> bool:
+        """Long-poll the LAC of the ledger being written (or wait an interval when there is
+        none, or for the watch); True when new entries became readable."""
+        tail = self._open_tail()
+        handle = self._readers.get(tail.ledger_id) if tail is not None else None
+        if handle is None:
+            if self._watch:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._metadata_changed.wait(), self._poll_interval_s)
+            else:
+                await asyncio.sleep(self._poll_interval_s)
+            return False
+        before = handle.last_add_confirmed
+        if self._watch:
+            poll = asyncio.ensure_future(handle.wait_for_lac(before, self._poll_interval_s))
+            changed = asyncio.ensure_future(self._metadata_changed.wait())
+            try:
+                await asyncio.wait([poll, changed], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                if not poll.done():
+                    poll.cancel()
+            with contextlib.suppress(asyncio.CancelledError, BKError):
+                if poll.done():
+                    poll.result()
+        else:
+            try:
+                await handle.wait_for_lac(before, self._poll_interval_s)
+            except BKError as exc:
+                raise ManagedLedgerError(
+                    f"cannot read the LAC of ledger {tail.ledger_id if tail else '?'}: {exc}"
+                ) from exc
+        if handle.last_add_confirmed > before:
+            self._advance()
+            return True
+        return False
+
+    # -- reading --------------------------------------------------------------------------------
+    async def _read_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
+        entries = await super()._read_range(ledger_id, first, last)
+        for entry in entries:
+            if entry.position not in self._cache:
+                self._cache_put(entry.position, entry.data)
+        return entries
+
+    # -- cursors (forwarded to the writable owner) ----------------------------------------------
+    async def open_cursor(
+        self, name: str, initial_position: InitialPosition = InitialPosition.LATEST
+    ) -> ManagedCursor:
+        if not isinstance(name, str) or not name:
+            raise ManagedLedgerError(f"invalid cursor name {name!r}")
+        if self._rpc is None:
+            raise ReadOnlyManagedLedgerError(f"{self.name}: durable cursors need the writable owner's RPCs")
+        async with self._cursor_lock:
+            earliest = InitialPosition(initial_position) is InitialPosition.EARLIEST
+            state = await self._rpc.subscribe(self.topic, name, earliest=earliest)
+            cursor = self.cursors.get(name)
+            if not isinstance(cursor, RemoteCursor):
+                cursor = RemoteCursor(self, name, self._rpc, self.topic)
+                self.cursors[name] = cursor
+            cursor.apply(state)
+            return cursor
+
+    async def delete_cursor(self, name: str) -> None:
+        if self._rpc is None:
+            raise ReadOnlyManagedLedgerError(f"{self.name}: durable cursors need the writable owner's RPCs")
+        async with self._cursor_lock:
+            await self._rpc.unsubscribe(self.topic, name)
+            cursor = self.cursors.pop(name, None)
+            if cursor is not None:
+                await cursor.close(flush=False)
+
+    # -- what a read-only owner never does ------------------------------------------------------
+    async def add_entry(self, data: bytes) -> Position:
+        raise ReadOnlyManagedLedgerError(
+            f"{self.name} is owned read-only here: produce to its writable owner"
+        )
+
+    async def trim(self) -> list[int]:
+        return []  # retention is the writable owner's
+
+    def cursor_moved_to_ledger(self) -> None:
+        return
+
+    async def terminate(self) -> Position | None:
+        raise ReadOnlyManagedLedgerError(f"{self.name} is owned read-only here")
+
+    async def delete(self) -> None:
+        raise ReadOnlyManagedLedgerError(f"{self.name} is owned read-only here")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._watch:
+            self.store.unwatch(ledger_path(self.name), self._on_metadata_event)
+        if self._tail_task is not None:
+            self._tail_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tail_task
+        for cursor in list(self.cursors.values()):
+            await cursor.close(flush=False)
+        for waiter in self._waiters:
+            waiter.cancel()
+        self._waiters = []
+        await self.settle()
