@@ -27,6 +27,7 @@ Examples:
   magnetar broker --config broker.yaml
   magnetar broker --metadata-store-url zk://127.0.0.1:2181/jp-east --port 6650 --web-port 8080
   magnetar broker --config broker.yaml --set broker_deduplication_enabled=true
+  magnetar broker --config broker.yaml --read-only --port 6651   # PIP-63 read-only pool
 
 \b
 Settings are Pulsar's broker.conf names in snake_case (cluster_name, metadata_store_url,
@@ -38,6 +39,13 @@ the broker prints "broker ready <address> service_url=pulsar://... web_service_u
 @click.option("--metadata-store-url", help="zk://host:port/chroot, sqlite:///path or memory://name.")
 @click.option("--port", type=int, help="Pulsar protocol port (broker_service_port); 0 picks a free one.")
 @click.option("--web-port", type=int, help="HTTP port for /metrics and admin (web_service_port).")
+@click.option(
+    "--read-only",
+    "read_only",
+    is_flag=True,
+    default=None,
+    help="Join the read-only pool (read_only_broker): serve consumers only (PIP-63).",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting; repeatable.")
 @click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
 def broker(
@@ -45,6 +53,7 @@ def broker(
     metadata_store_url: str | None,
     port: int | None,
     web_port: int | None,
+    read_only: bool | None,
     sets: tuple[str, ...],
     log_level: str,
 ) -> None:
@@ -54,6 +63,8 @@ def broker(
     overrides.update(
         {"metadata_store_url": metadata_store_url, "broker_service_port": port, "web_service_port": web_port}
     )
+    if read_only:
+        overrides["read_only_broker"] = True
     try:
         config = BrokerConfig.load(config_path, overrides)
     except ConfigError as exc:

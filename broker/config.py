@@ -3,6 +3,8 @@ defaults where the setting exists there. Environment variables are ``MAGNETAR_BR
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
@@ -48,6 +50,22 @@ class BrokerConfig(ComponentConfig):
     #: Magnetar, beyond PIP-33 (a): updates also name the messages acknowledged past the
     #: snapshot point, so a consumer failing over does not get them again (off: Pulsar's way)
     replicated_subscriptions_carry_individual_acks: bool = False
+    # -- read-only topic ownership (PIP-63; see README "Read-only broker pool") -----------------
+    #: serve consumers only, for bundles owned writable elsewhere (``magnetar broker --read-only``):
+    #: registers in the read-only pool, owns bundles read-only among the pool, rejects producers
+    read_only_broker: bool = False
+    #: service URL producers are sent to in a read-only broker's error (default: the topic's
+    #: writable owner, else the cluster's broker service URL)
+    writable_broker_service_url: str | None = None
+    #: writable brokers: gRPC port of the cursor RPCs read-only brokers forward subscribe, ack,
+    #: unsubscribe and seek to; 0 picks a free one (advertised in the broker registry)
+    broker_cursor_rpc_port: int = Field(default=0, ge=0, le=65535)
+    #: read-only brokers: how a ledger roll of the writable owner is noticed: ``poll`` re-reads
+    #: the managed-ledger metadata when the LAC has not moved for the interval below (PIP-63
+    #: option C), ``watch`` sets a metadata-store watch on it (option A)
+    read_only_ledger_roll_detection: Literal["poll", "watch"] = "poll"
+    #: read-only brokers: LAC long-poll timeout, after which the metadata is polled (``poll``)
+    read_only_metadata_poll_interval_millis: int = Field(default=1000, gt=0)
     # -- managed ledgers (managedLedger* settings) ---------------------------------------------
     managed_ledger_default_ensemble_size: int = Field(default=2, ge=1)
     managed_ledger_default_write_quorum: int = Field(default=2, ge=1)
@@ -61,6 +79,10 @@ class BrokerConfig(ComponentConfig):
     default_retention_size_in_mb: float = 0
     #: rpc timeout of the ledger client (bookkeeperClientTimeoutInSeconds)
     bookkeeper_client_timeout_in_seconds: int = Field(default=30, gt=0)
+    #: how often an idle writer sends its LAC explicitly (bookkeeperExplicitLacIntervalInMills;
+    #: 0 disables, Pulsar's default): set it on writable brokers that read-only brokers tail, or
+    #: the last entry before a pause stays invisible to them until the next one
+    bookkeeper_explicit_lac_interval_in_mills: int = Field(default=0, ge=0)
     #: a topic still fenced (being handed over) after this many seconds is closed forcefully and
     #: its clients reconnect, so it is never stuck (topicFencingTimeoutSeconds; 0 never closes)
     topic_fencing_timeout_seconds: int = 0

@@ -33,6 +33,7 @@ from magnetar.broker.protocol.frames import (
     read_metadata,
     verify_payload,
 )
+from magnetar.broker.read_only.cursor import RemoteCursor
 from magnetar.broker.subscription import ConsumerAssignError, Subscription, SubscriptionBusyError
 from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic
 from magnetar.proto import PulsarApi_pb2 as api
@@ -261,6 +262,17 @@ class ServerConnection:
     # -- producing ------------------------------------------------------------------------------
     async def _producer(self, frame: Frame) -> None:
         request = frame.command.producer
+        if self.service.config.read_only_broker:
+            url = await self.service.writable_service_url(request.topic)
+            self.send(
+                commands.error(
+                    request.request_id,
+                    E.NotAllowedError,
+                    f"{self.service.service_url} is a read-only broker (PIP-63) and takes no producers: "
+                    f"produce to {request.topic} through the writable brokers at {url}",
+                )
+            )
+            return
         try:
             topic = await self.service.topic(request.topic)
         except InvalidTopicNameError as exc:
@@ -419,12 +431,17 @@ class ServerConnection:
                 if request.initialPosition == api.CommandSubscribe.Earliest
                 else InitialPosition.LATEST
             )
-            return await topic.subscription(
+            subscription = await topic.subscription(
                 request.subscription,
                 request.subType,
                 initial,
                 replicated=request.replicate_subscription_state,
             )
+            if isinstance(subscription.cursor, RemoteCursor) and not subscription.consumers:
+                # PIP-63: a consumer connecting to a read-only owner reads the cursor from the
+                # writable owner, so what was acknowledged elsewhere is not sent again.
+                await subscription.cursor.refresh()
+            return subscription
         return topic.reader(request.subscription, self._reader_start(topic, request), request.subType)
 
     def _reader_start(self, topic: Topic, request: api.CommandSubscribe) -> Position:
@@ -458,6 +475,17 @@ class ServerConnection:
             self._ack_response(ack, E.ConsumerNotFound, f"no consumer {ack.consumer_id}")
             return
         _, subscription, _ = entry
+        try:
+            await self._acknowledge(ack, subscription)
+        except ManagedLedgerError as exc:
+            # A read-only owner could not forward the ack: the entries stay unacknowledged and
+            # are delivered again, as after any lost ack.
+            log.warning("ack on %s failed: %s", subscription.name, exc)
+            self._ack_response(ack, E.UnknownError, str(exc))
+            return
+        self._ack_response(ack, None, None)
+
+    async def _acknowledge(self, ack: api.CommandAck, subscription: Subscription) -> None:
         # An ack_set with bits still set acknowledges part of a batch (the cleared bits): the
         # entry is done once every bit has been cleared by some ack.
         if ack.ack_type == api.CommandAck.Cumulative and ack.message_id:
@@ -474,7 +502,6 @@ class ServerConnection:
                     done.append(position)
             if done:
                 await subscription.acknowledge(done)
-        self._ack_response(ack, None, None)
 
     def _ack_response(self, ack: api.CommandAck, error: int | None, message: str | None) -> None:
         if ack.HasField("request_id"):
@@ -542,7 +569,11 @@ class ServerConnection:
         self._consumers.pop(request.consumer_id, None)
         consumer.closed = True
         subscription.remove_consumer(consumer)
-        await topic.unsubscribe(subscription.name)
+        try:
+            await topic.unsubscribe(subscription.name)
+        except ManagedLedgerError as exc:
+            self.send(commands.error(request.request_id, E.UnknownError, f"unsubscribe failed: {exc}"))
+            return
         self.send(commands.success(request.request_id))
 
     async def _seek(self, frame: Frame) -> None:

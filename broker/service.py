@@ -13,6 +13,8 @@ import contextlib
 import itertools
 import logging
 
+import grpc
+
 from magnetar.bookie.client import LedgerClient, LedgerClientConfig
 from magnetar.broker.admin import AdminApi
 from magnetar.broker.config import BrokerConfig
@@ -24,7 +26,16 @@ from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
 from magnetar.broker.namespace import Bundle, Namespaces
 from magnetar.broker.namespace import topic_hash as _hash
-from magnetar.broker.ownership import BrokerInfo, NotServedError, Ownership
+from magnetar.broker.ownership import (
+    READ_ONLY_BROKERS,
+    READ_ONLY_BUNDLES,
+    BrokerInfo,
+    NotServedError,
+    Ownership,
+)
+from magnetar.broker.read_only.cursor_client import CursorClient
+from magnetar.broker.read_only.cursor_service import start_cursor_server
+from magnetar.broker.read_only.ledger import ReadOnlyManagedLedger
 from magnetar.broker.replication.manager import ReplicationManager
 from magnetar.broker.topic import Topic, TopicName
 from magnetar.common.metadata import LeaderElection, MetadataStore, open_store
@@ -55,6 +66,10 @@ class BrokerService:
         self.load_manager = LoadManager(self)
         #: geo-replication: the replicators of the topics loaded here
         self.replication = ReplicationManager(self)
+        #: PIP-63: writable brokers serve the cursor RPCs, read-only brokers call them
+        self._cursor_server: grpc.aio.Server | None = None
+        self.cursor_rpc_port = 0
+        self.cursor_client: CursorClient | None = None
 
     @property
     def broker_id(self) -> str:
@@ -76,6 +91,7 @@ class BrokerService:
             write_quorum=self.config.managed_ledger_default_write_quorum,
             ack_quorum=self.config.managed_ledger_default_ack_quorum,
             rpc_timeout_s=self.config.bookkeeper_client_timeout_in_seconds,
+            explicit_lac_interval_s=self.config.bookkeeper_explicit_lac_interval_in_mills / 1000,
         )
         self.ledger_client = LedgerClient(self.store, client_config)
         self.factory = ManagedLedgerFactory(self.store, self.ledger_client, self.config.managed_ledger())
@@ -88,6 +104,10 @@ class BrokerService:
         self.load_manager.install(self._metrics.app)
         await self._metrics.start()
         self.web_port = self._metrics.port
+        if not self.config.read_only_broker:
+            self._cursor_server, self.cursor_rpc_port = await start_cursor_server(
+                self, self.config.bind_address, self.config.broker_cursor_rpc_port
+            )
         await self._join_cluster()
         log.info("broker serving %s (metrics on %s/metrics)", self.service_url, self.web_service_url)
 
@@ -98,10 +118,23 @@ class BrokerService:
         self.configuration_store = await open_store(url) if url else self.store
         self.namespaces = Namespaces(self.configuration_store)
         cluster = self.config.cluster_name
-        await self.namespaces.set_cluster(cluster, self.web_service_url, self.service_url)
+        if not self.config.read_only_broker:  # the cluster's URLs are the writable brokers'
+            await self.namespaces.set_cluster(cluster, self.web_service_url, self.service_url)
         await self.namespaces.create_tenant("public", [cluster], exist_ok=True)
         await self.namespaces.create("public/default", exist_ok=True)
         me = BrokerInfo(self.broker_id, self.service_url, self.web_service_url, cluster)
+        if self.config.read_only_broker:
+            # PIP-63: the read-only pool registers and owns bundles among itself; the writable
+            # pool is only looked at, to find the owner cursor updates go to.
+            self.ownership = Ownership(
+                self.store, me, brokers_root=READ_ONLY_BROKERS, bundles_root=READ_ONLY_BUNDLES
+            )
+            await self.ownership.register()
+            self.cursor_client = CursorClient(Ownership(self.store, me), self._bundle_of_topic)
+            # No load-manager leader: the read-only pool places bundles by lookups alone.
+            self._background = [asyncio.get_running_loop().create_task(self._report_load())]
+            return
+        me.cursor_rpc_address = f"{self.config.advertised_address}:{self.cursor_rpc_port}"
         self.ownership = Ownership(self.store, me)
         await self.ownership.register()
         self.election = self.store.election("/loadbalance/leader", self.broker_id)
@@ -160,7 +193,47 @@ class BrokerService:
         policies = await self.namespaces.policies(topic.namespace_name)
         return topic.namespace_name, policies.bundle_for(str(topic))
 
+    async def _bundle_of_topic(self, topic: str) -> tuple[str, Bundle]:
+        return await self.bundle_of(TopicName.parse(topic))
+
+    async def writable_service_url(self, topic: str) -> str:
+        """Where producers of ``topic`` go (named in a read-only broker's refusal): the setting,
+        else the topic's writable owner, else the cluster's broker service URL."""
+        if self.config.writable_broker_service_url:
+            return self.config.writable_broker_service_url
+        if self.cursor_client is not None:
+            with contextlib.suppress(Exception):
+                owner = await self.cursor_client.writable_owner(topic)
+                if owner is not None:
+                    return owner.service_url
+        assert self.namespaces is not None
+        with contextlib.suppress(Exception):
+            return (await self.namespaces.cluster(self.config.cluster_name))["brokerServiceUrl"]
+        return "the writable brokers"
+
+    async def _load_read_only(self, name: TopicName) -> Topic:
+        assert self.store is not None
+        assert self.ledger_client is not None
+        assert self.factory is not None
+        assert self.cursor_client is not None
+        ledger = ReadOnlyManagedLedger(
+            name.managed_ledger_name,
+            self.store,
+            self.ledger_client,
+            self.factory.config,
+            topic=str(name),
+            cursors=self.cursor_client,
+            poll_interval_s=self.config.read_only_metadata_poll_interval_millis / 1000,
+            watch=self.config.read_only_ledger_roll_detection == "watch",
+        )
+        await ledger.open()
+        topic = await Topic.load(name, ledger, deduplication=False)
+        self.topics[str(name)] = topic
+        return topic
+
     async def _load(self, name: TopicName) -> Topic:
+        if self.config.read_only_broker:
+            return await self._load_read_only(name)
         assert self.factory is not None
         assert self.namespaces is not None
         policies = await self.namespaces.policies(name.namespace_name)
@@ -320,6 +393,10 @@ class BrokerService:
                 await self.election.resign()
         if self._metrics is not None:
             await self._metrics.stop()
+        if self._cursor_server is not None:
+            await self._cursor_server.stop(grace=1)
+        if self.cursor_client is not None:
+            await self.cursor_client.close()
         if self.ledger_client is not None:
             await self.ledger_client.close()
         if self.configuration_store is not None and self.configuration_store is not self.store:

@@ -37,6 +37,8 @@ class RegionSpec(BaseModel):
     name: str
     bookies: int = Field(default=3, ge=1)
     brokers: int = Field(default=1, ge=0)
+    #: read-only brokers (PIP-63 pool, ``magnetar broker --read-only``), started after the others
+    read_only_brokers: int = Field(default=0, ge=0)
     ledger: LedgerSpec = Field(default_factory=LedgerSpec)
     #: extra settings for every bookie / broker of the region (their config names)
     bookie_settings: dict[str, Any] = Field(default_factory=dict)

@@ -178,6 +178,23 @@ class Supervisor:
             if service_url and "service_url" not in state.regions[region.name]:
                 state.regions[region.name]["service_url"] = service_url
                 state.regions[region.name]["web_service_url"] = record.endpoints.get("web_service_url", "")
+        for index in range(region.read_only_brokers):
+            name = f"{region.name}-read-only-broker-{index}"
+            config = self.directory / f"{name}.yaml"
+            config.write_text(
+                yaml.safe_dump({**broker_config(state, region, metadata), "read_only_broker": True})
+            )
+            record = self._start(
+                state,
+                name,
+                "broker",
+                region.name,
+                ["broker", "--config", str(config)],
+                "broker ready",
+                timeout_s,
+            )
+            if "read_only_service_url" not in state.regions[region.name]:
+                state.regions[region.name]["read_only_service_url"] = record.endpoints.get("service_url", "")
         state.save()
 
     def _start(

@@ -1,17 +1,30 @@
-"""Storage for broker tests: an in-process metadata store and two in-process bookies."""
+"""Storage for broker tests: an in-process metadata store and two in-process bookies; and
+``local_cluster``: real ZooKeeper, bookie and broker processes started by ``magnetar local``'s
+supervisor (writable brokers and, for PIP-63, read-only ones)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pulsar
 import pytest
 
 from magnetar.bookie.client import LedgerClient, LedgerClientConfig
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.server import BookieServer, start_bookie
+from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
+from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor, alive
 from magnetar.common.metadata import MetadataStore, open_store
+
+_CLIENT_LOG = logging.getLogger("pulsar-test")
+_CLIENT_LOG.setLevel(logging.WARNING)
 
 
 @dataclass
@@ -48,3 +61,62 @@ async def storage(tmp_path: Path, memory_url: str) -> AsyncIterator[Storage]:
     await store.close()
     for bookie in bookies:
         await bookie.stop()
+
+
+class LocalCluster:
+    """A running ``magnetar local`` cluster of one region: its processes, admin calls, clients."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.supervisor = Supervisor(directory)
+
+    @property
+    def state(self) -> ClusterState:
+        return ClusterState.load(self.directory)
+
+    def brokers(self, *, read_only: bool = False) -> list[ProcessRecord]:
+        """The live writable brokers (or read-only ones), in start order."""
+        return [b for b in self.state.find("broker") if alive(b.pid) and ("read-only" in b.name) == read_only]
+
+    def service_url(self, index: int = 0, *, read_only: bool = False) -> str:
+        return self.brokers(read_only=read_only)[index].endpoints["service_url"]
+
+    def admin(
+        self, method: str, path: str, body: Any = None, index: int = 0, *, read_only: bool = False
+    ) -> tuple[int, Any]:
+        url = self.brokers(read_only=read_only)[index].endpoints["web_service_url"] + path
+        data = None if body is None else json.dumps(body).encode()
+        for _ in range(3):
+            request = urllib.request.Request(
+                url, data=data, method=method, headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    text = response.read().decode()
+                    return response.status, json.loads(text) if text else None
+            except urllib.error.HTTPError as exc:
+                if exc.code == 307:
+                    url = exc.headers["Location"]
+                    continue
+                return exc.code, json.loads(exc.read().decode() or "null")
+        raise AssertionError("redirect loop")
+
+    def client(self, service_url: str) -> pulsar.Client:
+        return pulsar.Client(service_url, operation_timeout_seconds=30, logger=_CLIENT_LOG)
+
+
+@pytest.fixture(scope="module")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[RegionSpec], LocalCluster]]:
+    """Start a one-region cluster from a ``RegionSpec``; everything is stopped after the tests
+    of the module (a module's tests share a cluster, each on its own topics)."""
+    started: list[LocalCluster] = []
+
+    def start(region: RegionSpec) -> LocalCluster:
+        cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
+        started.append(cluster)
+        cluster.supervisor.up(ClusterSpec(name="test", regions=[region]))
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.supervisor.down()
