@@ -1,21 +1,23 @@
 """Consumer failover across regions with replicated subscriptions (issue 7), official client.
 
     .venv/bin/python bench/bench_failover.py
-    .venv/bin/python bench/bench_failover.py --rate 1000 --seconds 10 --out runs/bench/failover.json
+    .venv/bin/python bench/bench_failover.py --rate 1000 --seconds 20 --moves 5 --out runs/bench/failover.json
 
 Two regions (jp-east, jp-west: one ZooKeeper, one bookie and one broker each, ``magnetar local``
 processes on loopback). For each case, a namespace replicated to both regions, with the case's
 PIP-33 snapshot frequency and with or without (a) (individually acknowledged messages past the
 snapshot point carried in the update). A producer in jp-east sends ``--rate`` msg/s (batched,
 5 ms, as Pulsar's client does by default; ``--no-batching``) for ``--seconds``; a consumer on
-a replicated Failover subscription receives and acknowledges in jp-east, and half-way through
-closes and subscribes in jp-west under the same name (as an application failing over). It
-then receives until everything sent has arrived (or nothing arrives for ``--quiet`` seconds).
+a replicated Failover subscription receives and acknowledges in jp-east and, ``--moves`` times
+at even intervals, closes and subscribes in the other region under the same name (as an
+application failing over; one failover lands at a random point of the snapshot cycle, several
+average it). It then receives until everything sent has arrived (or nothing arrives for
+``--quiet`` seconds).
 Counted: messages sent (acknowledged by jp-east), received (distinct), duplicates (received
-again after the failover), lost (acknowledged, never received). Replication lag (ms): plain
-subscriptions in both regions receive every message; lag = receive time in jp-west minus
-receive time in jp-east (same clock), p50 and p99; e2e: jp-west's receive time minus the
-producer's send time (includes batching and jp-east's write).
+again after a failover, all failovers of the case), lost (acknowledged, never received).
+Replication lag (ms): plain subscriptions in both regions receive every message; lag =
+receive time in jp-west minus receive time in jp-east (same clock), p50 and p99; e2e: jp-west's
+receive time minus the producer's send time (includes batching and jp-east's write).
 
 Targets (issue 7): zero loss; with (a) at 100 ms, duplicates <= 10% of the 1000 ms / no-(a)
 figure (Pulsar's default behaviour); replication lag p99 <= 50 ms on loopback.
@@ -86,17 +88,17 @@ def spec() -> ClusterSpec:
 
 
 class FailoverConsumer(threading.Thread):
-    """Receives and acknowledges on the replicated subscription; moves to jp-west on request."""
+    """Receives and acknowledges on the replicated subscription; moves to the other region
+    each time ``moves`` is raised (jp-east -> jp-west -> jp-east ...)."""
 
     def __init__(self, regions: Regions, topic: str) -> None:
         super().__init__(daemon=True)
         self.regions = regions
         self.topic = topic
         self.received: list[str] = []
-        self.after_failover: list[str] = []
-        self.move = threading.Event()
+        self.moves = 0  # raised by the producer side
         self.stop = threading.Event()
-        self.moved = False
+        self.moved = 0
 
     def _subscribe(self, region: str) -> tuple[pulsar.Client, pulsar.Consumer]:
         client = self.regions.client(region)
@@ -112,19 +114,17 @@ class FailoverConsumer(threading.Thread):
     def run(self) -> None:
         client, consumer = self._subscribe(EAST)
         while not self.stop.is_set():
-            if self.move.is_set() and not self.moved:
+            if self.moved < self.moves:
                 consumer.close()
                 client.close()
-                client, consumer = self._subscribe(WEST)
-                self.moved = True
+                self.moved += 1
+                client, consumer = self._subscribe(WEST if self.moved % 2 else EAST)
             try:
                 message = consumer.receive(200)
             except pulsar.Timeout:
                 continue
             uid = message.properties()["uid"]
             self.received.append(uid)
-            if self.moved:
-                self.after_failover.append(uid)
             consumer.acknowledge(message)
         consumer.close()
         client.close()
@@ -164,6 +164,7 @@ def run_case(
     seconds: float,
     batching: bool,
     quiet_s: float,
+    moves: int,
 ) -> dict[str, Any]:
     namespace = f"bench/f{frequency_ms}-{'a' if carry else 'p'}-{int(time.time())}"
     regions.admin("PUT", f"/admin/v2/namespaces/{namespace}", {"replication_clusters": [EAST, WEST]})
@@ -196,8 +197,8 @@ def run_case(
                 (sent.add(uid) if result == pulsar.Result.Ok else failed.append(uid))
 
         producer.send_async(b"x" * 100, done, properties={"uid": uid, "publish_ns": str(time.time_ns())})
-        if index == total // 2:
-            failover.move.set()
+        if (index + 1) % (total // (moves + 1)) == 0 and failover.moves < moves:
+            failover.moves += 1
         time.sleep(max(0.0, started + (index + 1) / rate - time.monotonic()))
     producer.flush()
     # Drain: until everything arrived, or nothing more arrived for a while (then what is
@@ -231,6 +232,7 @@ def run_case(
         "sent": len(sent),
         "send_failed": len(failed),
         "received_distinct": len(set(received)),
+        "failovers": failover.moved,
         "duplicates": len(received) - len(set(received)),
         "lost": len(sent - set(received)),
         "lag_p50_ms": percentile(replication, 50),
@@ -245,7 +247,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rate", type=float, default=1000, help="messages/s produced in jp-east")
-    parser.add_argument("--seconds", type=float, default=10, help="seconds of producing per case")
+    parser.add_argument("--seconds", type=float, default=20, help="seconds of producing per case")
+    parser.add_argument(
+        "--moves", type=int, default=5, help="failovers per case (evenly spaced, alternating regions)"
+    )
     parser.add_argument(
         "--batching", action=argparse.BooleanOptionalAction, default=True, help="producer batching (5 ms)"
     )
@@ -268,7 +273,16 @@ def main() -> None:
         for frequency_ms, carry in CASES:
             console.print(f"case: snapshots every {frequency_ms} ms, (a) {'on' if carry else 'off'}")
             results.append(
-                run_case(regions, frequency_ms, carry, args.rate, args.seconds, args.batching, args.quiet)
+                run_case(
+                    regions,
+                    frequency_ms,
+                    carry,
+                    args.rate,
+                    args.seconds,
+                    args.batching,
+                    args.quiet,
+                    args.moves,
+                )
             )
     finally:
         if own:
@@ -276,7 +290,7 @@ def main() -> None:
     baseline = next(r for r in results if r["snapshot_frequency_ms"] == 1000 and not r["carry_acks"])
     best = next(r for r in results if r["snapshot_frequency_ms"] == 100 and r["carry_acks"])
     table = Table(
-        title=f"Consumer failover jp-east -> jp-west at {args.rate:g} msg/s "
+        title=f"Consumer failovers jp-east <-> jp-west ({args.moves} per case) at {args.rate:g} msg/s "
         f"({'batched' if args.batching else 'no batching'}, official client)"
     )
     columns = (

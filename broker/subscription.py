@@ -28,6 +28,8 @@ class SubscriptionListener(Protocol):
 
     async def advanced(self, subscription: Subscription) -> None: ...
 
+    def consumers_left(self, subscription: Subscription) -> None: ...
+
 
 class Subscription:
     def __init__(
@@ -96,6 +98,8 @@ class Subscription:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self.dispatcher.remove_consumer(consumer)
+        if self.replicated and not self.consumers and self.listener is not None:
+            self.listener.consumers_left(self)
 
     def acknowledge_batch_indexes(self, position: Position, ack_set: list[int]) -> bool:
         """Record a partial ack of a batch entry; True when it leaves nothing unacknowledged."""

@@ -247,6 +247,10 @@ class Topic:
         if self.replicated_subscriptions is not None:
             await self.replicated_subscriptions.advanced(subscription)
 
+    def consumers_left(self, subscription: Subscription) -> None:
+        if self.replicated_subscriptions is not None:
+            self.replicated_subscriptions.consumers_left(subscription)
+
     def reader(self, name: str, after: Position, sub_type: int) -> Subscription:
         """A non-durable subscription reading the entries after ``after``."""
         cursor = self.ledger.new_non_durable_cursor(after, inclusive=False)

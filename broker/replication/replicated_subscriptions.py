@@ -391,6 +391,22 @@ class ReplicatedSubscriptionsController:
             await subscription.acknowledge(done)
 
     # -- subscriptions --------------------------------------------------------------------------
+    def consumers_left(self, subscription: Subscription) -> None:
+        """(a): the subscription's last consumer left: what it acknowledged since the last update
+        goes out now, not at the next tick, so a consumer moving to another region right away
+        gets it as little as possible again."""
+        if not (subscription.replicated and self.carry_acks() and subscription.snapshots.dirty):
+            return
+        task = asyncio.get_running_loop().create_task(self._update_now(subscription))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _update_now(self, subscription: Subscription) -> None:
+        try:
+            await self.advanced(subscription, now_please=True)
+        except Exception as exc:  # closing topic: the next owner's updates cover it
+            log.info("%s: update of %s not sent: %s", self.topic.name, subscription.name, exc)
+
     def snapshot_read(self, subscription: Subscription, data: bytes) -> None:
         """A subscription's dispatcher read a SNAPSHOT marker: cache it."""
         if not subscription.replicated:
@@ -403,15 +419,18 @@ class ReplicatedSubscriptionsController:
             )
         )
 
-    async def advanced(self, subscription: Subscription) -> None:
-        """A replicated subscription's mark-delete moved: tell the others when past a snapshot."""
+    async def advanced(self, subscription: Subscription, *, now_please: bool = False) -> None:
+        """A replicated subscription's mark-delete moved: tell the others when past a snapshot
+        (with (a), also every interval while acknowledgements come, and at once with
+        ``now_please``: its last consumer left, likely to continue in another region)."""
         cache = subscription.snapshots
         snapshot = cache.advanced(subscription.cursor.mark_delete_position)
         carry = self.carry_acks()
         now = time.monotonic()
+        due = now_please or now - cache.last_update >= self.frequency_ms() / 1000
         if snapshot is not None:
             cache.last = snapshot
-        elif carry and cache.last is not None and now - cache.last_update >= self.frequency_ms() / 1000:
+        elif carry and cache.last is not None and due:
             snapshot = cache.last  # (a): the same point, more acknowledged messages past it
         else:
             cache.dirty = carry and cache.last is not None  # (a): the next tick sends it
