@@ -64,6 +64,8 @@ class ReadOnlyManagedLedger(ManagedLedger):
         self._tail_task: asyncio.Task[None] | None = None
         #: how many times the metadata was re-read (tests and stats)
         self.metadata_refreshes = 0
+        #: entries being read from the bookies, for other subscriptions asking for them meanwhile
+        self._inflight: dict[Position, asyncio.Future[bytes]] = {}
 
     # -- opening and following ------------------------------------------------------------------
     async def open(self) -> None:
@@ -196,11 +198,42 @@ class ReadOnlyManagedLedger(ManagedLedger):
 
     # -- reading --------------------------------------------------------------------------------
     async def _read_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
-        entries = await super()._read_range(ledger_id, first, last)
-        for entry in entries:
-            if entry.position not in self._cache:
-                self._cache_put(entry.position, entry.data)
-        return entries
+        """Entries from the cache, else from the bookies; an entry another subscription is
+        already reading is waited for, not read again (the subscriptions of a read-only owner
+        read the same entries at about the same time, which is its whole point)."""
+        wanted = [Position(ledger_id, e) for e in range(first, last + 1)]
+        found: dict[Position, bytes] = {}
+        waiting: dict[Position, asyncio.Future[bytes]] = {}
+        mine: dict[Position, asyncio.Future[bytes]] = {}
+        loop = asyncio.get_running_loop()
+        for position in wanted:
+            data = self._cache.get(position)
+            if data is not None:
+                found[position] = data
+            elif position in self._inflight:
+                waiting[position] = self._inflight[position]
+            else:
+                mine[position] = self._inflight[position] = loop.create_future()
+        try:
+            for start, end in _runs(sorted(mine)):
+                for entry in await super()._read_range(ledger_id, start.entry_id, end.entry_id):
+                    self._cache_put(entry.position, entry.data)
+                    found[entry.position] = entry.data
+                    future = mine.get(entry.position)
+                    if future is not None and not future.done():
+                        future.set_result(entry.data)
+        except BaseException as exc:
+            for future in mine.values():
+                if not future.done():
+                    future.set_exception(ManagedLedgerError(f"reading {self.name} failed: {exc}"))
+                    future.exception()  # retrieved: a reader waiting on it gets it, nobody else
+            raise
+        finally:
+            for position in mine:
+                self._inflight.pop(position, None)
+        for position, future in waiting.items():
+            found[position] = await asyncio.shield(future)
+        return [Entry(p, found[p]) for p in wanted if p in found]
 
     # -- cursors (forwarded to the writable owner) ----------------------------------------------
     async def open_cursor(
@@ -263,3 +296,14 @@ class ReadOnlyManagedLedger(ManagedLedger):
             waiter.cancel()
         self._waiters = []
         await self.settle()
+
+
+def _runs(positions: list[Position]) -> list[tuple[Position, Position]]:
+    """Contiguous runs (first, last) of sorted positions of one ledger."""
+    runs: list[tuple[Position, Position]] = []
+    for position in positions:
+        if runs and position.entry_id == runs[-1][1].entry_id + 1:
+            runs[-1] = (runs[-1][0], position)
+        else:
+            runs.append((position, position))
+    return runs
