@@ -15,6 +15,14 @@ producer's publish timestamp; outbound bytes are the writable broker's dispatche
 Targets: outbound after / before = (subscriptions - moved) / subscriptions (it falls in
 proportion to the subscriptions moved); read-only p99 <= 2 x writable p99.
 Prints a table and writes JSON (``--out``, default runs/bench_readonly.json).
+
+The issue's full load (50 subscriptions of 2,000 msg/s: 100,000 messages/s delivered to consumers
+in this one Python process) saturates a small shared host: every consumer falls behind and the
+latencies measure queueing, not the brokers. Keep ``subscriptions x rate`` within what the host
+delivers (e.g. ``--subscriptions 50 --rate 40``) and say so beside the figures. Read-only
+consumers see an entry once the next one (or the writer's explicit LAC,
+``bookkeeper_explicit_lac_interval_in_mills``) tells the bookies it is confirmed: at low rates
+that interval is the read-only latency's floor.
 """
 
 from __future__ import annotations
