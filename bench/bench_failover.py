@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import tempfile
 import threading
 import time
@@ -287,6 +288,7 @@ def main() -> None:
     finally:
         if own:
             supervisor.down()
+            shutil.rmtree(directory.parent, ignore_errors=True)
     baseline = next(r for r in results if r["snapshot_frequency_ms"] == 1000 and not r["carry_acks"])
     best = next(r for r in results if r["snapshot_frequency_ms"] == 100 and r["carry_acks"])
     table = Table(

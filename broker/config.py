@@ -50,6 +50,10 @@ class BrokerConfig(ComponentConfig):
     #: Magnetar, beyond PIP-33 (a): updates also name the messages acknowledged past the
     #: snapshot point, so a consumer failing over does not get them again (off: Pulsar's way)
     replicated_subscriptions_carry_individual_acks: bool = False
+    #: Magnetar, beyond PIP-33 (b): a snapshot waiting for a region just removed from the
+    #: namespace is dropped and the next one asks the remaining regions only (off: it waits for
+    #: its timeout, replicated_subscriptions_snapshot_timeout_seconds)
+    replicated_subscriptions_resume_without_removed_clusters: bool = True
     # -- read-only topic ownership (PIP-63; see README "Read-only broker pool") -----------------
     #: serve consumers only, for bundles owned writable elsewhere (``magnetar broker --read-only``):
     #: registers in the read-only pool, owns bundles read-only among the pool, rejects producers

@@ -74,6 +74,7 @@ class ReplicationManager:
             carry_acks=lambda: self.carry_acks.get(
                 topic.name.namespace_name, config.replicated_subscriptions_carry_individual_acks
             ),
+            resume_without_removed=lambda: config.replicated_subscriptions_resume_without_removed_clusters,
         )
         for subscription in topic.subscriptions.values():
             subscription.snapshots.size = controller.cache_size

@@ -209,6 +209,7 @@ class ReplicatedSubscriptionsController:
         timeout_s: float,
         cache_size: int,
         carry_acks: Callable[[], bool] = lambda: False,
+        resume_without_removed: Callable[[], bool] = lambda: True,
     ) -> None:
         self.topic = topic
         self.local_cluster = local_cluster
@@ -217,6 +218,7 @@ class ReplicatedSubscriptionsController:
         self.timeout_s = timeout_s
         self.cache_size = cache_size
         self.carry_acks = carry_acks
+        self.resume_without_removed = resume_without_removed
         self.pending: dict[str, _Pending] = {}
         self._remotes: set[str] = set()
         self.snapshots_completed = 0
@@ -251,9 +253,11 @@ class ReplicatedSubscriptionsController:
             remotes = self.remote_clusters()
             if remotes != self._remotes:
                 # (b): a region removed from the namespace no longer holds snapshots back (and
-                # one added is asked from the next snapshot on).
+                # one added is asked from the next snapshot on); off: the pending snapshot
+                # waits for its timeout, as PIP-33 describes.
+                if self._remotes - remotes and self.resume_without_removed():
+                    self.pending.clear()
                 self._remotes = remotes
-                self.pending.clear()
             replicated = [s for s in self.topic.subscriptions.values() if s.replicated]
             if not remotes or not replicated:
                 continue  # no markers on topics that have no use for them

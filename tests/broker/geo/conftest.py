@@ -87,6 +87,10 @@ def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
 def three_regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
     """east, west and south (PIP-33's two-round case)."""
     started = Regions(tmp_path_factory.mktemp("geo3") / "cluster")
-    started.supervisor.up(ClusterSpec(name="geo3", regions=[region_spec(r) for r in (*REGIONS, "south")]))
+    # Snapshots never time out here: one that completes after a region was removed shows (b).
+    specs = [
+        region_spec(r, replicated_subscriptions_snapshot_timeout_seconds=3600) for r in (*REGIONS, "south")
+    ]
+    started.supervisor.up(ClusterSpec(name="geo3", regions=specs))
     yield started
     started.supervisor.down()

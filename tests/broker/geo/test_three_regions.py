@@ -3,6 +3,9 @@ subscriptions with PIP-33's two rounds of snapshot requests."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pulsar
 import pytest
 
@@ -49,3 +52,31 @@ def test_three_regions_replicate_and_keep_a_subscription_in_step(three_regions: 
     assert receive_all(failover, 1, timeout_s=30) == ["last"], "south resumes after what east acknowledged"
     for client in clients.values():
         client.close()
+
+
+def test_snapshots_resume_once_an_unreachable_region_is_removed(three_regions: Regions) -> None:
+    """(b): south stops answering (frozen), so no snapshot completes (none may without every
+    region); once south is removed from the namespace, snapshots complete among east and west."""
+    regions = three_regions
+    namespace = regions.replicated_namespace("trio/removed", ALL)
+    topic = f"persistent://{namespace}/t"
+    east = regions.client("east")
+    consumer = east.subscribe(topic, "sub", replicate_subscription_state_enabled=True)
+    for region in ALL:  # the topic exists everywhere before south goes quiet
+        regions.client(region).create_producer(topic).send(region.encode())
+    done = snapshots_completed(regions, "east", topic)
+    wait_for(lambda: snapshots_completed(regions, "east", topic) > done, "a snapshot with all three")
+    south = regions.broker("south").pid
+    os.kill(south, signal.SIGSTOP)
+    try:
+        stalled = snapshots_completed(regions, "east", topic)
+        wait_for(lambda: regions.stats("east", topic)["replicatedSubscriptions"]["snapshotsPending"] > 0,
+                 "a snapshot waiting for south")  # fmt: skip
+        assert snapshots_completed(regions, "east", topic) <= stalled + 1  # at most one in flight
+        regions.call("east", "POST", f"/admin/v2/namespaces/{namespace}/replication", ["east", "west"])
+        stalled = snapshots_completed(regions, "east", topic)
+        wait_for(lambda: snapshots_completed(regions, "east", topic) > stalled, "snapshots without south")
+    finally:
+        os.kill(south, signal.SIGCONT)
+    consumer.close()
+    east.close()
