@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(900)  # a cluster, an experiment, a Spark job: minutes on a busy 2-core machine
 def test_demo_runs_an_experiment_and_writes_the_postmortem(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "magnetar", "chaos", "demo", "--experiment", "bundle-unload",
