@@ -151,7 +151,7 @@ class Workload:
                 self.received.append(message.data().decode())
             consumer.acknowledge(message)
 
-    def stop(self, drain_s: float = 20) -> None:
+    def stop(self, drain_s: float = 60) -> None:  # waits only as long as the consumer is behind
         self._stop.set()
         for producer in self.producers:
             producer.flush()
