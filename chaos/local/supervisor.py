@@ -163,39 +163,31 @@ class Supervisor:
             self._start(state, name, "bookie", region.name, command, "bookie ready", timeout_s)
         for index in range(region.brokers):
             name = f"{region.name}-broker-{index}"
-            config = self.directory / f"{name}.yaml"
-            config.write_text(yaml.safe_dump(broker_config(state, region, metadata)))
-            record = self._start(
-                state,
-                name,
-                "broker",
-                region.name,
-                ["broker", "--config", str(config)],
-                "broker ready",
-                timeout_s,
-            )
+            record = self._start_broker(state, region, metadata, name, {}, timeout_s)
             service_url = record.endpoints.get("service_url", "")
             if service_url and "service_url" not in state.regions[region.name]:
                 state.regions[region.name]["service_url"] = service_url
                 state.regions[region.name]["web_service_url"] = record.endpoints.get("web_service_url", "")
         for index in range(region.read_only_brokers):
             name = f"{region.name}-read-only-broker-{index}"
-            config = self.directory / f"{name}.yaml"
-            config.write_text(
-                yaml.safe_dump({**broker_config(state, region, metadata), "read_only_broker": True})
-            )
-            record = self._start(
-                state,
-                name,
-                "broker",
-                region.name,
-                ["broker", "--config", str(config)],
-                "broker ready",
-                timeout_s,
-            )
+            record = self._start_broker(state, region, metadata, name, {"read_only_broker": True}, timeout_s)
             if "read_only_service_url" not in state.regions[region.name]:
                 state.regions[region.name]["read_only_service_url"] = record.endpoints.get("service_url", "")
         state.save()
+
+    def _start_broker(
+        self,
+        state: ClusterState,
+        region: RegionSpec,
+        metadata: str,
+        name: str,
+        settings: dict[str, Any],
+        timeout_s: float,
+    ) -> ProcessRecord:
+        config = self.directory / f"{name}.yaml"
+        config.write_text(yaml.safe_dump({**broker_config(state, region, metadata), **settings}))
+        arguments = ["broker", "--config", str(config)]
+        return self._start(state, name, "broker", region.name, arguments, "broker ready", timeout_s)
 
     def _start(
         self,
