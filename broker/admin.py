@@ -107,7 +107,9 @@ class AdminApi:
             return _error(412, f"brokerServiceUrl must be a pulsar://host:port URL, not {broker_url!r}")
         if name in await self._namespaces.clusters():
             return _error(409, f"cluster {name} already exists")
-        await self._namespaces.set_cluster(name, str(service_url), broker_url)
+        await self._namespaces.set_cluster(
+            name, str(service_url), broker_url, str(body.get("listenerName", ""))
+        )
         return web.Response(status=204)
 
     async def _check_clusters(self, clusters: list[str]) -> None:

@@ -25,6 +25,16 @@ class BrokerConfig(ComponentConfig):
     metadata_store_session_timeout_millis: int = Field(default=30_000, gt=0)
     bind_address: str = "127.0.0.1"
     advertised_address: str = "127.0.0.1"
+    #: more addresses of this broker, by listener name (advertisedListeners):
+    #: ``name:pulsar://host:port[,name:pulsar://host:port...]``; a lookup naming a listener
+    #: (``advertised_listener_name``) is answered with that address
+    advertised_listeners: str = ""
+    #: how other regions reach this cluster (a load balancer or DNS name in front of its brokers;
+    #: pulsar initialize-cluster-metadata's --broker-service-url); empty: this broker's own URL
+    cluster_broker_service_url: str = ""
+    #: the listener other regions' replicators look this cluster's brokers up under
+    #: (the cluster's listenerName); empty: their service URLs
+    replication_listener_name: str = ""
     #: Pulsar protocol port; 0 picks a free one (printed on the ready line)
     broker_service_port: int = Field(default=6650, ge=0, le=65535)
     #: HTTP port of /metrics (and the admin REST); 0 picks a free one
@@ -140,3 +150,13 @@ class BrokerConfig(ComponentConfig):
             retention_time_minutes=self.default_retention_time_in_minutes,
             retention_size_mb=self.default_retention_size_in_mb,
         )
+
+    def listeners(self) -> dict[str, str]:
+        """``advertised_listeners`` as {name: pulsar URL}; ValueError naming a malformed entry."""
+        found: dict[str, str] = {}
+        for entry in filter(None, (e.strip() for e in self.advertised_listeners.split(","))):
+            name, _, url = entry.partition(":")
+            if not name or not url.startswith("pulsar://"):
+                raise ValueError(f"advertised_listeners: expected name:pulsar://host:port, got {entry!r}")
+            found[name] = url
+        return found

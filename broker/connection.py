@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.managed_ledger import InitialPosition, ManagedLedgerError, Position
 from magnetar.broker.namespace import NamespaceError
-from magnetar.broker.ownership import NotServedError
+from magnetar.broker.ownership import NotServedError, UnknownListenerError
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import (
@@ -234,18 +234,16 @@ class ServerConnection:
     async def _lookup(self, frame: Frame) -> None:
         request = frame.command.lookupTopic
         try:
-            url, redirect = await self.service.lookup(request.topic, authoritative=request.authoritative)
-        except (InvalidTopicNameError, NamespaceError) as exc:
-            self.send(
-                commands.command(
-                    T.LOOKUP_RESPONSE,
-                    "lookupTopicResponse",
-                    request_id=request.request_id,
-                    response=api.CommandLookupTopicResponse.Failed,
-                    error=E.TopicNotFound,
-                    message=str(exc),
-                )
+            url, redirect = await self.service.lookup(
+                request.topic,
+                authoritative=request.authoritative,
+                listener=request.advertised_listener_name or None,
             )
+        except UnknownListenerError as exc:
+            self._lookup_failed(request.request_id, E.ServiceNotReady, str(exc))
+            return
+        except (InvalidTopicNameError, NamespaceError) as exc:
+            self._lookup_failed(request.request_id, E.TopicNotFound, str(exc))
             return
         kind = api.CommandLookupTopicResponse
         self.send(
@@ -256,6 +254,18 @@ class ServerConnection:
                 brokerServiceUrl=url,
                 response=kind.Redirect if redirect else kind.Connect,
                 authoritative=True,
+            )
+        )
+
+    def _lookup_failed(self, request_id: int, error: int, message: str) -> None:
+        self.send(
+            commands.command(
+                T.LOOKUP_RESPONSE,
+                "lookupTopicResponse",
+                request_id=request_id,
+                response=api.CommandLookupTopicResponse.Failed,
+                error=error,
+                message=message,
             )
         )
 

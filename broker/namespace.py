@@ -102,8 +102,12 @@ class Namespaces:
         self._store = store
 
     # -- clusters -------------------------------------------------------------------------------
-    async def set_cluster(self, name: str, service_url: str, broker_service_url: str) -> None:
+    async def set_cluster(
+        self, name: str, service_url: str, broker_service_url: str, listener_name: str = ""
+    ) -> None:
         doc = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
+        if listener_name:
+            doc["listenerName"] = listener_name
         await self._store.put(f"/admin/clusters/{name}", json.dumps(doc).encode())
 
     async def clusters(self) -> list[str]:

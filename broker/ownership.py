@@ -43,6 +43,8 @@ class BrokerInfo:
     #: host:port of the cursor RPCs (writable brokers; read-only brokers forward cursor updates)
     cursor_rpc_address: str = ""
     extra: dict[str, float] = field(default_factory=dict)
+    #: the broker's addresses by listener name (advertised_listeners)
+    listeners: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -57,16 +59,39 @@ class Owner:
     broker_id: str
     service_url: str
     web_service_url: str
+    #: (listener name, pulsar URL) pairs: the owner's advertised listeners
+    listeners: tuple[tuple[str, str], ...] = ()
 
     def encode(self) -> bytes:
         return json.dumps(
-            {"brokerId": self.broker_id, "nativeUrl": self.service_url, "httpUrl": self.web_service_url}
+            {
+                "brokerId": self.broker_id,
+                "nativeUrl": self.service_url,
+                "httpUrl": self.web_service_url,
+                "advertisedListeners": {name: {"brokerServiceUrl": url} for name, url in self.listeners},
+            }
         ).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> Owner:
         doc = json.loads(data)
-        return cls(doc["brokerId"], doc["nativeUrl"], doc["httpUrl"])
+        advertised = doc.get("advertisedListeners", {})
+        listeners = tuple(sorted((name, v["brokerServiceUrl"]) for name, v in advertised.items()))
+        return cls(doc["brokerId"], doc["nativeUrl"], doc["httpUrl"], listeners)
+
+
+class UnknownListenerError(LookupError):
+    """A lookup named a listener the owner does not advertise."""
+
+
+def listener_url(default: str, listeners: dict[str, str], broker_id: str, listener: str | None) -> str:
+    """The URL a lookup answers with: the named listener's, else the broker's service URL."""
+    if not listener:
+        return default
+    try:
+        return listeners[listener]
+    except KeyError:
+        raise UnknownListenerError(f"broker {broker_id} advertises no listener named {listener!r}") from None
 
 
 class NotServedError(Exception):
@@ -97,7 +122,8 @@ class Ownership:
 
     @property
     def owner_record(self) -> Owner:
-        return Owner(self.me.broker_id, self.me.service_url, self.me.web_service_url)
+        listeners = tuple(sorted(self.me.listeners.items()))
+        return Owner(self.me.broker_id, self.me.service_url, self.me.web_service_url, listeners)
 
     async def register(self) -> None:
         path = f"{self._brokers}/{self.me.broker_id}"

@@ -32,6 +32,7 @@ from magnetar.broker.ownership import (
     BrokerInfo,
     NotServedError,
     Ownership,
+    listener_url,
 )
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.cursor_service import start_cursor_server
@@ -119,10 +120,17 @@ class BrokerService:
         self.namespaces = Namespaces(self.configuration_store)
         cluster = self.config.cluster_name
         if not self.config.read_only_broker:  # the cluster's URLs are the writable brokers'
-            await self.namespaces.set_cluster(cluster, self.web_service_url, self.service_url)
+            await self.namespaces.set_cluster(
+                cluster,
+                self.web_service_url,
+                self.config.cluster_broker_service_url or self.service_url,
+                self.config.replication_listener_name,
+            )
         await self.namespaces.create_tenant("public", [cluster], exist_ok=True)
         await self.namespaces.create("public/default", exist_ok=True)
-        me = BrokerInfo(self.broker_id, self.service_url, self.web_service_url, cluster)
+        me = BrokerInfo(
+            self.broker_id, self.service_url, self.web_service_url, cluster, listeners=self.config.listeners()
+        )
         if self.config.read_only_broker:
             # PIP-63: the read-only pool registers and owns bundles among itself; the writable
             # pool is only looked at, to find the owner cursor updates go to.
@@ -247,8 +255,11 @@ class BrokerService:
         await self.replication.topic_loaded(topic)
         return topic
 
-    async def lookup(self, topic: str, *, authoritative: bool = False) -> tuple[str, bool]:
-        """(service URL, redirect?) for ``topic``: its owner, or a broker chosen to own it."""
+    async def lookup(
+        self, topic: str, *, authoritative: bool = False, listener: str | None = None
+    ) -> tuple[str, bool]:
+        """(service URL, redirect?) for ``topic``: its owner, or a broker chosen to own it; the
+        address of the ``listener`` when one is named (UnknownListenerError if not advertised)."""
         assert self.ownership is not None
         namespace, bundle = await self.bundle_of(TopicName.parse(topic))
         owner = await self.ownership.owner(namespace, bundle)
@@ -257,9 +268,11 @@ class BrokerService:
             if chosen != self.broker_id:
                 target = next((b for b in await self.ownership.brokers() if b.broker_id == chosen), None)
                 if target is not None:
-                    return target.service_url, True
+                    url = listener_url(target.service_url, target.listeners, target.broker_id, listener)
+                    return url, True
             owner = await self.ownership.acquire(namespace, bundle)
-        return owner.service_url, owner.broker_id != self.broker_id
+        url = listener_url(owner.service_url, dict(owner.listeners), owner.broker_id, listener)
+        return url, owner.broker_id != self.broker_id
 
     async def choose_broker(self, exclude: set[str] | None = None) -> str:
         """The least-loaded live broker (placement of the load manager)."""
