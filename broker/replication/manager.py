@@ -125,15 +125,17 @@ class ReplicationManager:
                     await topic.ledger.delete_cursor(cursor_name(remote))
                 log.info("replication of %s to %s stopped (cluster removed)", name, remote)
             for remote in sorted(wanted - set(running)):
-                url = await self._service_url(remote)
-                if url is None:
+                address = await self._address(remote)
+                if address is None:
                     continue  # not registered yet: the next check tries again
+                url, listener_name = address
                 replicator = Replicator(
                     topic,
                     self.local_cluster,
                     remote,
                     url,
                     queue_size=self.service.config.replication_producer_queue_size,
+                    remote_listener_name=listener_name,
                 )
                 await replicator.start()
                 running[remote] = replicator
@@ -148,10 +150,12 @@ class ReplicationManager:
                     with contextlib.suppress(Exception):
                         await topic.ledger.delete_cursor(cursor)
 
-    async def _service_url(self, cluster: str) -> str | None:
+    async def _address(self, cluster: str) -> tuple[str, str] | None:
+        """(brokerServiceUrl, listenerName) of a registered cluster."""
         assert self.service.namespaces is not None
         try:
-            return (await self.service.namespaces.cluster(cluster))["brokerServiceUrl"]
+            data = await self.service.namespaces.cluster(cluster)
+            return data["brokerServiceUrl"], data.get("listenerName", "")
         except (NamespaceError, KeyError):
             log.warning("replication to %s waits: the cluster is not registered", cluster)
             return None

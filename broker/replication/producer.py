@@ -96,8 +96,18 @@ class _Connection:
 
 
 class RemoteProducer:
-    def __init__(self, service_url: str, topic: str, producer_name: str, *, timeout_s: float = 30) -> None:
+    def __init__(
+        self,
+        service_url: str,
+        topic: str,
+        producer_name: str,
+        *,
+        timeout_s: float = 30,
+        listener_name: str = "",
+    ) -> None:
         self.service_url = service_url
+        #: the remote cluster's listenerName: lookups ask for the owner's address under it
+        self.listener_name = listener_name
         self.topic = topic
         self.producer_name = producer_name
         self.timeout_s = timeout_s
@@ -117,6 +127,8 @@ class RemoteProducer:
             connection = await self._handshake(url)
             request_id = connection.next_request_id()
             lookup = commands.command(T.LOOKUP, "lookupTopic", topic=self.topic, request_id=request_id)
+            if self.listener_name:
+                lookup.lookupTopic.advertised_listener_name = self.listener_name
             try:
                 answer = (await connection.request(lookup, request_id, self.timeout_s)).lookupTopicResponse
             except BaseException:

@@ -93,11 +93,13 @@ class Replicator:
         remote_service_url: str,
         *,
         queue_size: int = 1000,
+        remote_listener_name: str = "",
     ) -> None:
         self.topic = topic
         self.local_cluster = local_cluster
         self.remote_cluster = remote_cluster
         self.remote_service_url = remote_service_url
+        self.remote_listener_name = remote_listener_name
         self.queue_size = queue_size
         self.cursor: ManagedCursor | None = None
         self.producer: RemoteProducer | None = None
@@ -127,7 +129,10 @@ class Replicator:
         backoff = _BACKOFF_START_S
         while not self._closed:
             producer = RemoteProducer(
-                self.remote_service_url, str(self.topic.name), f"{CURSOR_PREFIX}{self.local_cluster}"
+                self.remote_service_url,
+                str(self.topic.name),
+                f"{CURSOR_PREFIX}{self.local_cluster}",
+                listener_name=self.remote_listener_name,
             )
             self.producer = producer
             try:
