@@ -60,6 +60,13 @@ class ClusterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     regions: list[RegionSpec] = Field(min_length=1)
+    #: with two or more regions, carry cross-region traffic through link proxies that
+    #: ``partition_regions`` can cut (see magnetar.chaos.local.links)
+    link_proxies: bool = True
+
+    @property
+    def linked(self) -> bool:
+        return self.link_proxies and len(self.regions) > 1
 
     @model_validator(mode="after")
     def _unique(self) -> ClusterSpec:

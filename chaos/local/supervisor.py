@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from magnetar.chaos.local import links
 from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
 from magnetar.common.zkserver import ZooKeeperServer, free_port
 
@@ -124,7 +125,9 @@ class Supervisor:
         try:
             self._start_zookeeper(state, timeout_s)
             for region in spec.regions:
-                self._start_region(state, region, timeout_s)
+                self._start_region(state, region, timeout_s, linked=spec.linked)
+            if spec.linked:
+                self._start_links(state, timeout_s)
         except BaseException:
             self._say("start failed: stopping what was started")
             self.down(state)
@@ -143,7 +146,9 @@ class Supervisor:
         )
         state.save()
 
-    def _start_region(self, state: ClusterState, region: RegionSpec, timeout_s: float) -> None:
+    def _start_region(
+        self, state: ClusterState, region: RegionSpec, timeout_s: float, *, linked: bool = False
+    ) -> None:
         metadata = f"zk://{state.zookeeper}/{region.name}"
         state.regions[region.name] = {"metadata_store": metadata}
         for index in range(region.bookies):
@@ -163,7 +168,8 @@ class Supervisor:
             self._start(state, name, "bookie", region.name, command, "bookie ready", timeout_s)
         for index in range(region.brokers):
             name = f"{region.name}-broker-{index}"
-            record = self._start_broker(state, region, metadata, name, {}, timeout_s)
+            settings = links.broker_settings(state.regions, region.name) if linked else {}
+            record = self._start_broker(state, region, metadata, name, settings, timeout_s)
             service_url = record.endpoints.get("service_url", "")
             if service_url and "service_url" not in state.regions[region.name]:
                 state.regions[region.name]["service_url"] = service_url
@@ -174,6 +180,24 @@ class Supervisor:
             if "read_only_service_url" not in state.regions[region.name]:
                 state.regions[region.name]["read_only_service_url"] = record.endpoints.get("service_url", "")
         state.save()
+
+    def _start_links(self, state: ClusterState, timeout_s: float) -> None:
+        """A link proxy in front of every writable broker and a front door per region."""
+        for region in state.regions:
+            brokers = [b for b in state.find("broker", region) if b.name.startswith(f"{region}-broker-")]
+            if not brokers:
+                continue  # a storage-only region: nothing to reach it through
+            targets = [b.endpoints["service_url"].removeprefix("pulsar://") for b in brokers]
+            for broker, target in zip(brokers, targets, strict=True):
+                listen = links.listener_address(self.directory / f"{broker.name}.yaml")
+                arguments = links.proxy_arguments(listen, [target])
+                self._start(
+                    state, f"{broker.name}-link", links.ROLE, region, arguments, "link proxy ready", timeout_s
+                )
+            arguments = links.proxy_arguments(links.front_door(state.regions, region), targets)
+            self._start(
+                state, f"{region}-front-door", links.ROLE, region, arguments, "link proxy ready", timeout_s
+            )
 
     def _start_broker(
         self,
@@ -264,7 +288,7 @@ class Supervisor:
     def down(self, state: ClusterState | None = None, *, timeout_s: float = 20.0) -> list[str]:
         """Stop every recorded process (brokers, then bookies, then ZooKeeper); returns names."""
         state = state or ClusterState.load(self.directory)
-        order = {"broker": 0, "bookie": 1, "zookeeper": 2}
+        order = {links.ROLE: 0, "broker": 1, "bookie": 2, "zookeeper": 3}
         stopped = []
         for record in sorted(state.processes, key=lambda p: order.get(p.role, 9)):
             if alive(record.pid) and _belongs(record):
