@@ -2,46 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import urllib.error
-import urllib.request
 from typing import Any
 
 import click
 from rich.console import Console
 
+from magnetar.common import admin_client
+
 console = Console()
 
 
-class AdminClient:
-    def __init__(self, url: str) -> None:
-        self.url = url.rstrip("/")
+class AdminClient(admin_client.AdminClient):
+    """The shared admin client, failing as a command does (a ClickException saying why)."""
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        url = f"{self.url}{path}"
-        data = None if body is None else json.dumps(body).encode()
-        for _ in range(3):  # follow the owner's redirects, for PUT and POST too
-            request = urllib.request.Request(
-                url, data=data, method=method, headers={"Content-Type": "application/json"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    text = response.read().decode()
-                    return json.loads(text) if text else None
-            except urllib.error.HTTPError as exc:
-                if exc.code in (307, 308) and exc.headers.get("Location"):
-                    url = exc.headers["Location"]
-                    continue
-                reason = exc.read().decode()
-                with contextlib.suppress(ValueError):
-                    reason = json.loads(reason).get("reason", reason)
-                raise click.ClickException(f"{method} {path}: HTTP {exc.code}: {reason}") from None
-            except urllib.error.URLError as exc:
-                raise click.ClickException(
-                    f"cannot reach the admin API at {self.url}: {exc.reason}"
-                ) from None
-        raise click.ClickException(f"{method} {path}: too many redirects")
+        try:
+            return super().call(method, path, body)
+        except admin_client.AdminError as exc:
+            raise click.ClickException(str(exc)) from None
 
 
 def _show(value: Any) -> None:
