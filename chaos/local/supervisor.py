@@ -46,6 +46,10 @@ class ProcessRecord:
     endpoints: dict[str, str] = field(default_factory=dict)
     #: ``magnetar`` arguments it was started with (a restart pins the port it bound)
     arguments: list[str] = field(default_factory=list)
+    #: a process that is not Magnetar's (Apache Pulsar's broker, for side-by-side runs): its whole
+    #: command line, run as it is on a restart, and the text its log prints once it is ready
+    command: list[str] = field(default_factory=list)
+    ready_text: str = ""
 
 
 @dataclass
@@ -105,6 +109,8 @@ def _belongs(record: ProcessRecord) -> bool:
         cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return False
+    if record.command:
+        return cmdline.split() == " ".join(record.command).split()
     return ("magnetar" in cmdline) or ("zookeeper" in cmdline.lower())
 
 
@@ -271,7 +277,7 @@ class Supervisor:
         self._say(f"{name}: restarting")
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "magnetar", *arguments],
+                record.command or [sys.executable, "-m", "magnetar", *arguments],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -280,6 +286,10 @@ class Supervisor:
             )
         record.pid = process.pid
         state.save()
+        if record.command:
+            # a foreign process keeps the endpoints it was recorded with; its ready line is its own
+            _wait_for_line(log_path, record.ready_text, process, timeout_s, offset, anywhere=True)
+            return record
         prefix = "bookie ready" if record.role == "bookie" else "broker ready"
         self._await_ready(state, record, process, prefix, timeout_s, after=offset)
         return record
@@ -332,9 +342,16 @@ def _endpoints(text: str) -> dict[str, str]:
 
 
 def _wait_for_line(
-    log: Path, prefix: str, process: subprocess.Popen[bytes], timeout_s: float, after: int = 0
+    log: Path,
+    prefix: str,
+    process: subprocess.Popen[bytes],
+    timeout_s: float,
+    after: int = 0,
+    *,
+    anywhere: bool = False,
 ) -> str:
-    """The first line starting with ``prefix`` written to ``log`` past byte ``after``."""
+    """The first line starting with ``prefix`` (or holding it, ``anywhere``) written to ``log``
+    past byte ``after``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
@@ -342,7 +359,7 @@ def _wait_for_line(
                 file.seek(after)
                 text = file.read().decode(errors="replace")
             for line in text.splitlines():
-                if line.startswith(prefix):
+                if line.startswith(prefix) or (anywhere and prefix in line):
                     return line
         if process.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:]
