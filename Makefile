@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := zookeeper default-jre-headless
 PYTEST_ARGS ?=
 
-.PHONY: test demo install system-deps proto lint typecheck bench clean k8s-testenv
+.PHONY: test demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv
 
 test: install lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -51,6 +51,11 @@ typecheck: install
 
 bench: install
 	$(BIN)/python bench/bookie_add.py
+
+# Magnetar and Apache Pulsar side by side (issue 11): fetches Pulsar's jars from Maven Central into
+# ~/.cache/magnetar/pulsar once (needs mvn and Java 17), runs the same workloads on both, one table.
+bench-compare: install
+	$(BIN)/python bench/bench_compare.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info magnetar/proto/*_pb2*.py magnetar/proto/*_pb2.pyi

@@ -21,10 +21,10 @@ import json
 import logging
 import os
 import signal
-import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +56,30 @@ def longest_gap(times: list[float], start: float, end: float) -> float:
     return max((b - a for a, b in itertools.pairwise(inside)), default=end - start) * 1000
 
 
-def measure(state: ClusterState, mode: str, topics: int, rate: float) -> dict[str, Any]:
-    brokers = state.find("broker")
-    base = brokers[0].endpoints["web_service_url"]
-    namespace = f"public/bench-{mode}"
+@dataclass
+class BrokerRef:
+    """A broker as a move sees it: Magnetar's from ``magnetar local``, Apache Pulsar's alike."""
+
+    name: str
+    service_url: str
+    #: what ``destinationBroker`` names it by
+    broker_id: str
+    pid: int
+
+
+def magnetar_brokers(state: ClusterState) -> list[BrokerRef]:
+    return [BrokerRef(b.name, b.endpoints["service_url"], b.address, b.pid) for b in state.find("broker")]
+
+
+def measure(
+    base: str, service_url: str, brokers: list[BrokerRef], mode: str, topics: int, rate: float
+) -> dict[str, Any]:
+    """One move (``unload``, ``transfer`` or ``sigterm`` of the owner) under load, through the
+    admin REST at ``base``: the longest gap per producer and per consumer around it."""
+    namespace = f"public/bench-{mode}-{time.time_ns() % 10**6}"
     admin(base, "PUT", f"/admin/v2/namespaces/{namespace}", {"bundles": {"numBundles": 1}})
     names = [f"persistent://{namespace}/t{i}" for i in range(topics)]
-    client = pulsar.Client(brokers[0].endpoints["service_url"], operation_timeout_seconds=30, logger=_LOG)
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=_LOG)
     receipts: dict[int, list[float]] = {i: [] for i in range(topics)}
     receives: dict[int, list[float]] = {i: [] for i in range(topics)}
 
@@ -95,22 +112,22 @@ def measure(state: ClusterState, mode: str, topics: int, rate: float) -> dict[st
     time.sleep(3)
     bundle = admin(base, "GET", f"/admin/v2/namespaces/{namespace}/bundles")
     bundle_name = f"{bundle['boundaries'][0]}_{bundle['boundaries'][1]}"
-    owner = admin(base, "GET", f"/lookup/v2/topic/persistent/{names[0].removeprefix('persistent://')}")[
+    owner_url = admin(base, "GET", f"/lookup/v2/topic/persistent/{names[0].removeprefix('persistent://')}")[
         "brokerUrl"
     ]
-    owner_record = next(b for b in brokers if b.endpoints["service_url"] == owner)
+    owner = next(b for b in brokers if b.service_url == owner_url)
     moved_at = time.monotonic()
     if mode == "unload":
         admin(base, "PUT", f"/admin/v2/namespaces/{namespace}/{bundle_name}/unload")
     elif mode == "transfer":
-        other = next(b for b in brokers if b is not owner_record)
+        other = next(b for b in brokers if b is not owner)
         admin(
             base,
             "PUT",
-            f"/admin/v2/namespaces/{namespace}/{bundle_name}/unload?destinationBroker={other.address}",
+            f"/admin/v2/namespaces/{namespace}/{bundle_name}/unload?destinationBroker={other.broker_id}",
         )
     else:
-        os.kill(owner_record.pid, signal.SIGTERM)
+        os.kill(owner.pid, signal.SIGTERM)
     time.sleep(5)
     stop.set()
     thread.join()
@@ -123,7 +140,7 @@ def measure(state: ClusterState, mode: str, topics: int, rate: float) -> dict[st
     consumer_windows = [longest_gap(receives[i], *window) for i in range(topics)]
     return {
         "mode": mode,
-        "owner": owner_record.name,
+        "owner": owner.name,
         "producer_p50_ms": percentile(producer_windows, 0.5),
         "producer_p99_ms": percentile(producer_windows, 0.99),
         "producer_max_ms": max(producer_windows),
@@ -159,7 +176,10 @@ def main() -> None:
         try:
             for mode in ("unload", "transfer", "sigterm"):
                 console.print(f"[bold]{mode}[/] at {args.rate:,.0f} msg/s over {args.topics} topics …")
-                rows.append(measure(ClusterState.load(Path(tmp) / "cluster"), mode, args.topics, args.rate))
+                state = ClusterState.load(Path(tmp) / "cluster")
+                brokers = magnetar_brokers(state)
+                base = state.find("broker")[0].endpoints["web_service_url"]
+                rows.append(measure(base, brokers[0].service_url, brokers, mode, args.topics, args.rate))
                 for record in ClusterState.load(Path(tmp) / "cluster").find("broker"):
                     if not alive(record.pid):
                         supervisor.restart(record.name)
@@ -201,4 +221,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

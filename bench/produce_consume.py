@@ -70,9 +70,9 @@ def start_broker(metadata_url: str, log: Path) -> tuple[subprocess.Popen[str], s
     raise RuntimeError(f"broker did not start; see {log}")
 
 
-def max_throughput(url: str, seconds: float, broker_pid: int) -> dict[str, Any]:
+def max_throughput(url: str, seconds: float, broker_pid: int, topic: str | None = None) -> dict[str, Any]:
     client = pulsar.Client(url, logger=_LOG)
-    topic = f"persistent://public/default/throughput-{time.time_ns()}"
+    topic = topic or f"persistent://public/default/throughput-{time.time_ns()}"
     producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=1000,
                                       batching_max_publish_delay_ms=5, max_pending_messages=20000,
                                       block_if_queue_full=True)  # fmt: skip

@@ -1,0 +1,306 @@
+"""Magnetar and Apache Pulsar side by side: the same workloads, the same client, one table (issue 11).
+
+    make bench-compare
+    .venv/bin/python bench/bench_compare.py --seconds 5 --backlog 100000
+    .venv/bin/python bench/bench_compare.py --only magnetar      # one side (the other column stays empty)
+
+Each system runs as ZooKeeper (Debian's package), two bookies and two brokers on loopback with
+E/Qw/Qa 2/2/2 and fsync on: Magnetar through ``magnetar local``, Apache Pulsar 4.0.x from Maven
+Central through bench/pulsar/apache_pulsar.py (Java 17, -Xmx1g per broker, the extensible load
+manager). The workloads are those of bench/produce_consume.py and bench/bench_unload.py, with the
+official ``pulsar-client``:
+  publish throughput (1 KiB, batching) and the RSS of the broker that owns the topic;
+  publish p50/p99 and end-to-end p99 at a fixed rate without batching;
+  catch-up read rate of a backlog;
+  start-to-ready of each standalone (one bookie): launch to the first acknowledged message;
+  unload and transfer windows: the longest gap between send receipts of a producer around the move.
+Failover duplicates need two clusters with geo-replication on each side; Magnetar's figure comes
+from bench/bench_failover.py and the Pulsar column says it was not measured.
+Ratio is Magnetar / Pulsar. Prints the table and writes bench/results/bench_compare.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulsar
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "pulsar"))
+from apache_pulsar import VERSION, ApachePulsar
+from bench_unload import BrokerRef, magnetar_brokers, measure
+from produce_consume import catch_up, fixed_rate_latency, max_throughput, rss_mb
+
+from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.chaos.local.supervisor import ClusterState, Supervisor
+from magnetar.common.admin_client import AdminClient
+from magnetar.common.zkserver import free_port
+
+console = Console()
+RESULTS = Path(__file__).parent / "results" / "bench_compare.json"
+FAILOVER_RESULTS = Path(__file__).parent / "results" / "bench_failover.json"
+
+
+@dataclass
+class System:
+    name: str
+    admin_url: str
+    service_url: str
+    brokers: list[BrokerRef]
+
+    def owner(self, topic: str) -> BrokerRef:
+        path = topic.removeprefix("persistent://")
+        url = AdminClient(self.admin_url).call("GET", f"/lookup/v2/topic/persistent/{path}")["brokerUrl"]
+        return next(b for b in self.brokers if b.service_url == url)
+
+
+@contextlib.contextmanager
+def magnetar(workdir: Path) -> Iterator[System]:
+    spec = ClusterSpec(
+        name="compare",
+        regions=[
+            RegionSpec(
+                name="bench",
+                bookies=2,
+                brokers=2,
+                ledger=LedgerSpec(),
+                broker_settings={"metadata_store_session_timeout_millis": 5000},
+            )
+        ],
+    )
+    supervisor = Supervisor(workdir / "cluster", on_status=lambda m: console.print(f"[dim]{m}[/]"))
+    supervisor.up(spec)
+    try:
+        state = ClusterState.load(workdir / "cluster")
+        brokers = magnetar_brokers(state)
+        yield System(
+            "Magnetar", state.find("broker")[0].endpoints["web_service_url"], brokers[0].service_url, brokers
+        )
+    finally:
+        supervisor.down()
+
+
+@contextlib.contextmanager
+def apache_pulsar(workdir: Path) -> Iterator[System]:
+    with ApachePulsar(workdir / "pulsar-cluster", bookies=2) as cluster:
+        started = cluster.cluster(brokers=2)
+        brokers = [
+            BrokerRef(r.name, r.endpoints["service_url"], r.endpoints["broker_id"], r.pid)
+            for r in cluster.state.find("broker")
+        ]
+        yield System(f"Apache Pulsar {VERSION}", started.admin_url, started.service_url, brokers)
+
+
+def first_ack_seconds(
+    launch: Callable[[], tuple[subprocess.Popen[bytes] | None, str]], timeout_s: float = 180
+) -> float:
+    """Seconds from launching a standalone to the first message it acknowledges."""
+    start = time.perf_counter()
+    _process, url = launch()
+    host, port = url.removeprefix("pulsar://").rsplit(":", 1)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+            break
+        time.sleep(0.02)
+    while time.monotonic() < deadline:
+        client = pulsar.Client(url, operation_timeout_seconds=5, logger=_quiet())
+        try:
+            client.create_producer(f"persistent://public/default/ready-{time.time_ns()}").send(b"ready")
+            return time.perf_counter() - start
+        except Exception:  # not ready yet: any refusal means try again
+            time.sleep(0.05)
+        finally:
+            client.close()
+    raise RuntimeError(f"{url}: no message acknowledged within {timeout_s:.0f}s")
+
+
+def _quiet() -> Any:
+    import logging
+
+    logger = logging.getLogger("bench-compare-client")
+    logger.setLevel(logging.ERROR)
+    return logger
+
+
+def magnetar_standalone_start(workdir: Path) -> float:
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def launch() -> tuple[subprocess.Popen[bytes], str]:
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "magnetar", "standalone", "--data-dir",
+             str(workdir / "magnetar-standalone"), "--port", str(port), "--web-port", str(free_port())],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        processes.append(process)
+        return process, f"pulsar://127.0.0.1:{port}"
+
+    try:
+        return first_ack_seconds(launch)
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(30)
+
+
+def pulsar_standalone_start(workdir: Path) -> float:
+    with ApachePulsar(workdir / "pulsar-standalone", bookies=1, ledger=(1, 1, 1)) as standalone:
+        return first_ack_seconds(lambda: (None, standalone.standalone(wait=False).service_url))
+
+
+def measure_system(system: System, args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {"system": system.name}
+    topic = f"persistent://public/default/throughput-{time.time_ns()}"
+    owner = system.owner(topic)
+    time.sleep(2)
+    result["rss_idle_mb"] = rss_mb(owner.pid)
+    console.print(f"[bold]{system.name}[/]: publish throughput, 1 KiB, batching …")
+    result["throughput"] = max_throughput(system.service_url, args.seconds, owner.pid, topic)
+    console.print(f"[bold]{system.name}[/]: latency at {args.rate:,} msg/s without batching …")
+    result["latency"] = fixed_rate_latency(system.service_url, args.rate, args.seconds)
+    console.print(f"[bold]{system.name}[/]: catch-up read of {args.backlog:,} messages …")
+    result["catch_up"] = catch_up(system.service_url, args.backlog)
+    for mode in ("unload", "transfer"):
+        console.print(
+            f"[bold]{system.name}[/]: {mode} at {args.move_rate:,.0f} msg/s over {args.topics} topics …"
+        )
+        result[mode] = measure(
+            system.admin_url, system.service_url, system.brokers, mode, args.topics, args.move_rate
+        )
+    return result
+
+
+# (label, how to read it from a result, unit, True when higher is better)
+ROWS: list[tuple[str, Callable[[dict[str, Any]], float], str, bool]] = [
+    ("publish throughput (1 KiB, batching)", lambda r: r["throughput"]["msgs_per_s"], "msg/s", True),
+    ("publish p99 (fixed rate, no batching)", lambda r: r["latency"]["publish_p99_ms"], "ms", False),
+    ("end-to-end p99 (fixed rate)", lambda r: r["latency"]["e2e_p99_ms"], "ms", False),
+    ("catch-up read rate", lambda r: r["catch_up"]["msgs_per_s"], "msg/s", True),
+    ("broker RSS idle", lambda r: r["rss_idle_mb"], "MB", False),
+    ("broker RSS under load", lambda r: r["throughput"]["rss_under_load_mb"], "MB", False),
+    ("standalone start-to-ready", lambda r: r["standalone_start_s"], "s", False),
+    ("unload window, producer p99", lambda r: r["unload"]["producer_p99_ms"], "ms", False),
+    ("unload window, producer max", lambda r: r["unload"]["producer_max_ms"], "ms", False),
+    ("transfer window, producer p99", lambda r: r["transfer"]["producer_p99_ms"], "ms", False),
+    ("transfer window, producer max", lambda r: r["transfer"]["producer_max_ms"], "ms", False),
+]
+
+
+def table_rows(
+    magnetar_result: dict[str, Any] | None, pulsar_result: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    rows = []
+    for label, read, unit, higher_better in ROWS:
+        ours = _read(read, magnetar_result)
+        theirs = _read(read, pulsar_result)
+        ratio = ours / theirs if ours is not None and theirs else None
+        behind = None if ratio is None else (ratio < 1 if higher_better else ratio > 1)
+        rows.append({"measure": label, "unit": unit, "magnetar": ours, "pulsar": theirs, "ratio": ratio,
+                     "magnetar_behind": behind})  # fmt: skip
+    failover = json.loads(FAILOVER_RESULTS.read_text()) if FAILOVER_RESULTS.exists() else None
+    rows.append({
+        "measure": "failover duplicates (replicated subscriptions)", "unit": "messages",
+        "magnetar": _failover_duplicates(failover), "pulsar": None, "ratio": None, "magnetar_behind": None,
+        "note": "Pulsar not measured: needs two Pulsar clusters with geo-replication (not built yet)",
+    })  # fmt: skip
+    return rows
+
+
+def _read(read: Callable[[dict[str, Any]], float], result: dict[str, Any] | None) -> float | None:
+    if result is None:
+        return None
+    with contextlib.suppress(KeyError, TypeError):
+        return float(read(result))
+    return None
+
+
+def _failover_duplicates(failover: dict[str, Any] | None) -> float | None:
+    """Magnetar's duplicates per failover at Pulsar's defaults (1 s snapshots, no individual acks)."""
+    if not failover:
+        return None
+    for row in failover.get("rows", []):
+        if row.get("snapshot_frequency_ms") == 1000 and not row.get("individual_acks"):
+            return float(row["duplicates"]) / max(1, int(row.get("failovers", 1)))
+    return None
+
+
+def print_table(rows: list[dict[str, Any]], pulsar_name: str) -> None:
+    table = Table(
+        title="Magnetar / Apache Pulsar, same machine and client (2 brokers, 2 bookies, E/Qw/Qa 2/2/2, fsync)"
+    )
+    for column in ("measure", "Magnetar", pulsar_name, "ratio", ""):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    for row in rows:
+        table.add_row(
+            row["measure"],
+            _fmt(row["magnetar"], row["unit"]),
+            _fmt(row["pulsar"], row["unit"]) if row["pulsar"] is not None else row.get("note", "—"),
+            f"{row['ratio']:.2f}" if row["ratio"] is not None else "—",
+            {True: "[red]behind[/]", False: "[green]ahead[/]", None: ""}[row["magnetar_behind"]],
+        )
+    console.print(table)
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.2f} {unit}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=10, help="length of the throughput and latency runs (10)"
+    )
+    parser.add_argument("--rate", type=int, default=2000, help="fixed publish rate without batching (2000/s)")
+    parser.add_argument(
+        "--backlog", type=int, default=200_000, help="messages in the catch-up read (200,000)"
+    )
+    parser.add_argument(
+        "--move-rate", type=float, default=500, help="msg/s over all topics during moves (500)"
+    )
+    parser.add_argument("--topics", type=int, default=8, help="topics in the moved bundle (8)")
+    parser.add_argument("--only", choices=["magnetar", "pulsar"], help="measure one side only")
+    args = parser.parse_args()
+    results: dict[str, dict[str, Any] | None] = {"magnetar": None, "pulsar": None}
+    with tempfile.TemporaryDirectory(prefix="magnetar-compare-", dir=os.environ.get("BENCH_DIR")) as tmp:
+        workdir = Path(tmp)
+        if args.only != "pulsar":
+            with magnetar(workdir) as system:
+                ours = measure_system(system, args)
+            console.print("[bold]Magnetar[/]: standalone start-to-ready …")
+            ours["standalone_start_s"] = magnetar_standalone_start(workdir)
+            results["magnetar"] = ours
+        if args.only != "magnetar":
+            with apache_pulsar(workdir) as system:
+                theirs = measure_system(system, args)
+            console.print(f"[bold]Apache Pulsar {VERSION}[/]: standalone start-to-ready …")
+            theirs["standalone_start_s"] = pulsar_standalone_start(workdir)
+            results["pulsar"] = theirs
+    rows = table_rows(results["magnetar"], results["pulsar"])
+    print_table(rows, f"Apache Pulsar {VERSION}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"settings": vars(args), "results": results, "rows": rows,
+                                   "machine": f"{os.cpu_count()} cores"}, indent=2))  # fmt: skip
+    console.print(f"results: {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
