@@ -52,7 +52,8 @@ from magnetar.common.zkserver import free_port
 
 console = Console()
 RESULTS = Path(__file__).parent / "results" / "bench_compare.json"
-FAILOVER_RESULTS = Path(__file__).parent / "results" / "bench_failover.json"
+# where bench/bench_failover.py writes by default
+FAILOVER_RESULTS = Path(__file__).parents[1] / "runs" / "bench" / "bench_failover.json"
 
 
 @dataclass
@@ -216,7 +217,7 @@ def table_rows(
     rows.append({
         "measure": "failover duplicates (replicated subscriptions)", "unit": "messages",
         "magnetar": _failover_duplicates(failover), "pulsar": None, "ratio": None, "magnetar_behind": None,
-        "note": "Pulsar not measured: needs two Pulsar clusters with geo-replication (not built yet)",
+        "note": "not measured (two Pulsar clusters with geo-replication: not built yet)",
     })  # fmt: skip
     return rows
 
@@ -233,9 +234,10 @@ def _failover_duplicates(failover: dict[str, Any] | None) -> float | None:
     """Magnetar's duplicates per failover at Pulsar's defaults (1 s snapshots, no individual acks)."""
     if not failover:
         return None
-    for row in failover.get("rows", []):
-        if row.get("snapshot_frequency_ms") == 1000 and not row.get("individual_acks"):
-            return float(row["duplicates"]) / max(1, int(row.get("failovers", 1)))
+    moves = int(failover.get("moves", 5))
+    for row in failover.get("results", []):
+        if row.get("snapshot_frequency_ms") == 1000 and not row.get("carry_acks"):
+            return float(row["duplicates"]) / max(1, moves)
     return None
 
 

@@ -336,7 +336,13 @@ def main() -> None:
         f"(10% of {baseline['duplicates']} at 1000 ms without (a))"
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"rate": args.rate, "batching": args.batching, "results": results, "targets": targets}
+    doc = {
+        "rate": args.rate,
+        "batching": args.batching,
+        "moves": args.moves,
+        "results": results,
+        "targets": targets,
+    }
     args.out.write_text(json.dumps(doc, indent=2))
     console.print(f"wrote {args.out}")
 
