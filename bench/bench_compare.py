@@ -14,8 +14,9 @@ official ``pulsar-client``:
   catch-up read rate of a backlog;
   start-to-ready of each standalone (one bookie): launch to the first acknowledged message;
   unload and transfer windows: the longest gap between send receipts of a producer around the move.
-Failover duplicates need two clusters with geo-replication on each side; Magnetar's figure comes
-from bench/bench_failover.py and the Pulsar column says it was not measured.
+  duplicates per consumer failover between two geo-replicated regions (bench/bench_failover.py's
+  baseline case: PIP-33 snapshots every second, replicated Failover subscription, 1,000 msg/s):
+  two ``magnetar local`` regions, and two Pulsar clusters sharing one configuration store.
 Ratio is Magnetar / Pulsar. Prints the table and writes bench/results/bench_compare.json.
 """
 
@@ -42,6 +43,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "pulsar"))
 from apache_pulsar import VERSION, ApachePulsar
+from bench_failover import EAST, WEST, Regions, run_case
+from bench_failover import spec as failover_spec
 from bench_unload import BrokerRef, magnetar_brokers, measure
 from produce_consume import catch_up, fixed_rate_latency, max_throughput, rss_mb
 
@@ -52,8 +55,6 @@ from magnetar.common.zkserver import free_port
 
 console = Console()
 RESULTS = Path(__file__).parent / "results" / "bench_compare.json"
-# where bench/bench_failover.py writes by default
-FAILOVER_RESULTS = Path(__file__).parents[1] / "runs" / "bench" / "bench_failover.json"
 
 
 @dataclass
@@ -164,6 +165,39 @@ def pulsar_standalone_start(workdir: Path) -> float:
         return first_ack_seconds(lambda: (None, standalone.standalone(wait=False).service_url))
 
 
+def magnetar_failover(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """bench_failover's baseline case (1 s snapshots, no (a)) on two Magnetar regions."""
+    supervisor = Supervisor(workdir / "geo", on_status=lambda m: console.print(f"[dim]{m}[/]"))
+    supervisor.up(failover_spec())
+    try:
+        regions = Regions.load(workdir / "geo")
+        return _failover_case(regions, args, policies=True)
+    finally:
+        supervisor.down()
+
+
+def pulsar_failover(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The same case on two Apache Pulsar clusters (one broker and one bookie each, as
+    bench_failover's regions) sharing jp-east's ZooKeeper as configuration store."""
+    east = ApachePulsar(workdir / "pulsar-east", bookies=1, ledger=(1, 1, 1))
+    west = ApachePulsar(workdir / "pulsar-west", bookies=1, ledger=(1, 1, 1))
+    with east, west:
+        e = east.cluster(1, cluster_name=EAST, extensible=False)
+        w = west.cluster(1, cluster_name=WEST, configuration_store=east.state.zookeeper, extensible=False)
+        regions = Regions({
+            EAST: {"service_url": e.service_url, "web_service_url": e.admin_url},
+            WEST: {"service_url": w.service_url, "web_service_url": w.admin_url},
+        })  # fmt: skip
+        return _failover_case(regions, args, policies=False)
+
+
+def _failover_case(regions: Regions, args: argparse.Namespace, *, policies: bool) -> dict[str, Any]:
+    regions.admin("PUT", "/admin/v2/tenants/bench", {"adminRoles": [], "allowedClusters": [EAST, WEST]})
+    result: dict[str, Any] = run_case(regions, 1000, False, args.failover_rate, args.failover_seconds,
+                                      True, 20, args.moves, policies=policies)  # fmt: skip
+    return result
+
+
 def measure_system(system: System, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"system": system.name}
     topic = f"persistent://public/default/throughput-{time.time_ns()}"
@@ -213,11 +247,12 @@ def table_rows(
         behind = None if ratio is None else (ratio < 1 if higher_better else ratio > 1)
         rows.append({"measure": label, "unit": unit, "magnetar": ours, "pulsar": theirs, "ratio": ratio,
                      "magnetar_behind": behind})  # fmt: skip
-    failover = json.loads(FAILOVER_RESULTS.read_text()) if FAILOVER_RESULTS.exists() else None
+    ours, theirs = _per_failover(magnetar_result), _per_failover(pulsar_result)
     rows.append({
-        "measure": "failover duplicates (replicated subscriptions)", "unit": "messages",
-        "magnetar": _failover_duplicates(failover), "pulsar": None, "ratio": None, "magnetar_behind": None,
-        "note": "not measured (two Pulsar clusters with geo-replication: not built yet)",
+        "measure": "duplicates per failover (PIP-33 defaults)", "unit": "messages",
+        "magnetar": ours, "pulsar": theirs,
+        "ratio": ours / theirs if ours is not None and theirs else None,
+        "magnetar_behind": None if ours is None or theirs is None else ours > theirs,
     })  # fmt: skip
     return rows
 
@@ -230,15 +265,11 @@ def _read(read: Callable[[dict[str, Any]], float], result: dict[str, Any] | None
     return None
 
 
-def _failover_duplicates(failover: dict[str, Any] | None) -> float | None:
-    """Magnetar's duplicates per failover at Pulsar's defaults (1 s snapshots, no individual acks)."""
-    if not failover:
+def _per_failover(result: dict[str, Any] | None) -> float | None:
+    failover = (result or {}).get("failover")
+    if not failover or not failover.get("failovers"):
         return None
-    moves = int(failover.get("moves", 5))
-    for row in failover.get("results", []):
-        if row.get("snapshot_frequency_ms") == 1000 and not row.get("carry_acks"):
-            return float(row["duplicates"]) / max(1, moves)
-    return None
+    return float(failover["duplicates"]) / float(failover["failovers"])
 
 
 def print_table(rows: list[dict[str, Any]], pulsar_name: str) -> None:
@@ -279,6 +310,17 @@ def main() -> None:
         "--move-rate", type=float, default=500, help="msg/s over all topics during moves (500)"
     )
     parser.add_argument("--topics", type=int, default=8, help="topics in the moved bundle (8)")
+    parser.add_argument("--failover-rate", type=float, default=1000, help="msg/s in the failover case (1000)")
+    parser.add_argument(
+        "--failover-seconds", type=float, default=20, help="seconds of the failover case (20)"
+    )
+    parser.add_argument("--moves", type=int, default=5, help="consumer failovers in the case (5)")
+    parser.add_argument(
+        "--failover",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure duplicates after failovers (two regions per system)",
+    )
     parser.add_argument("--only", choices=["magnetar", "pulsar"], help="measure one side only")
     args = parser.parse_args()
     results: dict[str, dict[str, Any] | None] = {"magnetar": None, "pulsar": None}
@@ -289,12 +331,18 @@ def main() -> None:
                 ours = measure_system(system, args)
             console.print("[bold]Magnetar[/]: standalone start-to-ready …")
             ours["standalone_start_s"] = magnetar_standalone_start(workdir)
+            if args.failover:
+                console.print("[bold]Magnetar[/]: consumer failovers between two regions …")
+                ours["failover"] = magnetar_failover(workdir, args)
             results["magnetar"] = ours
         if args.only != "magnetar":
             with apache_pulsar(workdir) as system:
                 theirs = measure_system(system, args)
             console.print(f"[bold]Apache Pulsar {VERSION}[/]: standalone start-to-ready …")
             theirs["standalone_start_s"] = pulsar_standalone_start(workdir)
+            if args.failover:
+                console.print(f"[bold]Apache Pulsar {VERSION}[/]: consumer failovers between two clusters …")
+                theirs["failover"] = pulsar_failover(workdir, args)
             results["pulsar"] = theirs
     rows = table_rows(results["magnetar"], results["pulsar"])
     print_table(rows, f"Apache Pulsar {VERSION}")

@@ -59,14 +59,20 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Regions:
-    def __init__(self, directory: Path) -> None:
-        self.state = ClusterState.load(directory)
+    """The two regions' service and admin URLs (``magnetar local``'s, or Apache Pulsar's)."""
+
+    def __init__(self, urls: dict[str, dict[str, str]]) -> None:
+        self.urls = urls
+
+    @classmethod
+    def load(cls, directory: Path) -> Regions:
+        return cls(ClusterState.load(directory).regions)
 
     def service_url(self, region: str) -> str:
-        return self.state.regions[region]["service_url"]
+        return self.urls[region]["service_url"]
 
     def admin(self, method: str, path: str, body: Any = None) -> Any:
-        return AdminClient(self.state.regions[EAST]["web_service_url"]).call(method, path, body)
+        return AdminClient(self.urls[EAST]["web_service_url"]).call(method, path, body)
 
     def client(self, region: str) -> pulsar.Client:
         return pulsar.Client(self.service_url(region), operation_timeout_seconds=30, logger=_LOG)
@@ -166,13 +172,18 @@ def run_case(
     batching: bool,
     quiet_s: float,
     moves: int,
+    *,
+    policies: bool = True,
 ) -> dict[str, Any]:
+    """One case; ``policies=False`` leaves the snapshot frequency and (a) at the brokers'
+    defaults (1 s, off), for Apache Pulsar, which has neither namespace policy."""
     namespace = f"bench/f{frequency_ms}-{'a' if carry else 'p'}-{int(time.time())}"
     regions.admin("PUT", f"/admin/v2/namespaces/{namespace}", {"replication_clusters": [EAST, WEST]})
-    regions.admin(
-        "POST", f"/admin/v2/namespaces/{namespace}/replicatedSubscriptionsSnapshotFrequency", frequency_ms
-    )
-    regions.admin("POST", f"/admin/v2/namespaces/{namespace}/replicatedSubscriptionsCarryAcks", carry)
+    if policies:
+        regions.admin(
+            "POST", f"/admin/v2/namespaces/{namespace}/replicatedSubscriptionsSnapshotFrequency", frequency_ms
+        )
+        regions.admin("POST", f"/admin/v2/namespaces/{namespace}/replicatedSubscriptionsCarryAcks", carry)
     topic = f"persistent://{namespace}/orders"
     east = regions.client(EAST)
     producer = east.create_producer(
@@ -268,7 +279,7 @@ def main() -> None:
         console.print(f"starting two regions in {directory}")
         supervisor.up(spec())
     try:
-        regions = Regions(directory)
+        regions = Regions.load(directory)
         regions.admin("PUT", "/admin/v2/tenants/bench", {"allowedClusters": [EAST, WEST]})
         results = []
         for frequency_ms, carry in CASES:

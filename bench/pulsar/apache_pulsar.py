@@ -41,6 +41,10 @@ CACHE = Path(os.environ.get("MAGNETAR_CACHE", Path.home() / ".cache" / "magnetar
 LIB = CACHE / "lib"
 READY_TEXT = "messaging service is ready"
 EXTENSIONS = "org.apache.pulsar.broker.loadbalance.extensions"
+EXTENSIBLE = {
+    "loadManagerClassName": f"{EXTENSIONS}.ExtensibleLoadManagerImpl",
+    "loadBalancerLoadSheddingStrategy": f"{EXTENSIONS}.scheduler.TransferShedder",
+}
 
 # bin/pulsar's flags for Java 11+: BookKeeper's fadvise and CRC, Netty's direct buffers, DNS, GC metrics
 ADD_OPENS = [
@@ -174,6 +178,8 @@ class ApachePulsar:
         self.ledger = ledger
         self.state = ClusterState(name="apache-pulsar", directory=str(self.directory))
         self.zookeeper: ZooKeeperServer | None = None
+        self.configuration_store = ""
+        self.extensible = True
 
     def _prepare(self) -> None:
         fetch()
@@ -230,21 +236,32 @@ class ApachePulsar:
 
     # -- cluster --------------------------------------------------------------------------------
     def cluster(
-        self, brokers: int = 2, *, cluster_name: str = "pulsar-bench", timeout_s: float = 180
+        self,
+        brokers: int = 2,
+        *,
+        cluster_name: str = "pulsar-bench",
+        configuration_store: str | None = None,
+        extensible: bool = True,
+        timeout_s: float = 180,
     ) -> Endpoints:
-        """ZooKeeper, bookies and ``brokers`` brokers with the extensible load manager."""
+        """ZooKeeper, bookies and ``brokers`` brokers, with the extensible load manager (or
+        Pulsar's default, ``extensible=False``). ``configuration_store`` (host:port of another
+        cluster's ZooKeeper) makes this cluster one region of a geo-replicated instance."""
         self._prepare()
         self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", detached=True)
         self.zookeeper.start()
         zk = f"127.0.0.1:{self.zookeeper.port}"
         self.state.zookeeper = zk
+        self.configuration_store = configuration_store or zk
+        self.extensible = extensible
         self._record("apache-pulsar-zookeeper", "zookeeper", self.zookeeper.pid or 0,
                      self.zookeeper.log_path, [], {})  # fmt: skip
         ports = [(free_port(), free_port()) for _ in range(brokers)]
         say(f"initializing cluster metadata of {cluster_name} on ZooKeeper {zk}")
         subprocess.run(
             java("org.apache.pulsar.PulsarClusterMetadataSetup", "--cluster", cluster_name,
-                 "--metadata-store", f"zk:{zk}", "--configuration-metadata-store", f"zk:{zk}",
+                 "--metadata-store", f"zk:{zk}",
+                 "--configuration-metadata-store", f"zk:{self.configuration_store}",
                  "--web-service-url", f"http://127.0.0.1:{ports[0][1]}",
                  "--broker-service-url", f"pulsar://127.0.0.1:{ports[0][0]}",
                  workdir=self.directory, heap="256m"),
@@ -289,10 +306,9 @@ class ApachePulsar:
         root.mkdir(parents=True, exist_ok=True)
         conf = write_conf(root / "broker.conf", {
             "clusterName": cluster_name, "metadataStoreUrl": f"zk:{zk}",
-            "configurationMetadataStoreUrl": f"zk:{zk}", "bindAddress": "127.0.0.1",
+            "configurationMetadataStoreUrl": f"zk:{self.configuration_store}", "bindAddress": "127.0.0.1",
             "advertisedAddress": "127.0.0.1", "brokerServicePort": port, "webServicePort": web,
-            "loadManagerClassName": f"{EXTENSIONS}.ExtensibleLoadManagerImpl",
-            "loadBalancerLoadSheddingStrategy": f"{EXTENSIONS}.scheduler.TransferShedder",
+            **(EXTENSIBLE if self.extensible else {}),
             # moves happen when the benchmark or the experiment says, as in Magnetar's runs
             "loadBalancerSheddingEnabled": "false", "loadBalancerAutoBundleSplitEnabled": "false",
             "metadataStoreSessionTimeoutMillis": 5000, "functionsWorkerEnabled": "false",
