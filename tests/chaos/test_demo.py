@@ -35,7 +35,11 @@ def test_demo_runs_an_experiment_and_writes_the_postmortem(tmp_path: Path) -> No
     assert summary["headline"]["losses"] == 0
     assert summary["headline"]["events"] > 1000
     assert (run_dir / "report" / "report.html").stat().st_size > 10_000
-    assert (run_dir / "journal.json").exists()
+    journal = json.loads((run_dir / "journal.json").read_text())
+    assert journal["status"] == "completed"
+    assert journal["steady_states"]["before"]["steady_state_met"]
+    assert journal["steady_states"]["after"]["steady_state_met"]
+    assert all(r["status"] == "succeeded" for r in journal["run"])
     cluster = tmp_path / "runs" / run_dir.name.removesuffix("-bundle-unload") / "cluster"
     state = json.loads((cluster / "state.json").read_text())
     pids = [p["pid"] for p in state["processes"]]

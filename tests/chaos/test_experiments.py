@@ -47,8 +47,9 @@ def events(run_dir: Path) -> list[dict[str, object]]:
     ]
 
 
+# bundle-unload runs in tests/chaos/test_demo.py, which is `make demo` with that experiment
 @pytest.mark.parametrize(
-    "experiment", ["bundle-unload", "bundle-transfer", "broker-kill", "broker-rolling-restart", "bookie-loss"]
+    "experiment", ["bundle-transfer", "broker-kill", "broker-rolling-restart", "bookie-loss"]
 )
 def test_experiment(cluster: Path, experiment: str) -> None:
     result, run_dir = run(experiment, cluster)

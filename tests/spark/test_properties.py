@@ -42,7 +42,7 @@ def baseline(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> d
     return found
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), files=st.integers(1, 7), shuffle=st.booleans())
 def test_shuffling_lines_or_splitting_files_changes_nothing(
     spark: SparkSession,
