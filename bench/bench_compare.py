@@ -45,10 +45,9 @@ sys.path.insert(0, str(Path(__file__).parent / "pulsar"))
 from apache_pulsar import VERSION, ApachePulsar
 from bench_failover import EAST, WEST, Regions, run_case
 from bench_failover import spec as failover_spec
-from bench_unload import BrokerRef, magnetar_brokers, measure
+from bench_unload import BrokerRef, cluster_spec, magnetar_brokers, measure
 from produce_consume import catch_up, fixed_rate_latency, max_throughput, rss_mb
 
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
 from magnetar.common.admin_client import AdminClient
 from magnetar.common.zkserver import free_port
@@ -72,18 +71,7 @@ class System:
 
 @contextlib.contextmanager
 def magnetar(workdir: Path) -> Iterator[System]:
-    spec = ClusterSpec(
-        name="compare",
-        regions=[
-            RegionSpec(
-                name="bench",
-                bookies=2,
-                brokers=2,
-                ledger=LedgerSpec(),
-                broker_settings={"metadata_store_session_timeout_millis": 5000},
-            )
-        ],
-    )
+    spec = cluster_spec("compare", brokers=2)
     supervisor = Supervisor(workdir / "cluster", on_status=lambda m: console.print(f"[dim]{m}[/]"))
     supervisor.up(spec)
     try:

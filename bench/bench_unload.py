@@ -150,6 +150,22 @@ def measure(
     }
 
 
+def cluster_spec(name: str, *, brokers: int) -> ClusterSpec:
+    """One region: two bookies (E/Qw/Qa 2/2/2) and ``brokers`` brokers whose sessions expire in 5 s."""
+    return ClusterSpec(
+        name=name,
+        regions=[
+            RegionSpec(
+                name="bench",
+                bookies=2,
+                brokers=brokers,
+                ledger=LedgerSpec(),
+                broker_settings={"metadata_store_session_timeout_millis": 5000},
+            )
+        ],
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -157,18 +173,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=2000, help="messages/s over all topics (default 2000)")
     parser.add_argument("--topics", type=int, default=16, help="topics in the bundle (default 16)")
     args = parser.parse_args()
-    spec = ClusterSpec(
-        name="bench-unload",
-        regions=[
-            RegionSpec(
-                name="bench",
-                bookies=2,
-                brokers=3,
-                ledger=LedgerSpec(),
-                broker_settings={"metadata_store_session_timeout_millis": 5000},
-            )
-        ],
-    )
+    spec = cluster_spec("bench-unload", brokers=3)
     rows = []
     with tempfile.TemporaryDirectory(prefix="magnetar-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
         supervisor = Supervisor(Path(tmp) / "cluster", on_status=lambda m: console.print(f"[dim]{m}[/]"))

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,29 +128,35 @@ def ledger_settings(ensemble: int, write_quorum: int, ack_quorum: int) -> dict[s
     }
 
 
-def wait_http(url: str, process: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+def wait_until(ready: Callable[[], bool], what: str, process: subprocess.Popen[bytes], log: Path,
+               timeout_s: float) -> None:  # fmt: skip
+    """Poll ``ready`` until it holds; the process's log tail if it exits first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             tail = log.read_text(errors="replace")[-3000:]
             raise PulsarUnavailableError(f"{log.stem} exited with {process.returncode}:\n{tail}")
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
-            if response.status == 200:
+        with contextlib.suppress(OSError):
+            if ready():
                 return
         time.sleep(0.2)
-    raise PulsarUnavailableError(f"{url} not answering after {timeout_s:.0f}s (log {log})")
+    raise PulsarUnavailableError(f"{what} not ready after {timeout_s:.0f}s (log {log})")
+
+
+def wait_http(url: str, process: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    def answers() -> bool:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+
+    wait_until(answers, url, process, log, timeout_s)
 
 
 def wait_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log.read_text(errors="replace")[-3000:]
-            raise PulsarUnavailableError(f"{log.stem} exited with {process.returncode}:\n{tail}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return
-        time.sleep(0.2)
-    raise PulsarUnavailableError(f"port {port} not open after {timeout_s:.0f}s (log {log})")
+    def open_() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+
+    wait_until(open_, f"port {port}", process, log, timeout_s)
 
 
 def launch(command: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
