@@ -158,6 +158,8 @@ class MarkerIndex:
 class Snapshot:
     position: Position  # local: the subscription may tell the others once past it
     clusters: dict[str, Position]
+    #: when the subscription read it (monotonic), for the wait until its update (stats)
+    cached_at: float = 0.0
 
 
 class SnapshotCache:
@@ -223,6 +225,10 @@ class ReplicatedSubscriptionsController:
         self._remotes: set[str] = set()
         self.snapshots_completed = 0
         self.snapshots_timed_out = 0
+        # Where a failover's duplicates come from: a snapshot's request-to-SNAPSHOT time and a
+        # subscription's wait from reading a snapshot to passing it (the UPDATE), recent ones.
+        self.snapshot_ms: deque[float] = deque(maxlen=200)
+        self.update_wait_ms: deque[float] = deque(maxlen=200)
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -347,6 +353,7 @@ class ReplicatedSubscriptionsController:
         )
         await self._write(SNAPSHOT, snapshot.SerializeToString(), [self.local_cluster])
         self.snapshots_completed += 1
+        self.snapshot_ms.append((time.monotonic() - pending.started) * 1000)
 
     async def _update(self, update: markers.ReplicatedSubscriptionsUpdate) -> None:
         mine = next((c for c in update.clusters if c.cluster == self.local_cluster), None)
@@ -420,6 +427,7 @@ class ReplicatedSubscriptionsController:
             Snapshot(
                 _position(snapshot.local_message_id),
                 {c.cluster: _position(c.message_id) for c in snapshot.clusters},
+                cached_at=time.monotonic(),
             )
         )
 
@@ -434,6 +442,7 @@ class ReplicatedSubscriptionsController:
         due = now_please or now - cache.last_update >= self.frequency_ms() / 1000
         if snapshot is not None:
             cache.last = snapshot
+            self.update_wait_ms.append((now - snapshot.cached_at) * 1000)
         elif carry and cache.last is not None and due:
             snapshot = cache.last  # (a): the same point, more acknowledged messages past it
         else:
@@ -497,7 +506,15 @@ class ReplicatedSubscriptionsController:
             "snapshotsCompleted": self.snapshots_completed,
             "snapshotsTimedOut": self.snapshots_timed_out,
             "snapshotsPending": len(self.pending),
+            "snapshotMillisP50": _median(self.snapshot_ms),
+            "snapshotMillisMax": max(self.snapshot_ms, default=None),
+            "updateWaitMillisP50": _median(self.update_wait_ms),
+            "updateWaitMillisMax": max(self.update_wait_ms, default=None),
         }
+
+
+def _median(values: deque[float]) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
 
 
 MarkerHandler = Callable[[api.MessageMetadata, bytes, Position], None]

@@ -54,6 +54,11 @@ def test_a_consumer_failing_over_resumes_where_it_left_off(regions: Regions) -> 
         consumer.acknowledge(message)
     # The update marker moves west's subscription (created by it) past m1: m2 and m3 are left.
     wait_for(lambda: subscription_backlog(regions, "west", topic, "sub") == 2, "west's subscription to move")
+    # how long the snapshot took and how long the subscription waited to pass it, for whoever
+    # wonders where a failover's duplicates come from
+    timing = regions.stats("east", topic)["replicatedSubscriptions"]
+    assert 0 < timing["snapshotMillisP50"] <= timing["snapshotMillisMax"]
+    assert 0 < timing["updateWaitMillisP50"] <= timing["updateWaitMillisMax"]
     consumer.close()  # east is lost to this consumer: it fails over to west
 
     failover = west.subscribe(
