@@ -140,8 +140,15 @@ def test_an_operator_restart_mid_roll_resumes_without_repeating_a_restart(
         ),
         timeout_s=60,
     )
-    waiting = condition(get_cr(api, "magnetarclusters", k8s_namespace, "resume"), "Progressing")
-    assert waiting["reason"] == "WaitingForReplication"
+    # the gate answers before the handler writes the status that says so: wait for the status
+    wait_for(
+        "the status to say it waits for replication",
+        lambda: (
+            condition(get_cr(api, "magnetarclusters", k8s_namespace, "resume"), "Progressing")["reason"]
+            == "WaitingForReplication"
+        ),
+        timeout_s=30,
+    )
     first.stop()
 
     start_operator(gate=RecordingGate(timeline, k8s_namespace))
