@@ -63,6 +63,25 @@ async def storage(tmp_path: Path, memory_url: str) -> AsyncIterator[Storage]:
         await bookie.stop()
 
 
+def admin_call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    """An admin REST call that follows redirects to the owner: (status, JSON body), errors included."""
+    data = None if body is None else json.dumps(body).encode()
+    for _ in range(3):
+        request = urllib.request.Request(
+            url, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read().decode()
+                return response.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as exc:
+            if exc.code == 307:
+                url = exc.headers["Location"]
+                continue
+            return exc.code, json.loads(exc.read().decode() or "null")
+    raise AssertionError("redirect loop")
+
+
 class LocalCluster:
     """A running ``magnetar local`` cluster of one region: its processes, admin calls, clients."""
 
@@ -85,21 +104,7 @@ class LocalCluster:
         self, method: str, path: str, body: Any = None, index: int = 0, *, read_only: bool = False
     ) -> tuple[int, Any]:
         url = self.brokers(read_only=read_only)[index].endpoints["web_service_url"] + path
-        data = None if body is None else json.dumps(body).encode()
-        for _ in range(3):
-            request = urllib.request.Request(
-                url, data=data, method=method, headers={"Content-Type": "application/json"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    text = response.read().decode()
-                    return response.status, json.loads(text) if text else None
-            except urllib.error.HTTPError as exc:
-                if exc.code == 307:
-                    url = exc.headers["Location"]
-                    continue
-                return exc.code, json.loads(exc.read().decode() or "null")
-        raise AssertionError("redirect loop")
+        return admin_call(method, url, body)
 
     def client(self, service_url: str) -> pulsar.Client:
         return pulsar.Client(service_url, operation_timeout_seconds=30, logger=_CLIENT_LOG)

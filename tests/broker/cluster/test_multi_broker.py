@@ -5,14 +5,11 @@ Every client is the official ``pulsar-client``."""
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ import pytest
 
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
+from tests.broker.conftest import admin_call
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -48,22 +46,7 @@ class Cluster:
         return self.state.find("broker")[index].endpoints["web_service_url"]
 
     def admin(self, method: str, path: str, body: Any = None, index: int = 0) -> tuple[int, Any]:
-        url = self.admin_url(index) + path
-        data = None if body is None else json.dumps(body).encode()
-        for _ in range(3):
-            request = urllib.request.Request(
-                url, data=data, method=method, headers={"Content-Type": "application/json"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    text = response.read().decode()
-                    return response.status, json.loads(text) if text else None
-            except urllib.error.HTTPError as exc:
-                if exc.code == 307:
-                    url = exc.headers["Location"]
-                    continue
-                return exc.code, json.loads(exc.read().decode() or "null")
-        raise AssertionError("redirect loop")
+        return admin_call(method, self.admin_url(index) + path, body)
 
     def client(self, index: int = 0) -> pulsar.Client:
         return pulsar.Client(self.service_url(index), operation_timeout_seconds=30, logger=_LOG)
