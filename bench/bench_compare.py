@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -53,6 +54,9 @@ from magnetar.common.admin_client import AdminClient
 from magnetar.common.zkserver import free_port
 
 console = Console()
+# readiness probes fail on purpose until the standalone is up: keep the client library quiet
+_CLIENT_LOG = logging.getLogger("bench-compare-client")
+_CLIENT_LOG.setLevel(logging.ERROR)
 RESULTS = Path(__file__).parent / "results" / "bench_compare.json"
 
 
@@ -95,12 +99,11 @@ def apache_pulsar(workdir: Path) -> Iterator[System]:
         yield System(f"Apache Pulsar {VERSION}", started.admin_url, started.service_url, brokers)
 
 
-def first_ack_seconds(
-    launch: Callable[[], tuple[subprocess.Popen[bytes] | None, str]], timeout_s: float = 180
-) -> float:
-    """Seconds from launching a standalone to the first message it acknowledges."""
+def first_ack_seconds(launch: Callable[[], str], timeout_s: float = 180) -> float:
+    """Seconds from ``launch`` (which starts a standalone and returns its service URL) to the
+    first message it acknowledges."""
     start = time.perf_counter()
-    _process, url = launch()
+    url = launch()
     host, port = url.removeprefix("pulsar://").rsplit(":", 1)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -108,7 +111,7 @@ def first_ack_seconds(
             break
         time.sleep(0.02)
     while time.monotonic() < deadline:
-        client = pulsar.Client(url, operation_timeout_seconds=5, logger=_quiet())
+        client = pulsar.Client(url, operation_timeout_seconds=5, logger=_CLIENT_LOG)
         try:
             client.create_producer(f"persistent://public/default/ready-{time.time_ns()}").send(b"ready")
             return time.perf_counter() - start
@@ -119,18 +122,10 @@ def first_ack_seconds(
     raise RuntimeError(f"{url}: no message acknowledged within {timeout_s:.0f}s")
 
 
-def _quiet() -> Any:
-    import logging
-
-    logger = logging.getLogger("bench-compare-client")
-    logger.setLevel(logging.ERROR)
-    return logger
-
-
 def magnetar_standalone_start(workdir: Path) -> float:
     processes: list[subprocess.Popen[bytes]] = []
 
-    def launch() -> tuple[subprocess.Popen[bytes], str]:
+    def launch() -> str:
         port = free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "magnetar", "standalone", "--data-dir",
@@ -138,7 +133,7 @@ def magnetar_standalone_start(workdir: Path) -> float:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         processes.append(process)
-        return process, f"pulsar://127.0.0.1:{port}"
+        return f"pulsar://127.0.0.1:{port}"
 
     try:
         return first_ack_seconds(launch)
@@ -150,7 +145,7 @@ def magnetar_standalone_start(workdir: Path) -> float:
 
 def pulsar_standalone_start(workdir: Path) -> float:
     with ApachePulsar(workdir / "pulsar-standalone", bookies=1, ledger=(1, 1, 1)) as standalone:
-        return first_ack_seconds(lambda: (None, standalone.standalone(wait=False).service_url))
+        return first_ack_seconds(lambda: standalone.standalone(wait=False).service_url)
 
 
 def magnetar_failover(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
