@@ -239,7 +239,7 @@ class ServerConnection:
                 authoritative=request.authoritative,
                 listener=request.advertised_listener_name or None,
             )
-        except UnknownListenerError as exc:
+        except (UnknownListenerError, NotServedError) as exc:
             self._lookup_failed(request.request_id, E.ServiceNotReady, str(exc))
             return
         except (InvalidTopicNameError, NamespaceError) as exc:

@@ -264,6 +264,9 @@ class LoadManager:
 
     async def report(self) -> None:
         assert self.service.store is not None
+        ownership = self.service.ownership
+        if ownership is not None and ownership.leaving:
+            return  # its report was withdrawn: publishing would list a leaving broker again
         self.latest = self.sampler.sample()
         await load_report.publish(self.service.store, self.latest)
 

@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from magnetar.broker.namespace import Bundle
-from magnetar.common.metadata import MetadataStore, NodeExistsError, NoNodeError
+from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
 BROKERS = "/loadbalance/brokers"
 LEADER = "/loadbalance/leader"
@@ -119,25 +119,43 @@ class Ownership:
         self.owned: set[tuple[str, Bundle]] = set()
         self._brokers = brokers_root
         self._bundles = bundles_root
+        self._leaving = False
 
     @property
     def owner_record(self) -> Owner:
         listeners = tuple(sorted(self.me.listeners.items()))
         return Owner(self.me.broker_id, self.me.service_url, self.me.web_service_url, listeners)
 
+    @property
+    def leaving(self) -> bool:
+        """Set by ``unregister``: the broker is shutting down (or gone) and takes nothing new."""
+        return self._leaving
+
     async def register(self) -> None:
+        """Create the broker's ephemeral node (at start, and after a session expiry took it)."""
         path = f"{self._brokers}/{self.me.broker_id}"
         with contextlib.suppress(NoNodeError):
             await self._store.delete(path)  # a previous incarnation's node, not yet expired
-        await self._store.create(path, self.me.encode(), ephemeral=True)
+        if self._leaving:  # checked right before the create: nothing can unregister in between
+            return
+        with contextlib.suppress(NodeExistsError):  # a concurrent register won
+            await self._store.create(path, self.me.encode(), ephemeral=True)
 
     async def report(self) -> None:
+        """Update the broker's node. Never an unconditional put: that would create a persistent
+        node when the ephemeral one is gone, and a leaving (or dead) broker would stay listed
+        and be given bundles. A missing node is created again only while the broker is not
+        leaving (it went with an expired session)."""
         self.me.bundles = len(self.owned)
+        if self._leaving:
+            return
         path = f"{self._brokers}/{self.me.broker_id}"
-        try:
-            await self._store.put(path, self.me.encode(), expected_version=None)
-        except NoNodeError:
+        stat = await self._store.exists(path)
+        if stat is None:
             await self.register()
+            return
+        with contextlib.suppress(NoNodeError, BadVersionError):  # unregistered or updated meanwhile
+            await self._store.put(path, self.me.encode(), expected_version=stat.version)
 
     async def brokers(self) -> list[BrokerInfo]:
         try:
@@ -157,7 +175,10 @@ class Ownership:
             return None
 
     async def acquire(self, namespace: str, bundle: Bundle) -> Owner:
-        """Take the bundle if it is free; returns whoever owns it afterwards."""
+        """Take the bundle if it is free; returns whoever owns it afterwards. A leaving broker
+        takes nothing (NotServedError): the bundle would only have to move again."""
+        if self._leaving:
+            raise NotServedError(f"broker {self.me.broker_id} is shutting down and takes no bundle")
         try:
             await self._store.create(
                 bundle_path(namespace, bundle, self._bundles), self.owner_record.encode(), ephemeral=True
@@ -182,5 +203,8 @@ class Ownership:
         await self.report()
 
     async def unregister(self) -> None:
+        """Leave the registry for good: no report registers the broker again, so placement no
+        longer picks it while it hands its bundles over (and after it is gone)."""
+        self._leaving = True
         with contextlib.suppress(NoNodeError):
             await self._store.delete(f"{self._brokers}/{self.me.broker_id}")

@@ -16,6 +16,7 @@ import logging
 import grpc
 
 from magnetar.bookie.client import LedgerClient, LedgerClientConfig
+from magnetar.broker import load_report
 from magnetar.broker.admin import AdminApi
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
@@ -64,6 +65,9 @@ class BrokerService:
         self.ownership: Ownership | None = None
         self.election: LeaderElection | None = None
         self._background: list[asyncio.Task[None]] = []
+        #: what keeps the broker listed (registry and load reports); stopped first at shutdown
+        self._reporting: list[asyncio.Task[None]] = []
+        self._campaign: asyncio.Task[None] | None = None
         self.load_manager = LoadManager(self)
         #: geo-replication: the replicators of the topics loaded here
         self.replication = ReplicationManager(self)
@@ -140,15 +144,15 @@ class BrokerService:
             await self.ownership.register()
             self.cursor_client = CursorClient(Ownership(self.store, me), self._bundle_of_topic)
             # No load-manager leader: the read-only pool places bundles by lookups alone.
-            self._background = [asyncio.get_running_loop().create_task(self._report_load())]
+            self._reporting = [asyncio.get_running_loop().create_task(self._report_load())]
             return
         me.cursor_rpc_address = f"{self.config.advertised_address}:{self.cursor_rpc_port}"
         self.ownership = Ownership(self.store, me)
         await self.ownership.register()
         self.election = self.store.election("/loadbalance/leader", self.broker_id)
         loop = asyncio.get_running_loop()
-        self._background = [loop.create_task(self.election.campaign()), loop.create_task(self._report_load())]
-        self._background.append(loop.create_task(self.load_manager.run()))
+        self._campaign = loop.create_task(self.election.campaign())
+        self._reporting = [loop.create_task(self._report_load()), loop.create_task(self.load_manager.run())]
         self._background.append(loop.create_task(self.replication.run()))
         self._background.append(loop.create_task(FencedTopicWatchdog(self).run()))
 
@@ -264,7 +268,10 @@ class BrokerService:
         namespace, bundle = await self.bundle_of(TopicName.parse(topic))
         owner = await self.ownership.owner(namespace, bundle)
         if owner is None:
-            chosen = self.broker_id if authoritative else await self.choose_broker()
+            if self.ownership.leaving:  # shutting down: a bundle taken now would move again
+                chosen = await self.choose_broker(exclude={self.broker_id})
+            else:
+                chosen = self.broker_id if authoritative else await self.choose_broker()
             if chosen != self.broker_id:
                 target = next((b for b in await self.ownership.brokers() if b.broker_id == chosen), None)
                 if target is not None:
@@ -378,6 +385,7 @@ class BrokerService:
         there is none), then connections, topics and stores are closed."""
         if self._server is not None:
             self._server.close()
+        await self._leave_cluster()
         if self.ownership is not None:
             for namespace, bundle in list(self.ownership.owned):
                 destination = await self.choose_broker(exclude={self.broker_id})
@@ -398,12 +406,6 @@ class BrokerService:
         for task in self._background:
             task.cancel()
         await self.replication.close()
-        if self.ownership is not None:
-            with contextlib.suppress(Exception):
-                await self.ownership.unregister()
-        if self.election is not None:
-            with contextlib.suppress(Exception):
-                await self.election.resign()
         if self._metrics is not None:
             await self._metrics.stop()
         if self._cursor_server is not None:
@@ -417,6 +419,23 @@ class BrokerService:
         if self.store is not None:
             await self.store.close()
         self._stopped.set()
+
+    async def _leave_cluster(self) -> None:
+        """First step of a shutdown: stop reporting, leave the registry and the election, so no
+        broker places a bundle here or waits for this one to lead while its bundles move away."""
+        tasks = [*self._reporting, *([self._campaign] if self._campaign is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.ownership is not None:
+            with contextlib.suppress(Exception):
+                await self.ownership.unregister()
+        if self.store is not None and not self.config.read_only_broker:
+            with contextlib.suppress(Exception):
+                await load_report.withdraw(self.store, self.broker_id)
+        if self.election is not None:
+            with contextlib.suppress(Exception):
+                await self.election.resign()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -254,6 +254,11 @@ def test_sigterm_of_an_owner_under_load_loses_nothing(cluster: Cluster) -> None:
     while alive(victim.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(victim.pid)
+    # It left the registry for good: no broker lists it or places a bundle on it any more.
+    status, listed = cluster.admin("GET", "/admin/v2/brokers/r1")
+    assert status == 200
+    assert victim.address not in listed
+    assert len(listed) == 2
     time.sleep(3)
     workload.stop()
     assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
