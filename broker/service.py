@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 import grpc
 
@@ -40,7 +42,7 @@ from magnetar.broker.read_only.cursor_service import start_cursor_server
 from magnetar.broker.read_only.ledger import ReadOnlyManagedLedger
 from magnetar.broker.replication.manager import ReplicationManager
 from magnetar.broker.topic import Topic, TopicName
-from magnetar.common.metadata import LeaderElection, MetadataStore, open_store
+from magnetar.common.metadata import LeaderElection, MetadataStore, SessionState, open_store
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,9 @@ class BrokerService:
         #: what keeps the broker listed (registry and load reports); stopped first at shutdown
         self._reporting: list[asyncio.Task[None]] = []
         self._campaign: asyncio.Task[None] | None = None
+        self._session_expired = False
+        #: work after a session expiry still running: closes of the topics let go, registering again
+        self._session_work: set[asyncio.Task[None]] = set()
         self.load_manager = LoadManager(self)
         #: geo-replication: the replicators of the topics loaded here
         self.replication = ReplicationManager(self)
@@ -142,6 +147,7 @@ class BrokerService:
                 self.store, me, brokers_root=READ_ONLY_BROKERS, bundles_root=READ_ONLY_BUNDLES
             )
             await self.ownership.register()
+            self.store.on_session_event(self._on_session)
             self.cursor_client = CursorClient(Ownership(self.store, me), self._bundle_of_topic)
             # No load-manager leader: the read-only pool places bundles by lookups alone.
             self._reporting = [asyncio.get_running_loop().create_task(self._report_load())]
@@ -149,6 +155,7 @@ class BrokerService:
         me.cursor_rpc_address = f"{self.config.advertised_address}:{self.cursor_rpc_port}"
         self.ownership = Ownership(self.store, me)
         await self.ownership.register()
+        self.store.on_session_event(self._on_session)
         self.election = self.store.election("/loadbalance/leader", self.broker_id)
         loop = asyncio.get_running_loop()
         self._campaign = loop.create_task(self.election.campaign())
@@ -165,6 +172,66 @@ class BrokerService:
             me.connections = len(self._connections)
             with contextlib.suppress(Exception):
                 await self.ownership.report()
+
+    # -- metadata session -------------------------------------------------------------------------
+    def _on_session(self, state: SessionState) -> None:
+        """An expired session took the broker's registration and its bundles' ownership nodes
+        with it, so another broker may own them already: stop serving them at once (clients
+        look their topics up again), and register again once a new session is open."""
+        if state is SessionState.EXPIRED:
+            self._session_expired = True
+            self._let_go_of_all_bundles()
+        elif state is SessionState.CONNECTED and self._session_expired:
+            self._session_expired = False
+            self._spawn_session_work(self._register_again())
+
+    def _let_go_of_all_bundles(self) -> None:
+        assert self.ownership is not None
+        owned = sorted(self.ownership.owned)
+        self.ownership.owned.clear()
+        for namespace, bundle in owned:
+            topics = self._topics_in(namespace, bundle)
+            log.warning(
+                "metadata session expired: no longer serving %s/%s (%d topics)",
+                namespace,
+                bundle.name,
+                len(topics),
+            )
+            self._let_go(topics)
+            for topic in topics:
+                self._spawn_session_work(self._close_quietly(topic))
+
+    def _spawn_session_work(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._session_work.add(task)
+        task.add_done_callback(self._session_work.discard)
+
+    def _let_go(self, topics: list[Topic], assigned_broker_url: str | None = None) -> None:
+        """Forget ``topics`` here (the next load opens their ledgers afresh) and send their
+        clients away, to ``assigned_broker_url`` when there is one, else to a lookup."""
+        for topic in topics:
+            if self.topics.get(str(topic.name)) is topic:
+                del self.topics[str(topic.name)]
+            if self.factory is not None and self.factory.get(topic.ledger.name) is topic.ledger:
+                self.factory.forget(topic.ledger.name)
+        names = {str(t.name) for t in topics}
+        for connection in list(self._connections):
+            connection.close_producers_and_consumers(names, assigned_broker_url)
+
+    async def _close_quietly(self, topic: Topic) -> None:
+        try:
+            await asyncio.wait_for(topic.close(), self.config.metadata_store_session_timeout_millis / 1000)
+        except Exception as exc:  # its next owner recovers what it left open
+            log.info("%s not closed cleanly: %s", topic.name, exc)
+
+    async def _register_again(self) -> None:
+        assert self.ownership is not None
+        try:
+            await self.ownership.register()
+        except Exception as exc:  # the report loop registers it at its next round
+            log.warning("registering again after a session expiry failed: %s", exc)
+            return
+        log.info("metadata session renewed: %s registered again", self.broker_id)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = ServerConnection(self, reader, writer)
@@ -403,6 +470,7 @@ class BrokerService:
             with contextlib.suppress(Exception):
                 await topic.close()
         self.topics.clear()
+        await asyncio.gather(*self._session_work, return_exceptions=True)
         for task in self._background:
             task.cancel()
         await self.replication.close()

@@ -206,6 +206,41 @@ async def test_leader_election(store_url: str) -> None:
         await second.close()
 
 
+async def expire_and_renew(store: MetadataStore, url: str) -> None:
+    """Expire the session and wait until the store has opened a new one."""
+    states: list[SessionState] = []
+    store.on_session_event(states.append)
+    await expire(store, url)
+    await eventually(lambda: SessionState.EXPIRED in states)
+    await eventually(lambda: states[-1] is SessionState.CONNECTED)
+
+
+async def test_a_participant_whose_session_expired_campaigns_again(store_url: str) -> None:
+    first = await open_store(store_url, session_timeout_s=4)
+    second = await open_store(store_url, session_timeout_s=4)
+    try:
+        one = first.election("/leader", "broker-1")
+        two = second.election("/leader", "broker-2")
+        await one.campaign()
+        waiting = asyncio.ensure_future(two.campaign())
+        await expire_and_renew(first, store_url)  # the leader's node goes with its session
+        await asyncio.wait_for(waiting, 15)
+        assert two.is_leader
+        assert not one.is_leader
+        # The expired participant is back in the election, next in line: it leads once the new
+        # leader leaves, so the cluster is never left without a leader.
+        await two.resign()
+        await eventually(lambda: one.is_leader)
+        assert await two.leader() == "broker-1"
+        # A sole leader whose session expires leads again in its new session.
+        await expire_and_renew(first, store_url)
+        await eventually(lambda: one.is_leader)
+        assert await two.leader() == "broker-1"
+    finally:
+        await first.close()
+        await second.close()
+
+
 async def test_sqlite_store_survives_a_restart(sqlite_url: str) -> None:
     store = await open_store(sqlite_url)
     await store.put("/topics/t1", b"cursor=5")

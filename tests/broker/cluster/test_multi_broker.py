@@ -431,3 +431,41 @@ def test_a_topic_left_fenced_is_recovered(cluster: Cluster) -> None:
     assert [m for m in received if m != b"before"] == [b"after", b"later"]
     assert b"before" in received
     client.close()
+
+
+# -- metadata session expiry --------------------------------------------------------------------
+def test_an_owner_whose_session_expired_lets_go_and_registers_again(cluster: Cluster) -> None:
+    """An owner frozen past its ZooKeeper session (a long GC pause, a stopped VM) loses its
+    bundles to another broker while it sleeps; once it wakes it must not go on serving them
+    (its consumers would never see what the new owner stores), and it must be listed again."""
+    topic = "persistent://public/default/expiring"
+    owner_url = owner_of(cluster, topic)
+    victim = next(b for b in cluster.brokers() if b.endpoints["service_url"] == owner_url)
+    other = next(i for i, b in enumerate(cluster.state.find("broker")) if b.name != victim.name)
+    early = cluster.client(other)
+    consumer = early.subscribe(topic, "s")
+    producer = early.create_producer(topic, batching_enabled=False)
+    producer.send(b"before")
+    first = consumer.receive(10_000)
+    assert first.data() == b"before"
+    consumer.acknowledge(first)
+    time.sleep(1)  # the acknowledgement reaches the cursor
+    os.kill(victim.pid, signal.SIGSTOP)
+    try:
+        time.sleep(10)  # the session (4 s) expires; its ownership and registry nodes go
+        late = cluster.client(other)
+        late.create_producer(topic, batching_enabled=False).send(b"taken over")  # another broker owns it
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+    message = consumer.receive(30_000)
+    assert message.data() == b"taken over"
+    consumer.acknowledge(message)
+    assert owner_of(cluster, topic) != owner_url
+    producer.send(b"from the first producer")
+    assert consumer.receive(30_000).data() == b"from the first producer"
+    deadline = time.monotonic() + 30
+    while victim.address not in cluster.admin("GET", "/admin/v2/brokers/r1", index=other)[1]:
+        assert time.monotonic() < deadline, "the broker did not register again after its session expired"
+        time.sleep(0.5)
+    late.close()
+    early.close()
