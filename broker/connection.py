@@ -35,7 +35,7 @@ from magnetar.broker.protocol.frames import (
 )
 from magnetar.broker.read_only.cursor import RemoteCursor
 from magnetar.broker.subscription import ConsumerAssignError, Subscription, SubscriptionBusyError
-from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic
+from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic, TopicFencedError
 from magnetar.proto import PulsarApi_pb2 as api
 
 if TYPE_CHECKING:
@@ -353,6 +353,8 @@ class ServerConnection:
         except DuplicateMessage:
             self._receipt(send, Position(-1, -1))
             return
+        except TopicFencedError:
+            return  # as a send that arrives once fenced: resent to the next owner after the close
         except ManagedLedgerError as exc:
             self._send_error(send, E.PersistenceError, str(exc))
             return

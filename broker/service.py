@@ -71,8 +71,9 @@ class BrokerService:
         self._reporting: list[asyncio.Task[None]] = []
         self._campaign: asyncio.Task[None] | None = None
         self._session_expired = False
-        #: work after a session expiry still running: closes of the topics let go, registering again
-        self._session_work: set[asyncio.Task[None]] = set()
+        #: closes of topics let go without a seal (session expiry, unloaded while loading), and
+        #: registering again after a session expiry, still running
+        self._background_work: set[asyncio.Task[None]] = set()
         self.load_manager = LoadManager(self)
         #: geo-replication: the replicators of the topics loaded here
         self.replication = ReplicationManager(self)
@@ -183,7 +184,7 @@ class BrokerService:
             self._let_go_of_all_bundles()
         elif state is SessionState.CONNECTED and self._session_expired:
             self._session_expired = False
-            self._spawn_session_work(self._register_again())
+            self._in_background(self._register_again())
 
     def _let_go_of_all_bundles(self) -> None:
         assert self.ownership is not None
@@ -199,12 +200,12 @@ class BrokerService:
             )
             self._let_go(topics)
             for topic in topics:
-                self._spawn_session_work(self._close_quietly(topic))
+                self._in_background(self._close_quietly(topic))
 
-    def _spawn_session_work(self, work: Coroutine[Any, Any, None]) -> None:
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
-        self._session_work.add(task)
-        task.add_done_callback(self._session_work.discard)
+        self._background_work.add(task)
+        task.add_done_callback(self._background_work.discard)
 
     def _let_go(self, topics: list[Topic], assigned_broker_url: str | None = None) -> None:
         """Forget ``topics`` here (the next load opens their ledgers afresh) and send their
@@ -262,10 +263,19 @@ class BrokerService:
             task = asyncio.get_running_loop().create_task(self._load(topic_name))
             self._loading[key] = task
         try:
-            return await asyncio.shield(task)
+            topic = await asyncio.shield(task)
         finally:
             if task.done():
                 self._loading.pop(key, None)
+        if (namespace, bundle) not in self.ownership.owned:
+            # Unloaded while it was loading: it must not stay open beside the next owner's.
+            if self.topics.get(key) is topic:
+                self._let_go([topic])
+                self._in_background(self._close_quietly(topic))
+            raise NotServedError(
+                f"{key} (bundle {namespace}/{bundle.name}) is no longer served by this broker"
+            )
+        return topic
 
     async def bundle_of(self, topic: TopicName) -> tuple[str, Bundle]:
         assert self.namespaces is not None
@@ -360,23 +370,30 @@ class BrokerService:
         ]  # fmt: skip
 
     async def unload(self, namespace: str, bundle: Bundle) -> list[str]:
-        """Pulsar's unload: close the bundle's topics and release it; clients look up again."""
+        """Pulsar's unload: seal the bundle's topics, release it, then tell clients, who look
+        their topics up again. Telling them only once every send taken here has its receipt
+        keeps a receipt from reaching a closed producer, whose client would send it again."""
         assert self.ownership is not None
-        topics = self._topics_in(namespace, bundle)
-        names = {str(t.name) for t in topics}
-        for connection in list(self._connections):
-            connection.close_producers_and_consumers(names)
-        for topic in topics:
-            self.topics.pop(str(topic.name), None)
-        await asyncio.gather(*(topic.close() for topic in topics), return_exceptions=True)
+        topics = await self._seal_bundle(namespace, bundle)
         await self.ownership.release(namespace, bundle)
+        self._let_go(topics)
         log.info("unloaded %s/%s (%d topics)", namespace, bundle.name, len(topics))
-        return sorted(names)
+        return sorted(str(t.name) for t in topics)
+
+    async def _seal_bundle(self, namespace: str, bundle: Bundle) -> list[Topic]:
+        """Stop serving the bundle (producers and consumers that come now are refused until a
+        lookup finds its next owner) and seal its topics (Topic.seal), side by side: the
+        handover lasts as long as the slowest, not the sum."""
+        assert self.ownership is not None
+        self.ownership.owned.discard((namespace, bundle))
+        topics = self._topics_in(namespace, bundle)
+        await asyncio.gather(*(topic.seal() for topic in topics), return_exceptions=True)
+        return topics
 
     async def transfer(self, namespace: str, bundle: Bundle, destination: str) -> list[str]:
         """Hand the bundle to ``destination`` (a broker id) so clients move without a backoff:
-        fence, let in-flight sends finish, close, release, have the destination take the
-        bundle, then send clients there. Falls back to an unload if the destination fails."""
+        seal the topics, release, have the destination take the bundle, then send clients
+        there. Falls back to an unload if the destination fails."""
         assert self.ownership is not None
         target = next((b for b in await self.ownership.brokers() if b.broker_id == destination), None)
         if target is None or destination == self.broker_id:
@@ -390,18 +407,11 @@ class BrokerService:
         # The destination creates the next ledgers while the topics are still written here.
         upcoming = sorted(str(t.name) for t in self._topics_in(namespace, bundle))
         await ask_to_prepare(target, namespace, bundle, upcoming)
-        topics = self._topics_in(namespace, bundle)
-        for topic in topics:
-            topic.fenced = True
-        await asyncio.gather(*(topic.drain() for topic in topics))
-        for topic in topics:
-            self.topics.pop(str(topic.name), None)
-        # Topics close side by side: the handover lasts as long as the slowest, not the sum.
-        await asyncio.gather(*(topic.close() for topic in topics), return_exceptions=True)
+        topics = await self._seal_bundle(namespace, bundle)
         await self.ownership.release(namespace, bundle)
-        names = {str(t.name) for t in topics}
+        names = sorted(str(t.name) for t in topics)
         try:
-            await self._ask_to_acquire(target, namespace, bundle, sorted(names))
+            await self._ask_to_acquire(target, namespace, bundle, names)
         except Exception as exc:
             log.warning(
                 "transfer of %s/%s to %s failed (%s): unloading instead",
@@ -411,10 +421,9 @@ class BrokerService:
                 exc,
             )
             target = None
-        for connection in list(self._connections):
-            connection.close_producers_and_consumers(names, target.service_url if target else None)
+        self._let_go(topics, target.service_url if target else None)
         log.info("transferred %s/%s to %s (%d topics)", namespace, bundle.name, destination, len(topics))
-        return sorted(names)
+        return names
 
     async def _ask_to_acquire(
         self, target: BrokerInfo, namespace: str, bundle: Bundle, topics: list[str]
@@ -470,7 +479,7 @@ class BrokerService:
             with contextlib.suppress(Exception):
                 await topic.close()
         self.topics.clear()
-        await asyncio.gather(*self._session_work, return_exceptions=True)
+        await asyncio.gather(*self._background_work, return_exceptions=True)
         for task in self._background:
             task.cancel()
         await self.replication.close()

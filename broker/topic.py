@@ -78,6 +78,11 @@ class DuplicateMessage(Exception):
     """Deduplication found a sequence id at or below the last one persisted for the producer."""
 
 
+class TopicFencedError(Exception):
+    """The topic is being unloaded or handed over: it stores nothing more. Its producers are
+    told to reconnect, and resend what got no receipt to the next owner."""
+
+
 @dataclass
 class Topic:
     name: TopicName
@@ -137,8 +142,19 @@ class Topic:
         highest_sequence_id: int = 0,
     ) -> Position:
         """Append the producer's bytes (see ``_publish``); marker entries are noted apart and
-        handed to the replicated-subscriptions controller."""
-        position = await self._publish(headers_and_payload, metadata, sequence_id, highest_sequence_id)
+        handed to the replicated-subscriptions controller. TopicFencedError once the topic is
+        fenced: a publish started before is waited for by ``drain``, from its very start (a
+        deduplicated one may first wait for earlier writes)."""
+        if self.fenced:
+            raise TopicFencedError(f"{self.name} is being unloaded")
+        self.in_flight += 1
+        self._idle.clear()
+        try:
+            position = await self._publish(headers_and_payload, metadata, sequence_id, highest_sequence_id)
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self._idle.set()
         if metadata.HasField("marker_type"):
             self.markers.add(position)
             if metadata.HasField("replicated_from"):
@@ -188,14 +204,7 @@ class Topic:
         return position
 
     async def _write(self, headers_and_payload: bytes) -> Position:
-        self.in_flight += 1
-        self._idle.clear()
-        try:
-            return await self.ledger.add_entry(headers_and_payload)
-        finally:
-            self.in_flight -= 1
-            if not self.in_flight:
-                self._idle.set()
+        return await self.ledger.add_entry(headers_and_payload)
 
     async def accept_replication(self) -> None:
         """Ready the deduplication of replicated messages (a replicator producer connected)."""
@@ -274,14 +283,26 @@ class Topic:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout_s)
 
+    async def seal(self) -> None:
+        """Stop storing for good, before ownership is released: fence (new sends are refused,
+        their producers resend them to the next owner), let the sends already taken finish (each
+        gets its receipt while its producer is still attached here), then close. Whatever the
+        close meets, the managed ledger is closed, so this broker cannot append once the next
+        owner has opened it: no message is stored twice or acknowledged by a deposed owner."""
+        self.fenced = True
+        await self.drain()
+        await self.close()
+
     async def close(self) -> None:
-        for hook in self.on_close:
-            with contextlib.suppress(Exception):
-                await hook()
-        for subscription in list(self.subscriptions.values()):
-            await subscription.close()
-        for dedup in (self.deduplication, self.replicated_dedup):
-            if dedup is not None:
+        try:
+            for hook in self.on_close:
                 with contextlib.suppress(Exception):
-                    await dedup.snapshot()
-        await self.ledger.close()
+                    await hook()
+            for subscription in list(self.subscriptions.values()):
+                await subscription.close()
+            for dedup in (self.deduplication, self.replicated_dedup):
+                if dedup is not None:
+                    with contextlib.suppress(Exception):
+                        await dedup.snapshot()
+        finally:
+            await self.ledger.close()

@@ -230,11 +230,11 @@ def test_moving_a_bundle_under_load_loses_nothing(cluster: Cluster, move: str) -
     assert len(workload.acked) > 1500
     if move == "transfer":
         assert owner_of(cluster, topic) != owner
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        stored = []
-        while reader.has_message_available():
-            stored.append(reader.read_next(5000).data().decode())
-        assert len(stored) == len(set(stored)), "a message was persisted twice"
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    stored = []
+    while reader.has_message_available():
+        stored.append(reader.read_next(5000).data().decode())
+    assert len(stored) == len(set(stored)), "a message was persisted twice"
     client.close()
 
 
