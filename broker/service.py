@@ -27,7 +27,7 @@ from magnetar.broker.handover import ask_to_prepare
 from magnetar.broker.load_manager import LoadManager
 from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
-from magnetar.broker.namespace import Bundle, Namespaces
+from magnetar.broker.namespace import Bundle, NamespacePolicies, Namespaces
 from magnetar.broker.namespace import topic_hash as _hash
 from magnetar.broker.ownership import (
     READ_ONLY_BROKERS,
@@ -254,13 +254,16 @@ class BrokerService:
         key = str(topic_name)
         if key in self.topics:
             return self.topics[key]
-        namespace, bundle = await self.bundle_of(topic_name)
+        assert self.namespaces is not None
         assert self.ownership is not None
+        # Read once: the bundle and the topic's settings come from the same policies.
+        policies = await self.namespaces.policies(topic_name.namespace_name)
+        namespace, bundle = topic_name.namespace_name, policies.bundle_for(key)
         if (namespace, bundle) not in self.ownership.owned:
             raise NotServedError(f"{key} (bundle {namespace}/{bundle.name}) is not served by this broker")
         task = self._loading.get(key)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._load(topic_name))
+            task = asyncio.get_running_loop().create_task(self._load(topic_name, policies))
             self._loading[key] = task
         try:
             topic = await asyncio.shield(task)
@@ -320,12 +323,10 @@ class BrokerService:
         self.topics[str(name)] = topic
         return topic
 
-    async def _load(self, name: TopicName) -> Topic:
+    async def _load(self, name: TopicName, policies: NamespacePolicies) -> Topic:
         if self.config.read_only_broker:
             return await self._load_read_only(name)
         assert self.factory is not None
-        assert self.namespaces is not None
-        policies = await self.namespaces.policies(name.namespace_name)
         # The namespace's policy wins over the broker's default (as in Pulsar).
         dedup = policies.deduplication_enabled
         if dedup is None:
