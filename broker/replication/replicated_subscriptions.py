@@ -192,6 +192,8 @@ class SnapshotCache:
 @dataclass
 class _Pending:
     started: float
+    #: the topic's user messages when it started
+    received: int
     responses: dict[str, Position] = field(default_factory=dict)
     last_response: Position | None = None
     #: three or more clusters: the first round's answers (the snapshot's remote positions)
@@ -223,6 +225,8 @@ class ReplicatedSubscriptionsController:
         self.resume_without_removed = resume_without_removed
         self.pending: dict[str, _Pending] = {}
         self._remotes: set[str] = set()
+        #: the topic's user messages when the last completed snapshot started
+        self._received_at_last_snapshot = -1
         self.snapshots_completed = 0
         self.snapshots_timed_out = 0
         # Where a failover's duplicates come from: a snapshot's request-to-SNAPSHOT time and a
@@ -246,43 +250,66 @@ class ReplicatedSubscriptionsController:
 
     # -- snapshots ------------------------------------------------------------------------------
     async def _run(self) -> None:
+        # Fixed rate: a tick's own work (and a slow disk) does not stretch the cycle, since a
+        # failover's duplicates grow with the age of the last snapshot; ticks missed while the
+        # loop was busy are skipped, not made up in a burst.
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while True:
-            await asyncio.sleep(self.frequency_ms() / 1000)
-            now = time.monotonic()
-            for snapshot_id, pending in list(self.pending.items()):
-                if now - pending.started > self.timeout_s:
-                    del self.pending[snapshot_id]
-                    self.snapshots_timed_out += 1
-                    log.info(
-                        "%s: snapshot %s timed out (a region did not answer)", self.topic.name, snapshot_id
-                    )
-            remotes = self.remote_clusters()
-            if remotes != self._remotes:
-                # (b): a region removed from the namespace no longer holds snapshots back (and
-                # one added is asked from the next snapshot on); off: the pending snapshot
-                # waits for its timeout, as PIP-33 describes.
-                if self._remotes - remotes and self.resume_without_removed():
-                    self.pending.clear()
-                self._remotes = remotes
-            replicated = [s for s in self.topic.subscriptions.values() if s.replicated]
-            if not remotes or not replicated:
-                continue  # no markers on topics that have no use for them
-            for subscription in replicated:
-                if subscription.snapshots.dirty:
-                    try:
-                        await self.advanced(subscription)
-                    except Exception as exc:
-                        log.warning("%s: update of %s failed: %s", self.topic.name, subscription.name, exc)
-            if self.pending:
-                continue  # one snapshot at a time: a region that does not answer gets no flood
-            try:
-                await self._start_snapshot()
-            except Exception as exc:
-                log.warning("%s: snapshot not started: %s", self.topic.name, exc)
+            due += self.frequency_ms() / 1000
+            now = loop.time()
+            if due < now:
+                due = now
+            await asyncio.sleep(due - now)
+            await self._tick()
+
+    async def _tick(self) -> None:
+        now = time.monotonic()
+        for snapshot_id, pending in list(self.pending.items()):
+            if now - pending.started > self.timeout_s:
+                del self.pending[snapshot_id]
+                self.snapshots_timed_out += 1
+                log.info("%s: snapshot %s timed out (a region did not answer)", self.topic.name, snapshot_id)
+        remotes = self.remote_clusters()
+        if remotes != self._remotes:
+            # (b): a region removed from the namespace no longer holds snapshots back (and
+            # one added is asked from the next snapshot on); off: the pending snapshot
+            # waits for its timeout, as PIP-33 describes.
+            if self._remotes - remotes and self.resume_without_removed():
+                self.pending.clear()
+            self._remotes = remotes
+        replicated = [s for s in self.topic.subscriptions.values() if s.replicated]
+        if not remotes or not replicated:
+            return  # no markers on topics that have no use for them
+        for subscription in replicated:
+            if subscription.snapshots.dirty:
+                try:
+                    await self.advanced(subscription)
+                except Exception as exc:
+                    log.warning("%s: update of %s failed: %s", self.topic.name, subscription.name, exc)
+        if not self._snapshot_due(now):
+            return
+        try:
+            await self._start_snapshot()
+        except Exception as exc:
+            log.warning("%s: snapshot not started: %s", self.topic.name, exc)
+
+    def _snapshot_due(self, now: float) -> bool:
+        """A new snapshot only when user messages came since the last completed one (an idle
+        topic gathers no markers), and none pending for more than two intervals: a region that does
+        not answer gets no flood of requests while its snapshot waits for the timeout. A
+        snapshot slower than one interval does not halve the rate."""
+        if self._received() == self._received_at_last_snapshot:
+            return False
+        stalled = now - 2 * self.frequency_ms() / 1000
+        return not any(p.started < stalled for p in self.pending.values())
+
+    def _received(self) -> int:
+        return self.topic.messages_in - self.topic.markers_in
 
     async def _start_snapshot(self) -> None:
         snapshot_id = str(uuid.uuid4())
-        self.pending[snapshot_id] = _Pending(time.monotonic())
+        self.pending[snapshot_id] = _Pending(time.monotonic(), self._received())
         body = markers.ReplicatedSubscriptionsSnapshotRequest(
             snapshot_id=snapshot_id, source_cluster=self.local_cluster
         )
@@ -353,6 +380,7 @@ class ReplicatedSubscriptionsController:
         )
         await self._write(SNAPSHOT, snapshot.SerializeToString(), [self.local_cluster])
         self.snapshots_completed += 1
+        self._received_at_last_snapshot = max(self._received_at_last_snapshot, pending.received)
         self.snapshot_ms.append((time.monotonic() - pending.started) * 1000)
 
     async def _update(self, update: markers.ReplicatedSubscriptionsUpdate) -> None:
