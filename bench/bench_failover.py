@@ -8,13 +8,17 @@ processes on loopback). For each case, a namespace replicated to both regions, w
 PIP-33 snapshot frequency and with or without (a) (individually acknowledged messages past the
 snapshot point carried in the update). A producer in jp-east sends ``--rate`` msg/s (batched,
 5 ms, as Pulsar's client does by default; ``--no-batching``) for ``--seconds``; a consumer on
-a replicated Failover subscription receives and acknowledges in jp-east and, ``--moves`` times
-at even intervals, closes and subscribes in the other region under the same name (as an
-application failing over; one failover lands at a random point of the snapshot cycle, several
-average it). It then receives until everything sent has arrived (or nothing arrives for
+a replicated Failover subscription receives and acknowledges in jp-east and, ``--moves`` times,
+closes and subscribes in the other region under the same name (as an application failing
+over). A failover's duplicates depend on where in the snapshot cycle it lands, so the moves are
+spread evenly with a random offset of up to +/-40% of their spacing (``--seed``): evenly spaced
+moves whose spacing is a whole number of cycles would all land at the same point of it and
+measure one point many times. It then receives until everything sent has arrived (or nothing arrives for
 ``--quiet`` seconds).
 Counted: messages sent (acknowledged by jp-east), received (distinct), duplicates (received
-again after a failover, all failovers of the case), lost (acknowledged, never received).
+again after a failover, all failovers of the case; also per failover, with their mean and its
+standard error, and as the age in ms of the position the consumer resumed from: duplicates /
+rate), lost (acknowledged, never received).
 Replication lag (ms): plain subscriptions in both regions receive every message; lag =
 receive time in jp-west minus receive time in jp-east (same clock), p50 and p99; e2e: jp-west's
 receive time minus the producer's send time (includes batching and jp-east's write).
@@ -28,7 +32,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import random
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -106,6 +112,8 @@ class FailoverConsumer(threading.Thread):
         self.moves = 0  # raised by the producer side
         self.stop = threading.Event()
         self.moved = 0
+        #: how many messages had been received when each failover happened
+        self.marks: list[int] = []
 
     def _subscribe(self, region: str) -> tuple[pulsar.Client, pulsar.Consumer]:
         client = self.regions.client(region)
@@ -124,6 +132,7 @@ class FailoverConsumer(threading.Thread):
             if self.moved < self.moves:
                 consumer.close()
                 client.close()
+                self.marks.append(len(self.received))
                 self.moved += 1
                 client, consumer = self._subscribe(WEST if self.moved % 2 else EAST)
             try:
@@ -163,6 +172,37 @@ class LagConsumer(threading.Thread):
         self.client.close()
 
 
+def failover_points(total: int, moves: int, seed: int) -> list[int]:
+    """Message indexes after which the consumer moves: evenly spaced, each shifted at random by
+    up to 40% of the spacing, so the moves land at independent points of the snapshot cycle."""
+    spacing = total / (moves + 1)
+    rng = random.Random(seed)
+    return sorted(max(1, int((k + rng.uniform(-0.4, 0.4)) * spacing)) for k in range(1, moves + 1))
+
+
+def duplicates_per_failover(received: list[str], marks: list[int]) -> list[int]:
+    """Per failover: messages received after it (before the next) that had been received
+    before it."""
+    counts = []
+    for k, start in enumerate(marks):
+        end = marks[k + 1] if k + 1 < len(marks) else len(received)
+        before = set(received[:start])
+        counts.append(sum(1 for uid in received[start:end] if uid in before))
+    return counts
+
+
+def per_failover_text(result: dict[str, Any]) -> str:
+    """Mean duplicates per failover, +/- its standard error."""
+    mean, error = result["duplicates_mean"], result["duplicates_stderr"]
+    if mean is None:
+        return "-"
+    return f"{mean:.0f}" if error is None else f"{mean:.0f} ± {error:.0f}"
+
+
+def standard_error(values: list[int]) -> float | None:
+    return statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else None
+
+
 def run_case(
     regions: Regions,
     frequency_ms: int,
@@ -174,6 +214,7 @@ def run_case(
     moves: int,
     *,
     policies: bool = True,
+    seed: int = 1,
 ) -> dict[str, Any]:
     """One case; ``policies=False`` leaves the snapshot frequency and (a) at the brokers'
     defaults (1 s, off), for Apache Pulsar, which has neither namespace policy."""
@@ -200,6 +241,7 @@ def run_case(
     failed: list[str] = []
     lock = threading.Lock()
     total = int(rate * seconds)
+    move_at = failover_points(total, moves, seed)
     started = time.monotonic()
     for index in range(total):
         uid = str(index)
@@ -209,7 +251,8 @@ def run_case(
                 (sent.add(uid) if result == pulsar.Result.Ok else failed.append(uid))
 
         producer.send_async(b"x" * 100, done, properties={"uid": uid, "publish_ns": str(time.time_ns())})
-        if (index + 1) % (total // (moves + 1)) == 0 and failover.moves < moves:
+        if move_at and index + 1 == move_at[0]:
+            move_at.pop(0)
             failover.moves += 1
         time.sleep(max(0.0, started + (index + 1) / rate - time.monotonic()))
     producer.flush()
@@ -233,6 +276,7 @@ def run_case(
     producer.close()
     east.close()
     received = failover.received
+    per_failover = duplicates_per_failover(received, failover.marks)
     # Replication lag proper: available in jp-west minus available in jp-east (no batching
     # delay nor jp-east's own write in it).
     replication = [
@@ -246,6 +290,10 @@ def run_case(
         "received_distinct": len(set(received)),
         "failovers": failover.moved,
         "duplicates": len(received) - len(set(received)),
+        "duplicates_per_failover": per_failover,
+        "duplicates_mean": statistics.fmean(per_failover) if per_failover else None,
+        "duplicates_stderr": standard_error(per_failover),
+        "resume_age_ms_mean": statistics.fmean(per_failover) / rate * 1000 if per_failover else None,
         "lost": len(sent - set(received)),
         "lag_p50_ms": percentile(replication, 50),
         "lag_p99_ms": percentile(replication, 99),
@@ -261,8 +309,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000, help="messages/s produced in jp-east")
     parser.add_argument("--seconds", type=float, default=20, help="seconds of producing per case")
     parser.add_argument(
-        "--moves", type=int, default=5, help="failovers per case (evenly spaced, alternating regions)"
+        "--moves", type=int, default=5, help="failovers per case (spread at random, alternating regions)"
     )
+    parser.add_argument("--seed", type=int, default=1, help="seed of the failover points")
     parser.add_argument(
         "--batching", action=argparse.BooleanOptionalAction, default=True, help="producer batching (5 ms)"
     )
@@ -294,6 +343,7 @@ def main() -> None:
                     args.batching,
                     args.quiet,
                     args.moves,
+                    seed=args.seed,
                 )
             )
     finally:
@@ -312,6 +362,8 @@ def main() -> None:
         "sent",
         "received",
         "duplicates",
+        "per failover",
+        "resume age ms",
         "lost",
         "lag p50",
         "lag p99",
@@ -327,6 +379,8 @@ def main() -> None:
             str(r["sent"]),
             str(r["received_distinct"]),
             str(r["duplicates"]),
+            per_failover_text(r),
+            "-" if r["resume_age_ms_mean"] is None else f"{r['resume_age_ms_mean']:.0f}",
             str(r["lost"]),
             f"{r['lag_p50_ms']:.1f}",
             f"{r['lag_p99_ms']:.1f}",
