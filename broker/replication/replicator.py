@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.deduplication import SOURCE_POSITION
 from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, ManagedLedgerError, Position
@@ -44,11 +44,19 @@ def cursor_name(remote_cluster: str) -> str:
     return f"{CURSOR_PREFIX}{remote_cluster}"
 
 
+class Rewritten(NamedTuple):
+    data: bytes
+    messages: int
+    marker: bool
+    publish_time: int  # ms
+
+
 def rewrite_for_replication(
     data: bytes, local_cluster: str, remote_cluster: str, position: Position
-) -> tuple[bytes, int, bool] | None:
+) -> Rewritten | None:
     """The entry with ``replicated_from`` set and its ``position`` here as a property (the
-    payload untouched), its number of messages and whether it is a marker; None when it is not
+    payload untouched), its number of messages, whether it is a marker and when it was
+    published; None when it is not
     for ``remote_cluster``: it came from another cluster, or its ``replicate_to`` names other
     clusters (PIP-33 responses and local snapshots)."""
     metadata = read_metadata(data)
@@ -62,10 +70,20 @@ def rewrite_for_replication(
     metadata.replicated_from = local_cluster
     metadata.properties.add(key=SOURCE_POSITION, value=f"{position.ledger_id}:{position.entry_id}")
     marker = metadata.HasField("marker_type")
-    return payload_section(metadata, payload), max(1, metadata.num_messages_in_batch), marker
+    return Rewritten(
+        payload_section(metadata, payload),
+        max(1, metadata.num_messages_in_batch),
+        marker,
+        metadata.publish_time,
+    )
 
 
-_Confirmation = tuple[Position, "asyncio.Future[tuple[int, int]] | None", int, int]
+class _Confirmation(NamedTuple):
+    position: Position
+    future: asyncio.Future[tuple[int, int]] | None  # None: nothing sent (not for the remote)
+    messages: int
+    size: int
+    publish_time: int  # ms
 
 
 async def _put(
@@ -113,6 +131,8 @@ class Replicator:
         self._rate_mark = (time.monotonic(), 0, 0)
         self._rates = (0.0, 0.0)
         self.last_error = ""
+        #: publish time (ms) of the oldest message sent and not yet confirmed by the remote
+        self._oldest_unconfirmed_ms: int | None = None
 
     async def start(self) -> None:
         # Earliest for a new cursor: a topic that existed before its namespace was replicated
@@ -185,9 +205,9 @@ class Replicator:
                                     entry.position, exc)  # fmt: skip
                         rewritten = None
                     if rewritten is None:
-                        await _put(confirmations, (entry.position, None, 0, 0), confirmer)
+                        await _put(confirmations, _Confirmation(entry.position, None, 0, 0, 0), confirmer)
                         continue
-                    data, messages, marker = rewritten
+                    data, messages, marker, publish_time = rewritten
                     if marker:
                         messages = 0  # counted apart: markers are no user messages
                     # The session's own sequence ids match receipts; the remote deduplicates by
@@ -196,7 +216,11 @@ class Replicator:
                     future = producer.send(
                         sequence, data, num_messages=messages, highest_sequence_id=sequence
                     )
-                    await _put(confirmations, (entry.position, future, messages, len(data)), confirmer)
+                    await _put(
+                        confirmations,
+                        _Confirmation(entry.position, future, messages, len(data), publish_time),
+                        confirmer,
+                    )
                 await producer.drain()
         finally:
             if not confirmer.done():
@@ -208,8 +232,11 @@ class Replicator:
         cursor = self.cursor
         assert cursor is not None
         while True:
-            position, future, messages, size = await confirmations.get()
+            position, future, messages, size, publish_time = await confirmations.get()
             if future is not None:
+                # the oldest message the remote has not confirmed (kept if the session breaks:
+                # the cursor rewinds to it)
+                self._oldest_unconfirmed_ms = publish_time
                 await future  # ProducerBrokenError ends the session
                 if messages:
                     self.messages_out += messages
@@ -217,11 +244,20 @@ class Replicator:
                 else:
                     self.markers_out += 1
             await cursor.mark_delete(position)
+            if confirmations.empty():
+                self._oldest_unconfirmed_ms = None
 
     # -- stats ----------------------------------------------------------------------------------
     @property
     def backlog(self) -> int:
         return 0 if self.cursor is None else self.cursor.number_of_entries_in_backlog
+
+    def delay_seconds(self) -> int:
+        """Pulsar's replicationDelayInSeconds: how long the oldest message not yet confirmed by
+        the remote has waited since it was published (0 with no backlog)."""
+        if self.backlog == 0 or self._oldest_unconfirmed_ms is None:
+            return 0
+        return max(0, int(time.time() - self._oldest_unconfirmed_ms / 1000))
 
     @property
     def connected(self) -> bool:
@@ -249,6 +285,7 @@ class Replicator:
             "bytesOutCounter": self.bytes_out,
             "markerMessagesOutCounter": self.markers_out,
             "replicationBacklog": self.backlog,
+            "replicationDelayInSeconds": self.delay_seconds(),
             "connected": self.connected,
             "outboundConnection": self.producer.connected_url if self.producer and self.connected else "",
             "lastError": self.last_error,

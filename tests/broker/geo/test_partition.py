@@ -9,6 +9,7 @@ import pytest
 
 from magnetar.chaos.network.actions import heal_partition, partition_regions
 from tests.broker.geo.conftest import Regions
+from tests.broker.geo.test_replicated_subscriptions import wait_for
 from tests.broker.geo.test_replication import receive_all
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
@@ -32,10 +33,16 @@ def test_nothing_crosses_a_partition_and_all_arrives_after_it_heals(regions: Reg
             producer.send(f"during-{i}".encode())  # acknowledged by east alone
         with pytest.raises(pulsar.Timeout):
             consumer.receive(3000)  # nothing crosses the cut
+        # how far behind west is, as Pulsar's stats say it: the oldest unconfirmed message's age
+        replication = regions.stats("east", topic)["replication"]["west"]
+        assert replication["replicationBacklog"] == 20
+        assert replication["replicationDelayInSeconds"] >= 2
     finally:
         heal_partition(cluster_dir=str(regions.directory))
     producer.send(b"after")
     got = receive_all(consumer, 21)
     assert got == [f"during-{i}" for i in range(20)] + ["after"]
+    wait_for(lambda: regions.stats("east", topic)["replication"]["west"]["replicationDelayInSeconds"] == 0,
+             "the replication delay to clear")  # fmt: skip
     for client in (east, west):
         client.close()
