@@ -35,6 +35,10 @@ class BrokerConfig(ComponentConfig):
     #: the listener other regions' replicators look this cluster's brokers up under
     #: (the cluster's listenerName); empty: their service URLs
     replication_listener_name: str = ""
+    #: the listener this broker's replicators ask remote clusters' brokers for, instead of each
+    #: remote cluster's listenerName (a local cluster gives every pair of regions its own link
+    #: proxy, so the chaos lab can cut one direction of one pair); empty: the cluster's
+    replication_outbound_listener_name: str = ""
     #: Pulsar protocol port; 0 picks a free one (printed on the ready line)
     broker_service_port: int = Field(default=6650, ge=0, le=65535)
     #: HTTP port of /metrics (and the admin REST); 0 picks a free one

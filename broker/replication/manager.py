@@ -135,7 +135,8 @@ class ReplicationManager:
                     remote,
                     url,
                     queue_size=self.service.config.replication_producer_queue_size,
-                    remote_listener_name=listener_name,
+                    remote_listener_name=self.service.config.replication_outbound_listener_name
+                    or listener_name,
                 )
                 await replicator.start()
                 running[remote] = replicator

@@ -6,10 +6,13 @@ With two or more regions every cross-region connection goes through a link proxy
 - each region has a *front door*, a proxy in front of all its writable brokers; the region is
   registered in the configuration store with the front door as its ``brokerServiceUrl``, as a
   load balancer or DNS name would be in a real deployment;
-- each writable broker advertises a ``replication`` listener (Pulsar's ``advertisedListeners``)
-  whose address is a proxy in front of it, and the cluster's ``listenerName`` makes the other
-  regions' replicators look brokers up under that name, so a lookup answered through the front
-  door redirects to the broker's proxy, not to the broker.
+- each writable broker advertises one listener (Pulsar's ``advertisedListeners``) per other
+  region, ``replication-from-<region>``, whose address is a proxy in front of it that carries
+  only that region's traffic; each broker's replicators look remote brokers up under their own
+  region's name (``replication_outbound_listener_name``), so a lookup answered through the front
+  door redirects to the proxy of that pair of regions, not to the broker. Every pair of regions,
+  in each direction, is its own link: one can be cut or slowed while the others flow (PIP-33's
+  race of a message from b reaching c before a needs exactly that).
 
 Clients inside a region use the brokers' own service URLs and are never cut.
 ``magnetar.chaos.network.actions.partition_regions`` signals the proxies of a region to cut.
@@ -37,23 +40,35 @@ def front_door(regions: dict[str, dict[str, str]], region: str) -> str:
     return info["front_door"]
 
 
-def broker_settings(regions: dict[str, dict[str, str]], region: str) -> dict[str, Any]:
-    """The settings that route a writable broker's cross-region traffic through link proxies."""
+def listener_name(source: str) -> str:
+    """The listener a broker advertises for the traffic that comes from region ``source``."""
+    return f"{LISTENER}-from-{source}"
+
+
+def broker_settings(regions: dict[str, dict[str, str]], region: str, peers: list[str]) -> dict[str, Any]:
+    """The settings that route a writable broker's cross-region traffic through link proxies:
+    a listener per region ``peers`` (the other regions) and its own region's name for lookups
+    its replicators make."""
     return {
-        "advertised_listeners": f"{LISTENER}:pulsar://127.0.0.1:{free_port()}",
-        "replication_listener_name": LISTENER,
+        "advertised_listeners": ",".join(
+            f"{listener_name(peer)}:pulsar://127.0.0.1:{free_port()}" for peer in peers
+        ),
+        "replication_outbound_listener_name": listener_name(region),
         "cluster_broker_service_url": f"pulsar://{front_door(regions, region)}",
     }
 
 
-def listener_address(config_file: Path) -> str:
-    """host:port of the ``replication`` listener in a broker's configuration file."""
+def listener_addresses(config_file: Path) -> dict[str, str]:
+    """Region -> host:port of the listener for that region's traffic, from a broker's
+    configuration file."""
     config = yaml.safe_load(config_file.read_text())
+    found = {}
+    prefix = listener_name("")
     for listener in str(config.get("advertised_listeners", "")).split(","):
         name, _, url = listener.partition(":")
-        if name.strip() == LISTENER:
-            return url.strip().removeprefix("pulsar://")
-    raise ValueError(f"{config_file} advertises no {LISTENER!r} listener")
+        if name.strip().startswith(prefix):
+            found[name.strip()[len(prefix) :]] = url.strip().removeprefix("pulsar://")
+    return found
 
 
 def proxy_arguments(listen: str, targets: list[str]) -> list[str]:

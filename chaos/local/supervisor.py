@@ -50,6 +50,9 @@ class ProcessRecord:
     #: command line, run as it is on a restart, and the text its log prints once it is ready
     command: list[str] = field(default_factory=list)
     ready_text: str = ""
+    #: a link proxy: the region whose traffic it carries into ``region`` (empty: every region's,
+    #: a front door)
+    peer: str = ""
 
 
 @dataclass
@@ -130,8 +133,10 @@ class Supervisor:
         state.save()
         try:
             self._start_zookeeper(state, timeout_s)
+            names = [r.name for r in spec.regions]
             for region in spec.regions:
-                self._start_region(state, region, timeout_s, linked=spec.linked)
+                peers = [name for name in names if name != region.name] if spec.linked else None
+                self._start_region(state, region, timeout_s, peers=peers)
             if spec.linked:
                 self._start_links(state, timeout_s)
         except BaseException:
@@ -153,8 +158,9 @@ class Supervisor:
         state.save()
 
     def _start_region(
-        self, state: ClusterState, region: RegionSpec, timeout_s: float, *, linked: bool = False
+        self, state: ClusterState, region: RegionSpec, timeout_s: float, *, peers: list[str] | None = None
     ) -> None:
+        """``peers``: the other regions, when cross-region traffic goes through link proxies."""
         metadata = f"zk://{state.zookeeper}/{region.name}"
         state.regions[region.name] = {"metadata_store": metadata}
         for index in range(region.bookies):
@@ -174,7 +180,7 @@ class Supervisor:
             self._start(state, name, "bookie", region.name, command, "bookie ready", timeout_s)
         for index in range(region.brokers):
             name = f"{region.name}-broker-{index}"
-            settings = links.broker_settings(state.regions, region.name) if linked else {}
+            settings = links.broker_settings(state.regions, region.name, peers) if peers is not None else {}
             record = self._start_broker(state, region, metadata, name, settings, timeout_s)
             service_url = record.endpoints.get("service_url", "")
             if service_url and "service_url" not in state.regions[region.name]:
@@ -188,18 +194,20 @@ class Supervisor:
         state.save()
 
     def _start_links(self, state: ClusterState, timeout_s: float) -> None:
-        """A link proxy in front of every writable broker and a front door per region."""
+        """A link proxy in front of every writable broker for each other region, and a front
+        door per region."""
         for region in state.regions:
             brokers = [b for b in state.find("broker", region) if b.name.startswith(f"{region}-broker-")]
             if not brokers:
                 continue  # a storage-only region: nothing to reach it through
             targets = [b.endpoints["service_url"].removeprefix("pulsar://") for b in brokers]
             for broker, target in zip(brokers, targets, strict=True):
-                listen = links.listener_address(self.directory / f"{broker.name}.yaml")
-                arguments = links.proxy_arguments(listen, [target])
-                self._start(
-                    state, f"{broker.name}-link", links.ROLE, region, arguments, "link proxy ready", timeout_s
-                )
+                for peer, listen in links.listener_addresses(self.directory / f"{broker.name}.yaml").items():
+                    arguments = links.proxy_arguments(listen, [target])
+                    record = self._start(state, f"{broker.name}-link-from-{peer}", links.ROLE, region,
+                                         arguments, "link proxy ready", timeout_s)  # fmt: skip
+                    record.peer = peer
+                    state.save()
             arguments = links.proxy_arguments(links.front_door(state.regions, region), targets)
             self._start(
                 state, f"{region}-front-door", links.ROLE, region, arguments, "link proxy ready", timeout_s

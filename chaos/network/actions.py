@@ -29,14 +29,18 @@ def _signal_links(
     sig: signal.Signals,
     cluster_dir: str | None,
     configuration: dict[str, Any] | None,
+    from_regions: list[str] | None = None,
 ) -> list[str]:
     path = targets.cluster_dir(cluster_dir, configuration)
     links = [
         p for p in targets.load(path).processes
         if p.role == ROLE and alive(p.pid) and (not regions or p.region in regions)
+        and (not from_regions or p.peer in from_regions)
     ]  # fmt: skip
     if not links:
         where = f"into {', '.join(regions)}" if regions else "between regions"
+        if from_regions:
+            where += f" from {', '.join(from_regions)}"
         raise ActivityFailed(
             f"no running link proxy {where} in {path}: partitions need a cluster of two or more regions"
         )
@@ -49,27 +53,37 @@ def partition_regions(
     regions: list[str] | None = None,
     cluster_dir: str | None = None,
     configuration: dict[str, Any] | None = None,
+    from_regions: list[str] | None = None,
 ) -> dict[str, Any]:
     """Cut every link into ``regions`` (default: every region, so with two regions they are cut
     from each other). Connections stay open but carry nothing, as in a network partition; undo
-    with ``heal_partition``.
+    with ``heal_partition``. ``from_regions`` cuts only the traffic that comes from those
+    regions (one direction of a pair: with three regions, b -> a cut while c -> a and b -> c
+    flow); lookups through the front doors keep working then.
 
     Example::
 
         {"type": "action", "name": "partition",
          "provider": {"type": "python", "module": "magnetar.chaos.network.actions",
                       "func": "partition_regions"}}
+        {"type": "action", "name": "cut-b-to-a",
+         "provider": {"type": "python", "module": "magnetar.chaos.network.actions",
+                      "func": "partition_regions",
+                      "arguments": {"regions": ["a"], "from_regions": ["b"]}}}
     """
-    links = _signal_links(regions, signal.SIGUSR1, cluster_dir, configuration)
-    return {"regions": regions or "all", "links": links, "at": time.time()}
+    links = _signal_links(regions, signal.SIGUSR1, cluster_dir, configuration, from_regions)
+    return {"regions": regions or "all", "from_regions": from_regions or "all", "links": links,
+            "at": time.time()}  # fmt: skip
 
 
 def heal_partition(
     regions: list[str] | None = None,
     cluster_dir: str | None = None,
     configuration: dict[str, Any] | None = None,
+    from_regions: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Heal the links cut by ``partition_regions`` (default: every link); traffic held during the
-    cut flows again, in order."""
-    links = _signal_links(regions, signal.SIGUSR2, cluster_dir, configuration)
-    return {"regions": regions or "all", "links": links, "at": time.time()}
+    """Heal the links cut by ``partition_regions`` (default: every link; ``regions`` and
+    ``from_regions`` as there); traffic held during the cut flows again, in order."""
+    links = _signal_links(regions, signal.SIGUSR2, cluster_dir, configuration, from_regions)
+    return {"regions": regions or "all", "from_regions": from_regions or "all", "links": links,
+            "at": time.time()}  # fmt: skip
