@@ -10,6 +10,7 @@ import time
 import pulsar
 import pytest
 
+from magnetar.chaos.network.actions import heal_partition, partition_regions
 from tests.broker.geo.conftest import Regions
 from tests.broker.geo.test_replicated_subscriptions import snapshots_completed, subscription_backlog, wait_for
 from tests.broker.geo.test_replication import receive_all
@@ -100,3 +101,64 @@ def test_snapshots_resume_once_an_unreachable_region_is_removed(three_regions: R
         os.kill(south, signal.SIGCONT)
     consumer.close()
     east.close()
+
+
+def test_a_message_that_reached_one_region_first_is_never_skipped(three_regions: Regions) -> None:
+    """PIP-33's M1-b race, with real links cut one direction at a time: east (a) starts a
+    snapshot; M1-b from west (b) reaches south (c) before east's request does, and has not
+    reached east. South's answer covers M1-b; an east consumer that never saw M1-b must not
+    move south's subscription past it. PIP-33's second round makes the snapshot wait for
+    west's second answer, which comes after M1-b on the same link."""
+    regions = three_regions
+    namespace = regions.replicated_namespace("trio/m1b", ALL)
+    topic = f"persistent://{namespace}/t"
+    clients = {r: regions.client(r) for r in ALL}
+    consumer = clients["east"].subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
+    )
+    producers = {r: c.create_producer(topic, batching_enabled=False) for r, c in clients.items()}
+    for region, producer in producers.items():  # every replicator connected before any cut
+        producer.send(f"warm-{region}".encode())
+    for message in receive_all_messages(consumer, 3):
+        consumer.acknowledge(message)
+    wait_for_snapshots_to_settle(regions, "east", topic)
+    links = {"cluster_dir": str(regions.directory)}
+    partition_regions(regions=["south"], from_regions=["east"], **links)
+    try:
+        producers["east"].send(b"m0")  # a snapshot is due: its request reaches west, not south
+        wait_for(lambda: regions.stats("east", topic)["replicatedSubscriptions"]["snapshotsPending"] > 0,
+                 "east's snapshot request")  # fmt: skip
+        time.sleep(1)  # west's answer reaches east (that link flows)
+        partition_regions(regions=["east"], from_regions=["west"], **links)
+        in_south = regions.stats("south", topic)["msgInCounter"]
+        producers["west"].send(b"M1-b")  # reaches south, not east
+        wait_for(lambda: regions.stats("south", topic)["msgInCounter"] > in_south, "M1-b in south")
+        heal_partition(regions=["south"], from_regions=["east"], **links)  # south's answer covers M1-b
+        message = consumer.receive(10_000)
+        assert message.data() == b"m0"
+        consumer.acknowledge(message)  # everything east has; one round would let this pass M1-b
+        time.sleep(3)  # time enough for a one-round snapshot, its update, and south applying it
+    finally:
+        heal_partition(**links)
+    consumer.close()  # without M1-b acknowledged (it may have reached east by now)
+    failover = clients["south"].subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
+    )
+    got = [m.data() for m in receive_all_messages(failover, 0, timeout_ms=3000)]
+    assert b"M1-b" in got, f"south skipped M1-b, which the consumer never received: got {got}"
+    for client in clients.values():
+        client.close()
+
+
+def receive_all_messages(
+    consumer: pulsar.Consumer, at_least: int, timeout_ms: int = 10_000
+) -> list[pulsar.Message]:
+    """At least ``at_least`` messages, then whatever else comes before ``timeout_ms`` of quiet."""
+    got: list[pulsar.Message] = []
+    while True:
+        try:
+            got.append(consumer.receive(timeout_ms))
+        except pulsar.Timeout:
+            if len(got) >= at_least:
+                return got
+            raise
