@@ -170,7 +170,19 @@ class ServerConnection:
                 commands.error(_request_id(command), E.NotAllowedError, f"{T.Name(kind)} is not supported")
             )
             return
+        if self._held_by_handover(command):
+            # It waits for a transfer to end: the connection's other commands go on meanwhile
+            # (a client sends nothing on a producer or consumer before the answer).
+            self._spawn(handler(frame))
+            return
         await handler(frame)
+
+    def _held_by_handover(self, command: api.BaseCommand) -> bool:
+        if command.type == T.PRODUCER:
+            return self.service.awaits_handover(command.producer.topic)
+        if command.type == T.SUBSCRIBE:
+            return self.service.awaits_handover(command.subscribe.topic)
+        return False
 
     def _handler_table(self) -> dict[int, Callable[[Frame], Awaitable[None]]]:
         return {

@@ -20,6 +20,13 @@ producers one PRODUCER at a time; 250 ms resending the ~1000 messages held back 
 the first receipt. The next steps are therefore on those: tell clients before the handover ends
 (the destination would have to hold their PRODUCER/SUBSCRIBE until it owns the bundle) and
 catch up the held-back messages faster.
+
+So a prepare also tells the destination to expect the topics (BrokerService.expect_handover):
+until the handover ends (or ``HANDOVER_HOLD_S``) a PRODUCER or SUBSCRIBE for one of them waits
+there, off the connection's read loop, instead of being refused. The source then sends its
+clients away as soon as every send it took has its receipt, and closes, releases and hands over
+while they reconnect. A destination that did not answer the prepare holds nothing, so then the
+clients are told only once it owns the bundle, as before.
 """
 
 from __future__ import annotations
@@ -43,12 +50,13 @@ PREPARE_TIMEOUT_S = 2.0
 PREPARE_CONCURRENCY = 2
 
 
-async def ask_to_prepare(target: BrokerInfo, namespace: str, bundle: Bundle, topics: list[str]) -> None:
-    """Have ``target`` prepare ``topics``; never raises (preparing only saves time)."""
+async def ask_to_prepare(target: BrokerInfo, namespace: str, bundle: Bundle, topics: list[str]) -> bool:
+    """Have ``target`` prepare ``topics``; never raises (preparing only saves time). True when
+    the target prepared them, so it also holds their clients until the handover ends."""
     import aiohttp
 
     if not topics:
-        return
+        return False
     url = f"{target.web_service_url}/admin/v2/internal/prepare/{namespace}/{bundle.name}"
     try:
         timeout = aiohttp.ClientTimeout(total=PREPARE_TIMEOUT_S)
@@ -60,14 +68,18 @@ async def ask_to_prepare(target: BrokerInfo, namespace: str, bundle: Bundle, top
                 log.info(
                     "prepare on %s: HTTP %d %s", target.broker_id, response.status, await response.text()
                 )
+            return response.status == 200
     except (aiohttp.ClientError, TimeoutError) as exc:
         log.info("prepare on %s failed (%s): the transfer goes on without it", target.broker_id, exc)
+        return False
 
 
 async def prepare(service: BrokerService, topics: list[str]) -> int:
-    """Create the next ledger of each topic; returns how many were prepared."""
+    """Expect the topics (their clients may come before the handover ends: they wait for it),
+    then create the next ledger of each; returns how many were prepared."""
     factory = service.factory
     assert factory is not None
+    service.expect_handover(topics)
     names = [TopicName.parse(t).managed_ledger_name for t in topics]
     # A few at a time: a burst of ledger creations (metadata writes, each synced to disk by
     # ZooKeeper) slows the source's writes just before the handover when they share a host.

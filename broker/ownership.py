@@ -15,12 +15,22 @@ the next lookup places them again.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 
 from magnetar.broker.namespace import Bundle
-from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from magnetar.common.metadata import (
+    BadVersionError,
+    MetadataError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+)
+
+log = logging.getLogger(__name__)
 
 BROKERS = "/loadbalance/brokers"
 LEADER = "/loadbalance/leader"
@@ -120,6 +130,9 @@ class Ownership:
         self._brokers = brokers_root
         self._bundles = bundles_root
         self._leaving = False
+        #: the background report after ownership changed, and whether another must follow it
+        self._reporting: asyncio.Task[None] | None = None
+        self._report_again = False
 
     @property
     def owner_record(self) -> Owner:
@@ -191,7 +204,7 @@ class Ownership:
                 return owner
             return await self.acquire(namespace, bundle)
         self.owned.add((namespace, bundle))
-        await self.report()
+        self._report_soon()
         return self.owner_record
 
     async def release(self, namespace: str, bundle: Bundle) -> None:
@@ -200,7 +213,26 @@ class Ownership:
         if owner is not None and owner.broker_id == self.me.broker_id:
             with contextlib.suppress(NoNodeError):
                 await self._store.delete(bundle_path(namespace, bundle, self._bundles))
-        await self.report()
+        self._report_soon()
+
+    def _report_soon(self) -> None:
+        """Report the new bundle count in the background: a metadata write (synced to disk by
+        ZooKeeper) is no part of taking or releasing a bundle, and was the last step of every
+        handover. Reports coalesce: one runs at a time, and one more if the count changed."""
+        if self._reporting is not None and not self._reporting.done():
+            self._report_again = True
+            return
+        self._reporting = asyncio.get_running_loop().create_task(self._report_until_current())
+
+    async def _report_until_current(self) -> None:
+        self._report_again = True
+        while self._report_again:
+            self._report_again = False
+            try:
+                await self.report()
+            except MetadataError as exc:  # the periodic report tries again
+                log.info("bundle count not reported: %s", exc)
+                return
 
     async def unregister(self) -> None:
         """Leave the registry for good: no report registers the broker again, so placement no

@@ -41,10 +41,19 @@ from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.cursor_service import start_cursor_server
 from magnetar.broker.read_only.ledger import ReadOnlyManagedLedger
 from magnetar.broker.replication.manager import ReplicationManager
-from magnetar.broker.topic import Topic, TopicName
+from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName
 from magnetar.common.metadata import LeaderElection, MetadataStore, SessionState, open_store
 
 log = logging.getLogger(__name__)
+
+#: how long a transfer's destination holds clients that came before it owns their bundle (the
+#: source normally hands over within a fraction of a second; after this they are refused and look
+#: the topic up again)
+HANDOVER_HOLD_S = 10.0
+
+
+def _topic_key(name: str) -> str:
+    return str(TopicName.parse(name))
 
 
 class BrokerService:
@@ -71,6 +80,8 @@ class BrokerService:
         self._reporting: list[asyncio.Task[None]] = []
         self._campaign: asyncio.Task[None] | None = None
         self._session_expired = False
+        #: topics a transfer is bringing here: their clients wait for the handover to end
+        self._incoming: dict[str, asyncio.Future[None]] = {}
         #: closes of topics let go without a seal (session expiry, unloaded while loading), and
         #: registering again after a session expiry, still running
         self._background_work: set[asyncio.Task[None]] = set()
@@ -259,6 +270,11 @@ class BrokerService:
         # Read once: the bundle and the topic's settings come from the same policies.
         policies = await self.namespaces.policies(topic_name.namespace_name)
         namespace, bundle = topic_name.namespace_name, policies.bundle_for(key)
+        held = self._incoming.get(key)
+        if held is not None and (namespace, bundle) not in self.ownership.owned:
+            await asyncio.shield(held)  # sent here by a transfer that is not over yet
+            if key in self.topics:
+                return self.topics[key]
         if (namespace, bundle) not in self.ownership.owned:
             raise NotServedError(f"{key} (bundle {namespace}/{bundle.name}) is not served by this broker")
         task = self._loading.get(key)
@@ -382,19 +398,34 @@ class BrokerService:
         return sorted(str(t.name) for t in topics)
 
     async def _seal_bundle(self, namespace: str, bundle: Bundle) -> list[Topic]:
+        """Stop serving the bundle and seal its topics (Topic.seal)."""
+        topics, _ = await self._fence_bundle(namespace, bundle)
+        await self._close_topics(topics)
+        return topics
+
+    async def _fence_bundle(self, namespace: str, bundle: Bundle) -> tuple[list[Topic], bool]:
         """Stop serving the bundle (producers and consumers that come now are refused until a
-        lookup finds its next owner) and seal its topics (Topic.seal), side by side: the
-        handover lasts as long as the slowest, not the sum."""
+        lookup finds its next owner) and fence its topics; True when no send is left in flight."""
         assert self.ownership is not None
         self.ownership.owned.discard((namespace, bundle))
         topics = self._topics_in(namespace, bundle)
-        await asyncio.gather(*(topic.seal() for topic in topics), return_exceptions=True)
-        return topics
+        drained = await asyncio.gather(*(topic.fence() for topic in topics), return_exceptions=True)
+        return topics, all(d is True for d in drained)
+
+    async def _close_topics(self, topics: list[Topic]) -> None:
+        # Side by side: the handover lasts as long as the slowest, not the sum.
+        await asyncio.gather(*(topic.close() for topic in topics), return_exceptions=True)
 
     async def transfer(self, namespace: str, bundle: Bundle, destination: str) -> list[str]:
         """Hand the bundle to ``destination`` (a broker id) so clients move without a backoff:
-        seal the topics, release, have the destination take the bundle, then send clients
-        there. Falls back to an unload if the destination fails."""
+        fence the topics, send the clients there, close, release, have the destination take
+        the bundle. Falls back to an unload if the destination fails.
+
+        The clients are sent as soon as every send taken here has its receipt (so none reaches a
+        closed producer and is sent again), before the handover ends: they reconnect while it
+        runs, and the destination, which prepared the topics, holds their PRODUCER and SUBSCRIBE
+        until it owns the bundle. A destination that did not prepare would refuse them, so then
+        they are sent once it has taken the bundle."""
         assert self.ownership is not None
         target = next((b for b in await self.ownership.brokers() if b.broker_id == destination), None)
         if target is None or destination == self.broker_id:
@@ -407,8 +438,12 @@ class BrokerService:
             return await self.unload(namespace, bundle)
         # The destination creates the next ledgers while the topics are still written here.
         upcoming = sorted(str(t.name) for t in self._topics_in(namespace, bundle))
-        await ask_to_prepare(target, namespace, bundle, upcoming)
-        topics = await self._seal_bundle(namespace, bundle)
+        prepared = await ask_to_prepare(target, namespace, bundle, upcoming)
+        topics, drained = await self._fence_bundle(namespace, bundle)
+        early = prepared and drained and {str(t.name) for t in topics} <= set(upcoming)
+        if early:
+            self._let_go(topics, target.service_url)
+        await self._close_topics(topics)
         await self.ownership.release(namespace, bundle)
         names = sorted(str(t.name) for t in topics)
         try:
@@ -422,7 +457,8 @@ class BrokerService:
                 exc,
             )
             target = None
-        self._let_go(topics, target.service_url if target else None)
+        if not early:
+            self._let_go(topics, target.service_url if target else None)
         log.info("transferred %s/%s to %s (%d topics)", namespace, bundle.name, destination, len(topics))
         return names
 
@@ -441,12 +477,41 @@ class BrokerService:
                 raise RuntimeError(f"{url}: HTTP {response.status} {await response.text()}")
 
     async def acquire_and_load(self, namespace: str, bundle: Bundle, topics: list[str]) -> None:
-        """Take a bundle handed over by another broker and open its topics before clients come."""
+        """Take a bundle handed over by another broker and open its topics; the clients held
+        meanwhile (``expect_handover``) go on, or are refused if it failed."""
         assert self.ownership is not None
-        owner = await self.ownership.acquire(namespace, bundle)
-        if owner.broker_id != self.broker_id:
-            raise NotServedError(f"bundle {namespace}/{bundle.name} is owned by {owner.broker_id}")
-        await asyncio.gather(*(self.topic(name) for name in topics))
+        try:
+            owner = await self.ownership.acquire(namespace, bundle)
+            if owner.broker_id != self.broker_id:
+                raise NotServedError(f"bundle {namespace}/{bundle.name} is owned by {owner.broker_id}")
+            await asyncio.gather(*(self.topic(name) for name in topics))
+        finally:
+            self._handover_ended([_topic_key(name) for name in topics])
+
+    def expect_handover(self, topics: list[str]) -> None:
+        """A transfer is bringing ``topics`` here: a PRODUCER or SUBSCRIBE for one of them that
+        comes before this broker owns its bundle waits (at most ``HANDOVER_HOLD_S``) instead of
+        being refused, so the source can send its clients here before the handover ends."""
+        loop = asyncio.get_running_loop()
+        for name in topics:
+            key = _topic_key(name)
+            held = self._incoming.get(key)
+            if held is None or held.done():
+                held = self._incoming[key] = loop.create_future()
+                loop.call_later(HANDOVER_HOLD_S, self._handover_ended, [key], held)
+
+    def awaits_handover(self, topic: str) -> bool:
+        with contextlib.suppress(InvalidTopicNameError):
+            return _topic_key(topic) in self._incoming
+        return False
+
+    def _handover_ended(self, keys: list[str], only: asyncio.Future[None] | None = None) -> None:
+        for key in keys:
+            held = self._incoming.get(key)
+            if held is not None and (only is None or held is only):
+                del self._incoming[key]
+                if not held.done():
+                    held.set_result(None)
 
     async def topics_of_namespace(self, namespace: str) -> list[str]:
         assert self.factory is not None

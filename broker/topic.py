@@ -277,11 +277,13 @@ class Topic:
     def consumers(self) -> list[Consumer]:
         return [c for s in self.subscriptions.values() for c in s.consumers]
 
-    async def drain(self, timeout_s: float = 10.0) -> None:
-        """Wait until every send taken before the fence has been written (or failed)."""
+    async def drain(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every send taken before the fence has been written (or failed); False
+        when some are still being written after ``timeout_s``."""
         if self.in_flight:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout_s)
+        return not self.in_flight
 
     async def seal(self) -> None:
         """Stop storing for good, before ownership is released: fence (new sends are refused,
@@ -289,9 +291,14 @@ class Topic:
         gets its receipt while its producer is still attached here), then close. Whatever the
         close meets, the managed ledger is closed, so this broker cannot append once the next
         owner has opened it: no message is stored twice or acknowledged by a deposed owner."""
-        self.fenced = True
-        await self.drain()
+        await self.fence()
         await self.close()
+
+    async def fence(self) -> bool:
+        """The first half of ``seal``: refuse new sends and wait for those taken; True when none
+        is left in flight (so receipts can no longer follow a close of the producers)."""
+        self.fenced = True
+        return await self.drain()
 
     async def close(self) -> None:
         try:

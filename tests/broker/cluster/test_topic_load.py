@@ -1,8 +1,9 @@
 """Loading a topic on an in-process broker (memory metadata store, two in-process bookies): what
-it reads from the configuration store."""
+it reads from the configuration store, and how a transfer's destination holds early clients."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 
@@ -10,7 +11,9 @@ import pytest
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.namespace import NamespacePolicies
+from magnetar.broker.ownership import BrokerInfo, NotServedError, Ownership
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topic import TopicName
 from tests.broker.conftest import Storage
 
 
@@ -48,3 +51,35 @@ async def test_loading_a_topic_reads_the_namespace_policies_once(
     assert readers.count("magnetar.broker.service") == 1
     assert await broker.topic(name) is topic
     assert readers.count("magnetar.broker.service") == 1
+
+
+async def test_a_client_sent_ahead_of_a_handover_waits_for_it(broker: BrokerService) -> None:
+    """A transfer sends clients to the destination before it owns the bundle (so they reconnect
+    while the handover runs): their PRODUCER and SUBSCRIBE wait there instead of being refused,
+    which would make the client back off and look the topic up again."""
+    name = "persistent://public/default/handed-over"
+    namespace, bundle = await broker.bundle_of(TopicName.parse(name))
+    broker.expect_handover([name])
+    early = asyncio.ensure_future(broker.topic(name))
+    await asyncio.sleep(0.2)
+    assert not early.done(), "refused instead of waiting for the handover"
+    await broker.acquire_and_load(namespace, bundle, [name])
+    topic = await asyncio.wait_for(early, 10)
+    assert str(topic.name) == name
+
+
+async def test_clients_held_for_a_handover_that_fails_are_refused(
+    broker: BrokerService, storage: Storage
+) -> None:
+    name = "persistent://public/default/never-handed-over"
+    namespace, bundle = await broker.bundle_of(TopicName.parse(name))
+    other = Ownership(
+        storage.store, BrokerInfo("127.0.0.1:1", "pulsar://127.0.0.1:1", "http://127.0.0.1:2", "x")
+    )
+    await other.acquire(namespace, bundle)  # another broker took the bundle meanwhile
+    broker.expect_handover([name])
+    early = asyncio.ensure_future(broker.topic(name))
+    with pytest.raises(NotServedError):
+        await broker.acquire_and_load(namespace, bundle, [name])
+    with pytest.raises(NotServedError):
+        await asyncio.wait_for(early, 10)
