@@ -82,6 +82,8 @@ class BrokerService:
         self._session_expired = False
         #: topics a transfer is bringing here: their clients wait for the handover to end
         self._incoming: dict[str, asyncio.Future[None]] = {}
+        #: bundles whose clients a transfer has sent to their destination, until it owns them
+        self._outgoing: dict[tuple[str, Bundle], BrokerInfo] = {}
         #: closes of topics let go without a seal (session expiry, unloaded while loading), and
         #: registering again after a session expiry, still running
         self._background_work: set[asyncio.Task[None]] = set()
@@ -359,7 +361,14 @@ class BrokerService:
         """(service URL, redirect?) for ``topic``: its owner, or a broker chosen to own it; the
         address of the ``listener`` when one is named (UnknownListenerError if not advertised)."""
         assert self.ownership is not None
-        namespace, bundle = await self.bundle_of(TopicName.parse(topic))
+        name = TopicName.parse(topic)
+        if str(name) in self._incoming:  # a transfer brings it here: its clients wait here
+            me = self.ownership.owner_record
+            return listener_url(me.service_url, dict(me.listeners), me.broker_id, listener), False
+        namespace, bundle = await self.bundle_of(name)
+        outgoing = self._outgoing.get((namespace, bundle))
+        if outgoing is not None:  # its clients were sent to the destination: so are lookups
+            return listener_url(outgoing.service_url, outgoing.listeners, outgoing.broker_id, listener), True
         owner = await self.ownership.owner(namespace, bundle)
         if owner is None:
             if self.ownership.leaving:  # shutting down: a bundle taken now would move again
@@ -441,22 +450,28 @@ class BrokerService:
         prepared = await ask_to_prepare(target, namespace, bundle, upcoming)
         topics, drained = await self._fence_bundle(namespace, bundle)
         early = prepared and drained and {str(t.name) for t in topics} <= set(upcoming)
-        if early:
-            self._let_go(topics, target.service_url)
-        await self._close_topics(topics)
-        await self.ownership.release(namespace, bundle)
         names = sorted(str(t.name) for t in topics)
         try:
-            await self._ask_to_acquire(target, namespace, bundle, names)
-        except Exception as exc:
-            log.warning(
-                "transfer of %s/%s to %s failed (%s): unloading instead",
-                namespace,
-                bundle.name,
-                destination,
-                exc,
-            )
-            target = None
+            if early:
+                # Lookups here answer the destination too, until it owns the bundle (a client
+                # that looks the topic up again must not be sent back and refused).
+                self._outgoing[(namespace, bundle)] = target
+                self._let_go(topics, target.service_url)
+            await self._close_topics(topics)
+            await self.ownership.release(namespace, bundle)
+            try:
+                await self._ask_to_acquire(target, namespace, bundle, names)
+            except Exception as exc:
+                log.warning(
+                    "transfer of %s/%s to %s failed (%s): unloading instead",
+                    namespace,
+                    bundle.name,
+                    destination,
+                    exc,
+                )
+                target = None
+        finally:
+            self._outgoing.pop((namespace, bundle), None)
         if not early:
             self._let_go(topics, target.service_url if target else None)
         log.info("transferred %s/%s to %s (%d topics)", namespace, bundle.name, destination, len(topics))

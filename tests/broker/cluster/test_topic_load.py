@@ -60,6 +60,10 @@ async def test_a_client_sent_ahead_of_a_handover_waits_for_it(broker: BrokerServ
     name = "persistent://public/default/handed-over"
     namespace, bundle = await broker.bundle_of(TopicName.parse(name))
     broker.expect_handover([name])
+    # A client that looks the topic up meanwhile is kept here too, not sent elsewhere.
+    assert await broker.lookup(name) == (broker.service_url, False)
+    assert broker.ownership is not None
+    assert await broker.ownership.owner(namespace, bundle) is None, "the lookup took the bundle itself"
     early = asyncio.ensure_future(broker.topic(name))
     await asyncio.sleep(0.2)
     assert not early.done(), "refused instead of waiting for the handover"
