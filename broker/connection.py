@@ -619,7 +619,7 @@ class ServerConnection:
                     return False
 
             found = await topic.ledger.find_first_position(published_since)
-            last = topic.ledger.last_confirmed_entry
+            last = await topic.last_dispatchable_position()
             position = found or (topic.ledger.next_position(last) if last else topic.ledger.first_position())
         else:
             m = request.message_id
@@ -644,7 +644,7 @@ class ServerConnection:
             )
             return
         topic, subscription, _ = entry
-        last = topic.ledger.last_confirmed_entry
+        last = await topic.last_dispatchable_position()
         if last is None:
             message_id = commands.message_id(-1, -1)
         else:

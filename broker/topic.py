@@ -17,6 +17,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_identity
 from magnetar.broker.managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Position
+from magnetar.broker.protocol.frames import FrameError, read_metadata
 from magnetar.broker.replication.replicated_subscriptions import (
     REPLICATED_PROPERTY,
     SNAPSHOT,
@@ -83,6 +84,18 @@ class TopicFencedError(Exception):
     told to reconnect, and resend what got no receipt to the next owner."""
 
 
+#: markers passed over at most when looking for the last user message (they come a few per
+#: snapshot interval, and none on an idle topic)
+_MAX_MARKERS_PASSED = 1000
+
+
+def is_marker(data: bytes) -> bool:
+    try:
+        return read_metadata(data).HasField("marker_type")
+    except FrameError:
+        return False
+
+
 @dataclass
 class Topic:
     name: TopicName
@@ -129,6 +142,20 @@ class Topic:
                     cursor.name, cursor, api.CommandSubscribe.Shared, replicated=replicated
                 )
         return topic
+
+    async def last_dispatchable_position(self) -> Position | None:
+        """The last entry a consumer can be given (Pulsar's getLastDispatchablePosition): PIP-33
+        markers at the end are passed over, or a reader asking hasMessageAvailable would wait
+        for a message that never comes. None when the topic holds no user message."""
+        position = self.ledger.last_confirmed_entry
+        for _ in range(_MAX_MARKERS_PASSED):
+            if position is None:
+                return None
+            entry = await self.ledger.read_entry(position)
+            if entry is None or not is_marker(entry.data):
+                return position
+            position = self.ledger.previous_position(position)
+        return position
 
     def last_sequence_id(self, producer_name: str) -> int:
         """The highest sequence id stored for a producer (-1 when unknown or without dedup)."""

@@ -416,6 +416,16 @@ class ManagedLedger:
     def next_position(self, position: Position) -> Position:
         return self.valid_position(Position(position.ledger_id, position.entry_id + 1))
 
+    def previous_position(self, position: Position) -> Position | None:
+        """The entry before ``position`` (across ledgers), None before the first."""
+        if position.entry_id > 0:
+            return Position(position.ledger_id, position.entry_id - 1)
+        for info in reversed(self._ledgers):
+            entries = self._entries_of(info)
+            if info.ledger_id < position.ledger_id and entries > 0:
+                return Position(info.ledger_id, entries - 1)
+        return None
+
     def has_entry(self, position: Position) -> bool:
         if self._last_confirmed is None or position > self._last_confirmed or position.entry_id < 0:
             return False
