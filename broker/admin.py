@@ -1,7 +1,8 @@
 """The admin REST API: the subset of Pulsar's ``/admin/v2`` the chaos lab and users need.
 
 Errors are JSON ``{"reason": "..."}`` with Pulsar's status codes (404 unknown resource, 409
-already exists, 412 invalid name, 400 malformed body). Bundle operations go to the owning broker
+already exists, 412 invalid name, 400 malformed body, 503 while the metadata store cannot be
+reached: retry). Bundle operations go to the owning broker
 (a request reaching another broker is answered with a 307 redirect to the owner, as Pulsar does).
 """
 
@@ -17,6 +18,13 @@ from aiohttp import web
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, even_boundaries
 from magnetar.broker.ownership import NotServedError
 from magnetar.broker.topic import InvalidTopicNameError, TopicName
+from magnetar.common.metadata import (
+    BadVersionError,
+    MetadataError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -24,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_NODE_STATE_ERRORS = (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError)
 
 
 def _error(status: int, reason: str) -> web.Response:
@@ -40,6 +49,11 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(412, str(exc))
     except NotServedError as exc:
         return _error(503, str(exc))
+    except MetadataError as exc:
+        if isinstance(exc, _NODE_STATE_ERRORS):
+            raise  # a bug of the handler, not the store's state
+        # a session being renewed or expired, ZooKeeper unreachable: the client may retry
+        return _error(503, f"metadata store unavailable: {exc}")
     except (json.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
         return _error(400, f"malformed request: {exc}")
 
