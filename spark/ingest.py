@@ -35,6 +35,8 @@ class EventLog:
     bad: int
     files: int
     staging: Path
+    valid: int  # how many events
+    last_ts: int  # the latest event's ts (0 without events)
 
     def release(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
@@ -72,17 +74,24 @@ def read_events(spark: SparkSession, run_dir: Path, staging: Path) -> EventLog:
     # parsed once into Parquet: every later step reads only the columns it needs from there
     rows.write.mode("overwrite").parquet(str(staging))
     rows = spark.read.parquet(str(staging))
+    # everything later steps need to know about the whole log, in one pass
     counts = rows.agg(
         F.count("*").alias("lines"),
         F.sum((F.col("status") >= BAD).cast("long")).alias("bad"),
         F.min(F.when(F.col("status") == NEWER, F.col("rid"))).alias("newer"),
+        F.sum((F.col("status") == OK).cast("long")).alias("valid"),
+        F.max(F.when(F.col("status") == OK, F.col("ts"))).alias("last_ts"),
     ).collect()[0]
     if counts["newer"] is not None:
         first = rows.where(F.col("rid") == counts["newer"]).select("file", "reason").collect()[0]
         shutil.rmtree(staging, ignore_errors=True)
         raise BadInputError(f"{first['file']}: {first['reason']}")
     events = rows.where(F.col("status") == OK).select(*KEPT)
-    return EventLog(events, _locate(rows), counts["lines"], counts["bad"] or 0, len(files), staging)
+    bad = counts["bad"] or 0
+    # without bad lines, limit(0) makes the table an empty relation: no job scans the log for it
+    bad_lines = _locate(rows) if bad else _locate(rows).limit(0)
+    valid, last_ts = counts["valid"] or 0, counts["last_ts"] or 0
+    return EventLog(events, bad_lines, counts["lines"], bad, len(files), staging, valid, last_ts)
 
 
 def _judge() -> tuple[Column, Column]:

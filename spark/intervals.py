@@ -13,6 +13,9 @@ cut into slots of half the threshold. A window contains no success and is longer
 threshold, so it lies in a run of slots without a success, between two slots with one: only
 those stretches (few) are sorted, starting from the pending count at their first slot, which
 comes from per-slot sums (a hash aggregation, no sort). The answer is the same.
+
+A small log is sorted whole all the same (``slotted=False``): sorting it costs nothing, while the
+slots cost several more Spark jobs (two checkpoints per kind, a broadcast), each a fixed cost.
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ BEGIN, REAL_END, STRETCH_END = -1, 1, 2
 
 
 def pending_intervals(
-    steps: DataFrame, lifetimes: DataFrame, keys: list[str], threshold_ns: int
+    steps: DataFrame, lifetimes: DataFrame, keys: list[str], threshold_ns: int, *, slotted: bool = True
 ) -> DataFrame:
     """keys..., start, end, open: intervals longer than ``threshold_ns`` within each key's lifetime."""
     rows = _rows(steps, lifetimes, keys)
     slot_ns = threshold_ns // 2
-    if slot_ns < FINEST_SLOT_NS:
+    if not slotted or slot_ns < FINEST_SLOT_NS:
         return _intervals(rows, lifetimes, keys, [], threshold_ns)
     rows = rows.withColumn("slot", F.floor(F.col("ts") / slot_ns).cast("long"))
     # one aggregation gives each slot's sum and whether it holds a boundary; it is small (slots of

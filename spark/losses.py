@@ -21,10 +21,14 @@ TAIL_NS = 5_000_000_000
 
 
 def finished_subscriptions(
-    spark: SparkSession, events: DataFrame, acked: DataFrame, expected: list[ExpectedSubscription]
+    spark: SparkSession,
+    events: DataFrame,
+    acked: DataFrame,
+    expected: list[ExpectedSubscription],
+    run_end: int,
 ) -> DataFrame:
-    """topic, subscription, since: the subscriptions that ran to the end, and when each began."""
-    run_end = events.agg(F.max("ts")).collect()[0][0] or 0
+    """topic, subscription, since: the subscriptions that ran to the end (``run_end``: the last
+    event's ts), and when each began."""
     seen = (
         events.where((F.col("role") == "consumer") & F.col("subscription").isNotNull())
         .groupBy(*SUBSCRIPTION)

@@ -1,7 +1,12 @@
 """The post-mortem of one run directory: every table to Parquet, summary.json and report.html.
 
-Each table is written once and read back from Parquet for the summary and the report, so no
-expensive plan runs twice and the files on disk are exactly what the numbers were made from.
+Each table is written once and read back from Parquet for the summary and the report (see
+tables), so no expensive plan runs twice and the files on disk are exactly what the numbers were
+made from.
+
+A small log is analysed differently, not to a different answer: its disruption windows and gaps
+are found by sorting it whole (see intervals), which takes fewer Spark jobs than the time slots
+that keep a big log from being sorted.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from magnetar.spark import (
     duplicates,
@@ -24,6 +28,7 @@ from magnetar.spark import (
     phases,
     receipts,
     report,
+    tables,
     throughput,
     unavailability,
     windows,
@@ -34,6 +39,8 @@ from magnetar.spark.runinfo import read_run_info
 from magnetar.spark.summary import summarize
 
 TABLES = ("windows", "duplicates", "losses", "reorders", "latency", "throughput", "gaps", "bad_lines")
+#: up to this many lines, a log is sorted whole (see intervals)
+SORTED_WHOLE = 1_000_000
 Status = Callable[[str], None]
 
 
@@ -73,14 +80,18 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     log = read_events(spark, run_dir, out / "_lines.parquet")
     events = log.events
+    slotted = log.lines > SORTED_WHOLE
 
-    def save(name: str, frame: DataFrame) -> DataFrame:
-        path = str(out / f"{name}.parquet")
-        frame.coalesce(1).write.mode("overwrite").parquet(path)
-        return spark.read.parquet(path)
+    def save(name: str, frame: DataFrame) -> Path:
+        path = out / f"{name}.parquet"
+        tables.write(frame, path)
+        return path
+
+    def saved(name: str, frame: DataFrame) -> DataFrame:
+        return tables.frame(spark, save(name, frame))
 
     status(f"{log.lines:,} lines in {log.files} files, {log.bad:,} bad; {len(faults)} faults")
-    bad_lines = save("bad_lines", log.bad_lines)
+    bad_lines = saved("bad_lines", log.bad_lines)
     # used by several tables: computed once, kept while this run is analysed
     numbered = receipts.numbered_receives(events).persist(StorageLevel.MEMORY_AND_DISK)
     firsts = receipts.first_receipts(numbered)
@@ -89,22 +100,24 @@ def run(
     status("disruption windows")
     available = windows.availability_steps(acked, firsts).persist(StorageLevel.MEMORY_AND_DISK)
     lives = windows.lifetimes(events).persist(StorageLevel.MEMORY_AND_DISK)
-    window_df = save("windows", windows.disruption_windows(events, lives, available, faults, threshold_ms))
-    gap_df = save("gaps", unavailability.gaps(events, faults, int(threshold_ms * 1_000_000)))
+    disrupted = windows.disruption_windows(events, lives, available, faults, threshold_ms, slotted=slotted)
+    window_rows = tables.rows(save("windows", disrupted))
+    gaps = unavailability.gaps(events, faults, int(threshold_ms * 1_000_000), slotted=slotted)
+    gap_rows = tables.rows(save("gaps", gaps), ["fault", "gap_ms"])
 
     status("duplicates, losses, reorders")
-    duplicate_df = save("duplicates", duplicates.duplicates(numbered))
-    finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions)
-    loss_df = save("losses", losses.losses(acked, finished, firsts))
-    reorder_df = save("reorders", ordering.reorders(firsts))
+    duplicate_df = saved("duplicates", duplicates.duplicates(numbered))
+    finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions, log.last_ts)
+    loss_df = saved("losses", losses.losses(acked, finished, firsts))
+    reorder_df = saved("reorders", ordering.reorders(firsts))
 
     status("latency and throughput")
-    impact = {
-        r["fault"]: r["end"] for r in window_df.groupBy("fault").agg(F.max("end").alias("end")).collect()
-    }
+    impact: dict[str, int] = {}
+    for w in window_rows:
+        impact[w["fault"]] = max(w["end"], impact.get(w["fault"], w["end"]))
     cuts = phases.phases(faults, impact)
-    latency_df = save("latency", latency.latency(spark, events, cuts))
-    throughput_df = save("throughput", throughput.throughput(events))
+    latency_rows = tables.rows(save("latency", latency.latency(spark, events, cuts)))
+    throughput_rows = tables.rows(save("throughput", throughput.throughput(events)))
 
     status("summary")
     summary = summarize(
@@ -113,22 +126,22 @@ def run(
         threshold_ms=threshold_ms,
         files=log.files,
         lines=log.lines,
-        events=events.count(),
+        events=log.valid,
         journal_found=found is not None,
         faults=faults,
-        windows=window_df,
-        gaps=gap_df,
+        windows=window_rows,
+        gaps=gap_rows,
         duplicates=duplicate_df,
         losses=loss_df,
         reorders=reorder_df,
-        latency=latency_df,
+        latency=latency_rows,
         bad_lines=bad_lines,
         bad=log.bad,
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     if html:
         status("report.html")
-        details = report.Details.collect(throughput_df, window_df, duplicate_df, loss_df, bad_lines)
+        details = report.Details.collect(throughput_rows, window_rows, duplicate_df, loss_df, bad_lines)
         (out / "report.html").write_text(report.render(summary, faults, details))
     for cached in (numbered, acked, available, lives):
         cached.unpersist()

@@ -8,7 +8,6 @@ from html import escape
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from magnetar.spark import charts
 from magnetar.spark.journal import Fault
@@ -47,19 +46,21 @@ class Details:
 
     @staticmethod
     def collect(
-        throughput: DataFrame,
-        windows: DataFrame,
+        throughput: Sequence[dict[str, Any]],
+        windows: Sequence[dict[str, Any]],
         duplicates: DataFrame,
         losses: DataFrame,
         bad_lines: DataFrame,
     ) -> Details:
+        """The small tables (throughput, windows) come as rows, the others as Spark tables."""
         series: dict[str, list[dict[str, Any]]] = {}
-        for row in throughput.orderBy("topic", "second").collect():
-            series.setdefault(row["topic"], []).append(row.asDict())
+        for row in sorted(throughput, key=lambda r: (r["topic"], r["second"])):
+            series.setdefault(row["topic"], []).append(row)
+        longest = sorted(windows, key=lambda w: -w["duration_ms"])
         return Details(
             throughput=series,
-            windows=[r.asDict() for r in windows.orderBy(F.desc("duration_ms")).limit(5000).collect()],
-            longest=[r.asDict() for r in windows.orderBy(F.desc("duration_ms")).limit(ROWS).collect()],
+            windows=longest[:5000],
+            longest=longest[:ROWS],
             duplicates=[r.asDict() for r in duplicates.orderBy("ts").limit(ROWS).collect()],
             losses=[r.asDict() for r in losses.orderBy("acked_ts", "uid").limit(ROWS).collect()],
             bad_lines=[r.asDict() for r in bad_lines.orderBy("file", "line").limit(ROWS).collect()],

@@ -8,7 +8,7 @@ Within ``magnetar.postmortem/v1`` keys are only ever added. Window percentiles a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,19 +50,20 @@ def summarize(
     events: int,
     journal_found: bool,
     faults: list[Fault],
-    windows: DataFrame,
-    gaps: DataFrame,
+    windows: Sequence[Mapping[str, Any]],
+    gaps: Sequence[Mapping[str, Any]],
     duplicates: DataFrame,
     losses: DataFrame,
     reorders: DataFrame,
-    latency: DataFrame,
+    latency: Sequence[Mapping[str, Any]],
     bad_lines: DataFrame,
     bad: int,
 ) -> dict[str, Any]:
-    window_rows = windows.select("kind", "fault", "duration_ms", "open").collect()
-    longest = {
-        r["fault"]: r["gap"] for r in gaps.groupBy("fault").agg(F.max("gap_ms").alias("gap")).collect()
-    }
+    """The small tables (windows, gaps, latency) come as rows, the others as Spark tables."""
+    window_rows = windows
+    longest: dict[str, float] = {}
+    for gap in gaps:
+        longest[gap["fault"]] = max(gap["gap_ms"], longest.get(gap["fault"], gap["gap_ms"]))
     duplicate_part = _duplicates(duplicates)
     loss_part = _losses(losses)
     reorder_counts = {
@@ -114,12 +115,8 @@ def summarize(
             "examples": _examples(reorders.where(F.col("scope") == "producer"), "uid"),
         },
         "latency": [
-            {
-                k: (round(v, 3) if isinstance(v, float) else v)
-                for k, v in r.asDict().items()
-                if k != "position"
-            }
-            for r in latency.orderBy("position", "measure").collect()
+            {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "position"}
+            for r in sorted(latency, key=lambda r: (r["position"], r["measure"]))
         ],
         "bad_lines": {
             "count": bad,

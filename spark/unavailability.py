@@ -3,7 +3,8 @@
 (overlapping it, or following it before the next fault; see attribution).
 
 Only gaps longer than the window threshold are kept, so only the stretches of time slots without
-a success are sorted (see intervals), not the whole log."""
+a success are sorted (see intervals), not the whole log; a small log is sorted whole
+(``slotted=False``), which is cheaper there."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from magnetar.spark.intervals import FINEST_SLOT_NS, quiet_stretches
 from magnetar.spark.journal import Fault
 
 
-def gaps(events: DataFrame, faults: list[Fault], shortest_ns: int) -> DataFrame:
+def gaps(events: DataFrame, faults: list[Fault], shortest_ns: int, *, slotted: bool = True) -> DataFrame:
     """fault, topic, start, end, gap_ms: gaps longer than ``shortest_ns`` (shorter ones never win)."""
     ok = events.where(F.col("event").isin("send_ok", "receive") & F.col("topic").isNotNull()).select(
         "topic", "ts"
     )
     slot_ns = shortest_ns // 2
-    if slot_ns < FINEST_SLOT_NS:
+    if not slotted or slot_ns < FINEST_SLOT_NS:
         following_all = Window.partitionBy("topic").orderBy("ts")
         spaced_all = ok.withColumn("start", F.lag("ts").over(following_all)).where(
             F.col("start").isNotNull() & (F.col("ts") - F.col("start") > shortest_ns)

@@ -61,11 +61,11 @@ def availability_steps(acked: DataFrame, firsts: DataFrame) -> DataFrame:
     )
 
 
-def producer_windows(events: DataFrame, lives: DataFrame, threshold_ns: int) -> DataFrame:
+def producer_windows(events: DataFrame, lives: DataFrame, threshold_ns: int, slotted: bool) -> DataFrame:
     keys = ["client", "topic"]
     producers = events.where(F.col("role") == "producer")
     mine = _lifetimes(lives.where(F.col("role") == "producer"), keys)
-    found = pending_intervals(_send_steps(producers), mine, keys, threshold_ns)
+    found = pending_intervals(_send_steps(producers), mine, keys, threshold_ns, slotted=slotted)
     return found.select(
         F.lit("producer").alias("kind"),
         "topic",
@@ -78,7 +78,7 @@ def producer_windows(events: DataFrame, lives: DataFrame, threshold_ns: int) -> 
 
 
 def consumer_windows(
-    events: DataFrame, lives: DataFrame, available: DataFrame, threshold_ns: int
+    events: DataFrame, lives: DataFrame, available: DataFrame, threshold_ns: int, slotted: bool
 ) -> DataFrame:
     keys = ["client", "topic", "subscription"]
     consumers = events.where((F.col("role") == "consumer") & F.col("subscription").isNotNull())
@@ -88,13 +88,15 @@ def consumer_windows(
     received = consumers.where(F.col("event") == "receive").select(
         *keys, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
     )
-    found = pending_intervals(steps.unionByName(received), mine, keys, threshold_ns)
+    found = pending_intervals(steps.unionByName(received), mine, keys, threshold_ns, slotted=slotted)
     return found.select(
         F.lit("consumer").alias("kind"), "topic", "client", "subscription", "start", "end", "open"
     )
 
 
-def topic_windows(events: DataFrame, lives: DataFrame, available: DataFrame, threshold_ns: int) -> DataFrame:
+def topic_windows(
+    events: DataFrame, lives: DataFrame, available: DataFrame, threshold_ns: int, slotted: bool
+) -> DataFrame:
     keys = ["topic"]
     sends = _send_steps(events.where(F.col("role") == "producer")).drop("client")
     waiting = available.select("topic", "ts", "delta", F.lit(False).alias("success"))
@@ -102,9 +104,8 @@ def topic_windows(events: DataFrame, lives: DataFrame, available: DataFrame, thr
         "topic", "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
     )
     steps = sends.unionByName(waiting).unionByName(received)
-    found = pending_intervals(
-        steps, _lifetimes(lives.where(F.col("topic").isNotNull()), keys), keys, threshold_ns
-    )
+    mine = _lifetimes(lives.where(F.col("topic").isNotNull()), keys)
+    found = pending_intervals(steps, mine, keys, threshold_ns, slotted=slotted)
     return found.select(
         F.lit("topic").alias("kind"),
         "topic",
@@ -117,13 +118,20 @@ def topic_windows(events: DataFrame, lives: DataFrame, available: DataFrame, thr
 
 
 def disruption_windows(
-    events: DataFrame, lives: DataFrame, available: DataFrame, faults: list[Fault], threshold_ms: float
+    events: DataFrame,
+    lives: DataFrame,
+    available: DataFrame,
+    faults: list[Fault],
+    threshold_ms: float,
+    *,
+    slotted: bool = True,
 ) -> DataFrame:
+    """Every kind's windows; ``slotted`` as in intervals (False for a small log)."""
     threshold_ns = int(threshold_ms * 1_000_000)
     found = (
-        producer_windows(events, lives, threshold_ns)
-        .unionByName(consumer_windows(events, lives, available, threshold_ns))
-        .unionByName(topic_windows(events, lives, available, threshold_ns))
+        producer_windows(events, lives, threshold_ns, slotted)
+        .unionByName(consumer_windows(events, lives, available, threshold_ns, slotted))
+        .unionByName(topic_windows(events, lives, available, threshold_ns, slotted))
     )
     return (
         found.withColumn("duration_ms", (F.col("end") - F.col("start")) / 1e6)
