@@ -204,16 +204,31 @@ class BrokerService:
         owned = sorted(self.ownership.owned)
         self.ownership.owned.clear()
         for namespace, bundle in owned:
-            topics = self._topics_in(namespace, bundle)
             log.warning(
                 "metadata session expired: no longer serving %s/%s (%d topics)",
                 namespace,
                 bundle.name,
-                len(topics),
+                len(self._topics_in(namespace, bundle)),
             )
-            self._let_go(topics)
+            self._in_background(self._seal_and_let_go(namespace, bundle))
+
+    async def _seal_and_let_go(self, namespace: str, bundle: Bundle) -> None:
+        """An unload without the release the session already did: new sends are refused (their
+        clients resend them to the next owner), the sends taken get their receipts (or an error,
+        if the next owner fenced the ledger meanwhile), and only then are clients sent away.
+        Telling them first would make them resend what was stored and not yet acknowledged:
+        stored twice without deduplication (a region frozen for longer than the session
+        timeout comes back with every send of the freeze in its sockets)."""
+        topics = self._topics_in(namespace, bundle)
+        try:
+            topics = await asyncio.wait_for(
+                self._seal_bundle(namespace, bundle), self.config.metadata_store_session_timeout_millis / 1000
+            )
+        except Exception as exc:  # its next owner recovers what it left open
+            log.info("%s/%s not sealed cleanly: %s", namespace, bundle.name, exc)
             for topic in topics:
                 self._in_background(self._close_quietly(topic))
+        self._let_go(topics)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
