@@ -115,10 +115,13 @@ class ReplicationManager:
         name = str(topic.name)
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
-            if self.service.topics.get(name) is not topic:
-                return  # closed meanwhile
+            if self.service.topics.get(name) is not topic or topic.fenced:
+                return  # closed, or being sealed: its next load starts replication afresh
             wanted = await self.remote_clusters(topic, known)
             running = self.replicators.setdefault(name, {})
+            for remote, replicator in list(running.items()):
+                if replicator.topic is not topic:  # an earlier load's, reading a closed ledger
+                    await running.pop(remote).close()
             for remote in sorted(set(running) - wanted):
                 await running.pop(remote).close()
                 with contextlib.suppress(Exception):
