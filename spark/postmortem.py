@@ -28,6 +28,7 @@ from magnetar.spark import (
     phases,
     receipts,
     report,
+    session,
     tables,
     throughput,
     unavailability,
@@ -41,6 +42,8 @@ from magnetar.spark.summary import summarize
 TABLES = ("windows", "duplicates", "losses", "reorders", "latency", "throughput", "gaps", "bad_lines")
 #: up to this many lines, a log is sorted whole (see intervals)
 SORTED_WHOLE = 1_000_000
+#: up to this many lines, Spark is set for little data (see session)
+SMALL = 200_000
 Status = Callable[[str], None]
 
 
@@ -79,71 +82,76 @@ def run(
     faults = found or []
     out.mkdir(parents=True, exist_ok=True)
     log = read_events(spark, run_dir, out / "_lines.parquet")
-    events = log.events
+    small = log.lines <= SMALL
+    # a small log: sorted whole (see intervals), and Spark set for little data (see session)
     slotted = log.lines > SORTED_WHOLE
+    with session.sized(spark, small):
+        events = log.events
 
-    def save(name: str, frame: DataFrame) -> Path:
-        path = out / f"{name}.parquet"
-        tables.write(frame, path)
-        return path
+        def save(name: str, frame: DataFrame) -> Path:
+            path = out / f"{name}.parquet"
+            tables.write(frame, path)
+            return path
 
-    def saved(name: str, frame: DataFrame) -> DataFrame:
-        return tables.frame(spark, save(name, frame))
+        def saved(name: str, frame: DataFrame) -> DataFrame:
+            return tables.frame(spark, save(name, frame))
 
-    status(f"{log.lines:,} lines in {log.files} files, {log.bad:,} bad; {len(faults)} faults")
-    bad_lines = saved("bad_lines", log.bad_lines)
-    # used by several tables: computed once, kept while this run is analysed
-    numbered = receipts.numbered_receives(events).persist(StorageLevel.MEMORY_AND_DISK)
-    firsts = receipts.first_receipts(numbered)
-    acked = receipts.acknowledged(events).persist(StorageLevel.MEMORY_AND_DISK)
+        status(f"{log.lines:,} lines in {log.files} files, {log.bad:,} bad; {len(faults)} faults")
+        bad_lines = saved("bad_lines", log.bad_lines)
+        # used by several tables: computed once, kept while this run is analysed
+        numbered = receipts.numbered_receives(events).persist(StorageLevel.MEMORY_AND_DISK)
+        firsts = receipts.first_receipts(numbered)
+        acked = receipts.acknowledged(events).persist(StorageLevel.MEMORY_AND_DISK)
 
-    status("disruption windows")
-    available = windows.availability_steps(acked, firsts).persist(StorageLevel.MEMORY_AND_DISK)
-    lives = windows.lifetimes(events).persist(StorageLevel.MEMORY_AND_DISK)
-    disrupted = windows.disruption_windows(events, lives, available, faults, threshold_ms, slotted=slotted)
-    window_rows = tables.rows(save("windows", disrupted))
-    gaps = unavailability.gaps(events, faults, int(threshold_ms * 1_000_000), slotted=slotted)
-    gap_rows = tables.rows(save("gaps", gaps), ["fault", "gap_ms"])
+        status("disruption windows")
+        available = windows.availability_steps(acked, firsts).persist(StorageLevel.MEMORY_AND_DISK)
+        lives = windows.lifetimes(events).persist(StorageLevel.MEMORY_AND_DISK)
+        disrupted = windows.disruption_windows(
+            events, lives, available, faults, threshold_ms, slotted=slotted
+        )
+        window_rows = tables.rows(save("windows", disrupted))
+        gaps = unavailability.gaps(events, faults, int(threshold_ms * 1_000_000), slotted=slotted)
+        gap_rows = tables.rows(save("gaps", gaps), ["fault", "gap_ms"])
 
-    status("duplicates, losses, reorders")
-    duplicate_df = saved("duplicates", duplicates.duplicates(numbered))
-    finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions, log.last_ts)
-    loss_df = saved("losses", losses.losses(acked, finished, firsts))
-    reorder_df = saved("reorders", ordering.reorders(firsts))
+        status("duplicates, losses, reorders")
+        duplicate_df = saved("duplicates", duplicates.duplicates(numbered))
+        finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions, log.last_ts)
+        loss_df = saved("losses", losses.losses(acked, finished, firsts))
+        reorder_df = saved("reorders", ordering.reorders(firsts))
 
-    status("latency and throughput")
-    impact: dict[str, int] = {}
-    for w in window_rows:
-        impact[w["fault"]] = max(w["end"], impact.get(w["fault"], w["end"]))
-    cuts = phases.phases(faults, impact)
-    latency_rows = tables.rows(save("latency", latency.latency(spark, events, cuts)))
-    throughput_rows = tables.rows(save("throughput", throughput.throughput(events)))
+        status("latency and throughput")
+        impact: dict[str, int] = {}
+        for w in window_rows:
+            impact[w["fault"]] = max(w["end"], impact.get(w["fault"], w["end"]))
+        cuts = phases.phases(faults, impact)
+        latency_rows = tables.rows(save("latency", latency.latency(spark, events, cuts)))
+        throughput_rows = tables.rows(save("throughput", throughput.throughput(events)))
 
-    status("summary")
-    summary = summarize(
-        run=info.id,
-        run_dir=str(run_dir),
-        threshold_ms=threshold_ms,
-        files=log.files,
-        lines=log.lines,
-        events=log.valid,
-        journal_found=found is not None,
-        faults=faults,
-        windows=window_rows,
-        gaps=gap_rows,
-        duplicates=duplicate_df,
-        losses=loss_df,
-        reorders=reorder_df,
-        latency=latency_rows,
-        bad_lines=bad_lines,
-        bad=log.bad,
-    )
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    if html:
-        status("report.html")
-        details = report.Details.collect(throughput_rows, window_rows, duplicate_df, loss_df, bad_lines)
-        (out / "report.html").write_text(report.render(summary, faults, details))
-    for cached in (numbered, acked, available, lives):
-        cached.unpersist()
-    log.release()
+        status("summary")
+        summary = summarize(
+            run=info.id,
+            run_dir=str(run_dir),
+            threshold_ms=threshold_ms,
+            files=log.files,
+            lines=log.lines,
+            events=log.valid,
+            journal_found=found is not None,
+            faults=faults,
+            windows=window_rows,
+            gaps=gap_rows,
+            duplicates=duplicate_df,
+            losses=loss_df,
+            reorders=reorder_df,
+            latency=latency_rows,
+            bad_lines=bad_lines,
+            bad=log.bad,
+        )
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        if html:
+            status("report.html")
+            details = report.Details.collect(throughput_rows, window_rows, duplicate_df, loss_df, bad_lines)
+            (out / "report.html").write_text(report.render(summary, faults, details))
+        for cached in (numbered, acked, available, lives):
+            cached.unpersist()
+        log.release()
     return Result(summary, out)

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from pyspark.sql import SparkSession
+
+#: for a small log: one shuffle partition, and expressions evaluated without whole-stage code
+#: generation; compiling each new plan's generated code costs more than it saves on little data
+SMALL_INPUT = {"spark.sql.shuffle.partitions": "1", "spark.sql.codegen.wholeStage": "false"}
 
 
 def spark_session(master: str | None = "local[*]", app: str = "magnetar-postmortem") -> SparkSession:
@@ -21,8 +28,31 @@ def spark_session(master: str | None = "local[*]", app: str = "magnetar-postmort
         # a post-mortem's tables are small after the first aggregation; 200 partitions is pure overhead
         .config("spark.sql.shuffle.partitions", "4" if local else "64")
         .config("spark.sql.adaptive.enabled", "true")
+        # a session that runs several post-mortems (tests, --compare) reuses the code compiled for
+        # plans it has seen; one post-mortem compiles more classes than the default 100 keep
+        .config("spark.sql.codegen.cache.maxEntries", "2000")
         .config("spark.driver.memory", "3g")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextmanager
+def sized(spark: SparkSession, small: bool) -> Iterator[None]:
+    """SMALL_INPUT's settings while a small log is analysed; the session's own ones restored after
+    (the session may be the caller's)."""
+    if not small:
+        yield
+        return
+    saved = {key: spark.conf.get(key, None) for key in SMALL_INPUT}
+    for key, setting in SMALL_INPUT.items():
+        spark.conf.set(key, setting)
+    try:
+        yield
+    finally:
+        for key, before in saved.items():
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)
