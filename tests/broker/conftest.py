@@ -22,6 +22,7 @@ from magnetar.bookie.server import BookieServer, start_bookie
 from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor, alive
 from magnetar.common.metadata import MetadataStore, open_store
+from tests.broker.e2e.conftest import Standalone
 
 _CLIENT_LOG = logging.getLogger("pulsar-test")
 _CLIENT_LOG.setLevel(logging.WARNING)
@@ -125,3 +126,14 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
     yield start
     for cluster in started:
         cluster.supervisor.down()
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[Standalone]:
+    """``magnetar standalone`` as a real process (tests/broker/e2e and cluster tests)."""
+    server = Standalone(tmp_path / "standalone").start()
+    yield server
+    try:
+        server.stop()
+    finally:
+        server.kill()

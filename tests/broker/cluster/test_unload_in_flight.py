@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pulsar
-import pytest
 
 from tests.broker.conftest import admin_call
 from tests.broker.e2e.conftest import Standalone
@@ -17,17 +14,8 @@ from tests.broker.e2e.conftest import Standalone
 MESSAGES = 4000
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Standalone]:
-    server = Standalone(tmp_path / "standalone").start()
-    yield server
-    try:
-        server.stop()
-    finally:
-        server.kill()
-
-
-def test_unload_during_a_burst_of_sends_stores_each_message_once(broker: Standalone) -> None:
+def test_unload_during_a_burst_of_sends_stores_each_message_once(standalone: Standalone) -> None:
+    broker = standalone
     topic = "persistent://public/default/unload-in-flight"
     client = broker.client()
     producer = client.create_producer(

@@ -97,16 +97,6 @@ class Standalone:
 
 
 @pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[Standalone]:
-    server = Standalone(tmp_path / "standalone").start()
-    yield server
-    try:
-        server.stop()
-    finally:
-        server.kill()
-
-
-@pytest.fixture
 def client(standalone: Standalone) -> Iterator[pulsar.Client]:
     c = standalone.client()
     yield c

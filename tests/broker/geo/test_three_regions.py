@@ -20,15 +20,23 @@ pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 ALL = ("east", "west", "south")
 
 
-def test_three_regions_replicate_and_keep_a_subscription_in_step(three_regions: Regions) -> None:
-    regions = three_regions
-    namespace = regions.replicated_namespace("trio/ns", ALL)
-    topic = f"persistent://{namespace}/t"
+def replicated_topic(
+    regions: Regions, namespace: str
+) -> tuple[str, dict[str, pulsar.Client], pulsar.Consumer, dict[str, pulsar.Producer]]:
+    """A topic replicated to all three regions: a client and a producer in each, and a consumer
+    on a replicated Failover subscription in east."""
+    topic = f"persistent://{regions.replicated_namespace(namespace, ALL)}/t"
     clients = {r: regions.client(r) for r in ALL}
     consumer = clients["east"].subscribe(
         topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
     )
     producers = {r: c.create_producer(topic, batching_enabled=False) for r, c in clients.items()}
+    return topic, clients, consumer, producers
+
+
+def test_three_regions_replicate_and_keep_a_subscription_in_step(three_regions: Regions) -> None:
+    regions = three_regions
+    topic, clients, consumer, producers = replicated_topic(regions, "trio/ns")
     # Two rounds: the snapshot completes once both remotes answered a second request.
     done = snapshots_completed(regions, "east", topic)
     wait_for(lambda: snapshots_completed(regions, "east", topic) > done, "a two-round snapshot")
@@ -110,13 +118,7 @@ def test_a_message_that_reached_one_region_first_is_never_skipped(three_regions:
     move south's subscription past it. PIP-33's second round makes the snapshot wait for
     west's second answer, which comes after M1-b on the same link."""
     regions = three_regions
-    namespace = regions.replicated_namespace("trio/m1b", ALL)
-    topic = f"persistent://{namespace}/t"
-    clients = {r: regions.client(r) for r in ALL}
-    consumer = clients["east"].subscribe(
-        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
-    )
-    producers = {r: c.create_producer(topic, batching_enabled=False) for r, c in clients.items()}
+    topic, clients, consumer, producers = replicated_topic(regions, "trio/m1b")
     for region, producer in producers.items():  # every replicator connected before any cut
         producer.send(f"warm-{region}".encode())
     for message in receive_all_messages(consumer, 3):
