@@ -17,6 +17,8 @@ from magnetar.chaos import run as chaos_run
 console = Console()
 #: the experiments shipped with the lab (chaos/experiments/ in a checkout)
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
+#: what ``make demo`` runs on its two regions: Pulsar's micro-outage, our transfer, and PIP-33
+DEMO_EXPERIMENTS = ("bundle-unload", "bundle-transfer", "replicated-subscription-failover", "region-outage")
 
 
 @click.group(
@@ -122,15 +124,22 @@ def _print_summary(result: dict[str, Any], run_dir: Path) -> None:
 
 @chaos.command()
 @click.option("--cluster-file", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("examples/one-region.yaml"), show_default=True)  # fmt: skip
-@click.option("--experiment", "experiments", multiple=True, default=("bundle-unload", "bundle-transfer"),
+              default=Path("examples/two-regions.yaml"), show_default=True)  # fmt: skip
+@click.option("--experiment", "experiments", multiple=True, default=DEMO_EXPERIMENTS,
               show_default=True, help="Experiment names under chaos/experiments/; repeatable.")  # fmt: skip
 def demo(cluster_file: Path, experiments: tuple[str, ...]) -> None:
     """Start a local cluster, run experiments with a real workload, write the post-mortem, stop.
 
+    By default two regions (examples/two-regions.yaml): a bundle unloaded and one transferred
+    in jp-east, then a consumer failing over to jp-west on a replicated subscription and a
+    whole region frozen while both produce; each run's post-mortem counts windows, duplicates
+    (same-region and cross-region) and losses.
+
     \b
-    Example:
-      magnetar chaos demo --experiment bundle-unload --experiment bookie-loss
+    Examples:
+      magnetar chaos demo
+      magnetar chaos demo --experiment bundle-unload --experiment region-outage
+      magnetar chaos demo --cluster-file examples/one-region.yaml --experiment bookie-loss
     """
     from datetime import UTC, datetime
 
@@ -172,7 +181,8 @@ def demo(cluster_file: Path, experiments: tuple[str, ...]) -> None:
             status, f"post-mortem failed (exit {status})"
         )
         console.print(
-            f"  {name}: {result['status']}, hypothesis after: {result['hypothesis_after']}, {verdict}\n"
+            f"  {name}: {result['status']}, hypothesis after: {result['hypothesis_after']}\n"
+            f"    {verdict}\n"
             f"    report: {run_dir / 'report' / 'report.html'}"
         )
     if any(r["status"] != "completed" for _, _, r in results) or any(analysed):
