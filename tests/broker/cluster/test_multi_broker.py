@@ -91,6 +91,7 @@ class Workload:
         self.received: list[str] = []
         self.receipts: list[float] = []
         self._stop = threading.Event()
+        self._drained = threading.Event()
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._produce, daemon=True)] + [
             threading.Thread(target=self._consume, args=(c,), daemon=True) for c in self.consumers
@@ -123,12 +124,12 @@ class Workload:
             time.sleep(max(0.0, next_send - time.monotonic()))
 
     def _consume(self, consumer: pulsar.Consumer) -> None:
-        while not self._stop.is_set() or True:
+        # Until the drain is over, not merely until the producers stop: a consumer still
+        # reconnecting after a move is quiet for a while and then catches up.
+        while not self._drained.is_set():
             try:
                 message = consumer.receive(500)
             except pulsar.Timeout:
-                if self._stop.is_set():
-                    return
                 continue
             with self._lock:
                 self.received.append(message.data().decode())
@@ -145,6 +146,9 @@ class Workload:
                     break
             time.sleep(0.2)
         time.sleep(1)
+        self._drained.set()
+        for thread in self._threads:
+            thread.join(5)
 
     @property
     def lost(self) -> set[str]:
@@ -216,7 +220,7 @@ def _bundle_of(cluster: Cluster, topic: str) -> str:
 def test_moving_a_bundle_under_load_loses_nothing(cluster: Cluster, move: str) -> None:
     topic = "persistent://public/default/moving"
     client = cluster.client(0)
-    workload = Workload(client, [topic], rate=500).start()
+    workload = Workload(client, [topic], rate=2000).start()  # the rate
     time.sleep(2)
     owner = owner_of(cluster, topic)
     bundle = _bundle_of(cluster, topic)
@@ -229,7 +233,7 @@ def test_moving_a_bundle_under_load_loses_nothing(cluster: Cluster, move: str) -
     time.sleep(3)
     workload.stop()
     assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
-    assert len(workload.acked) > 1500
+    assert len(workload.acked) > 3000  # it ran (a loaded machine sends fewer than 2,000/s)
     if move == "transfer":
         assert owner_of(cluster, topic) != owner
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
