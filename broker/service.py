@@ -422,7 +422,10 @@ class BrokerService:
         return sorted(str(t.name) for t in topics)
 
     async def _seal_bundle(self, namespace: str, bundle: Bundle) -> list[Topic]:
-        """Stop serving the bundle and seal its topics (Topic.seal)."""
+        """Stop serving the bundle and seal its topics, before ownership is released: fenced
+        (Topic.fence), then closed. Whatever the close meets, the managed ledger is closed, so
+        this broker cannot append once the next owner has opened it: no message is stored twice
+        or acknowledged by a deposed owner."""
         topics, _ = await self._fence_bundle(namespace, bundle)
         await self._close_topics(topics)
         return topics

@@ -312,18 +312,10 @@ class Topic:
                 await asyncio.wait_for(self._idle.wait(), timeout_s)
         return not self.in_flight
 
-    async def seal(self) -> None:
-        """Stop storing for good, before ownership is released: fence (new sends are refused,
-        their producers resend them to the next owner), let the sends already taken finish (each
-        gets its receipt while its producer is still attached here), then close. Whatever the
-        close meets, the managed ledger is closed, so this broker cannot append once the next
-        owner has opened it: no message is stored twice or acknowledged by a deposed owner."""
-        await self.fence()
-        await self.close()
-
     async def fence(self) -> bool:
-        """The first half of ``seal``: refuse new sends and wait for those taken; True when none
-        is left in flight (so receipts can no longer follow a close of the producers)."""
+        """Refuse new sends (their producers resend them to the next owner) and wait for those
+        taken, so each gets its receipt while its producer is still attached here; True when
+        none is left in flight (so receipts can no longer follow a close of the producers)."""
         self.fenced = True
         return await self.drain()
 
