@@ -56,9 +56,8 @@ def rewrite_for_replication(
 ) -> Rewritten | None:
     """The entry with ``replicated_from`` set and its ``position`` here as a property (the
     payload untouched), its number of messages, whether it is a marker and when it was
-    published; None when it is not
-    for ``remote_cluster``: it came from another cluster, or its ``replicate_to`` names other
-    clusters (PIP-33 responses and local snapshots)."""
+    published; None when it is not for ``remote_cluster``: it came from another cluster, or its
+    ``replicate_to`` names other clusters (PIP-33 responses and local snapshots)."""
     metadata = read_metadata(data)
     if metadata.HasField("replicated_from"):
         return None
