@@ -18,7 +18,8 @@ measure one point many times. It then receives until everything sent has arrived
 Counted: messages sent (acknowledged by jp-east), received (distinct), duplicates (received
 again after a failover, all failovers of the case; also per failover, with their mean and its
 standard error, and as the age in ms of the position the consumer resumed from: duplicates /
-rate), lost (acknowledged, never received).
+rate), skipped (passed over by a failover's new region: below the first new message it gave and
+not received before the move; PIP-33 promises none), lost (acknowledged, never received).
 Replication lag (ms): plain subscriptions in both regions receive every message; lag =
 receive time in jp-west minus receive time in jp-east (same clock), p50 and p99; e2e: jp-west's
 receive time minus the producer's send time (includes batching and jp-east's write).
@@ -191,6 +192,20 @@ def duplicates_per_failover(received: list[str], marks: list[int]) -> list[int]:
     return counts
 
 
+def skipped_per_failover(received: list[str], marks: list[int]) -> list[int]:
+    """Per failover: messages the new region passed over, that is, below the first new message
+    it gave and never received before the failover (received later, out of order, if at all).
+    PIP-33 must never skip: any count here means the new region's position was ahead of what
+    the consumer had seen."""
+    counts = []
+    for k, start in enumerate(marks):
+        end = marks[k + 1] if k + 1 < len(marks) else len(received)
+        before = {int(uid) for uid in received[:start]}
+        first_new = next((int(uid) for uid in received[start:end] if int(uid) not in before), None)
+        counts.append(0 if first_new is None else sum(1 for n in range(first_new) if n not in before))
+    return counts
+
+
 def per_failover_text(result: dict[str, Any]) -> str:
     """Mean duplicates per failover, +/- its standard error."""
     mean, error = result["duplicates_mean"], result["duplicates_stderr"]
@@ -277,6 +292,7 @@ def run_case(
     east.close()
     received = failover.received
     per_failover = duplicates_per_failover(received, failover.marks)
+    skipped = skipped_per_failover(received, failover.marks)
     # Replication lag proper: available in jp-west minus available in jp-east (no batching
     # delay nor jp-east's own write in it).
     replication = [
@@ -293,6 +309,8 @@ def run_case(
         "duplicates_per_failover": per_failover,
         "duplicates_mean": statistics.fmean(per_failover) if per_failover else None,
         "duplicates_stderr": standard_error(per_failover),
+        "skipped_per_failover": skipped,
+        "skipped": sum(skipped),
         "resume_age_ms_mean": statistics.fmean(per_failover) / rate * 1000 if per_failover else None,
         "lost": len(sent - set(received)),
         "lag_p50_ms": percentile(replication, 50),
@@ -363,6 +381,7 @@ def main() -> None:
         "received",
         "duplicates",
         "per failover",
+        "skipped",
         "resume age ms",
         "lost",
         "lag p50",
@@ -380,6 +399,7 @@ def main() -> None:
             str(r["received_distinct"]),
             str(r["duplicates"]),
             per_failover_text(r),
+            str(r["skipped"]),
             "-" if r["resume_age_ms_mean"] is None else f"{r['resume_age_ms_mean']:.0f}",
             str(r["lost"]),
             f"{r['lag_p50_ms']:.1f}",
@@ -391,6 +411,7 @@ def main() -> None:
     limit = baseline["duplicates"] * 0.10
     targets = {
         "zero_loss": all(r["lost"] == 0 for r in results),
+        "nothing_skipped": all(r["skipped"] == 0 for r in results),
         "duplicates_100ms_a_le_10pct_of_1000ms_plain": best["duplicates"] <= limit,
         "lag_p99_le_50ms": all(r["lag_p99_ms"] <= 50 for r in results),
     }
