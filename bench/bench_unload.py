@@ -8,7 +8,8 @@ move, a namespace with one bundle holds ``--topics`` topics; producers send ``--
 total (no batching) and a consumer per topic receives. The bundle is then (a) unloaded, (b)
 transferred to another broker, or (c) its owner gets SIGTERM (which transfers everything first).
 The disruption window of a producer is the longest gap between successive send receipts around
-the move; of a consumer, the longest gap between successive receives.
+the move; of a consumer, the longest gap between successive receives. A first row measures the
+same with nothing moved: the floor that the machine itself sets.
 Targets: (b) and (c) p99 <= 20 ms and max <= 50 ms; (a) shows the client-backoff windows that
 Pulsar's unload causes. Prints a table and writes bench/results/bench_unload.json.
 """
@@ -71,11 +72,17 @@ def magnetar_brokers(state: ClusterState) -> list[BrokerRef]:
     return [BrokerRef(b.name, b.endpoints["service_url"], b.address, b.pid) for b in state.find("broker")]
 
 
+def service_url(brokers: list[BrokerRef]) -> str:
+    """Every broker, as clients are configured in production: lookups go on while one stops."""
+    return "pulsar://" + ",".join(b.service_url.removeprefix("pulsar://") for b in brokers)
+
+
 def measure(
     base: str, service_url: str, brokers: list[BrokerRef], mode: str, topics: int, rate: float
 ) -> dict[str, Any]:
-    """One move (``unload``, ``transfer`` or ``sigterm`` of the owner) under load, through the
-    admin REST at ``base``: the longest gap per producer and per consumer around it."""
+    """One move (``unload``, ``transfer`` or ``sigterm`` of the owner; ``none``: nothing moved)
+    under load, through the admin REST at ``base``: the longest gap per producer and per
+    consumer around it."""
     namespace = f"public/bench-{mode}-{time.time_ns() % 10**6}"
     admin(base, "PUT", f"/admin/v2/namespaces/{namespace}", {"bundles": {"numBundles": 1}})
     names = [f"persistent://{namespace}/t{i}" for i in range(topics)]
@@ -117,7 +124,9 @@ def measure(
     ]
     owner = next(b for b in brokers if b.service_url == owner_url)
     moved_at = time.monotonic()
-    if mode == "unload":
+    if mode == "none":
+        pass  # the baseline: the same windows with nothing moved
+    elif mode == "unload":
         admin(base, "PUT", f"/admin/v2/namespaces/{namespace}/{bundle_name}/unload")
     elif mode == "transfer":
         other = next(b for b in brokers if b is not owner)
@@ -150,6 +159,11 @@ def measure(
     }
 
 
+#: "none" first: the longest gaps of the same workload with nothing moved, the floor the
+#: machine itself sets (scheduling on shared cores, bookie fsyncs)
+MODES = ("none", "unload", "transfer", "sigterm")
+
+
 def cluster_spec(name: str, *, brokers: int) -> ClusterSpec:
     """One region: two bookies (E/Qw/Qa 2/2/2) and ``brokers`` brokers whose sessions expire in 5 s."""
     return ClusterSpec(
@@ -179,12 +193,12 @@ def main() -> None:
         supervisor = Supervisor(Path(tmp) / "cluster", on_status=lambda m: console.print(f"[dim]{m}[/]"))
         supervisor.up(spec)
         try:
-            for mode in ("unload", "transfer", "sigterm"):
+            for mode in MODES:
                 console.print(f"[bold]{mode}[/] at {args.rate:,.0f} msg/s over {args.topics} topics …")
                 state = ClusterState.load(Path(tmp) / "cluster")
                 brokers = magnetar_brokers(state)
                 base = state.find("broker")[0].endpoints["web_service_url"]
-                rows.append(measure(base, brokers[0].service_url, brokers, mode, args.topics, args.rate))
+                rows.append(measure(base, service_url(brokers), brokers, mode, args.topics, args.rate))
                 for record in ClusterState.load(Path(tmp) / "cluster").find("broker"):
                     if not alive(record.pid):
                         supervisor.restart(record.name)
