@@ -1,4 +1,5 @@
-"""Fixtures every suite may use: a real ZooKeeper server (one per test session) and store URLs.
+"""Fixtures every suite may use: a real ZooKeeper server (one per test session), store URLs,
+and one Spark session (local[2]) for every post-mortem, so its start-up is paid once.
 
 ``zk_url`` gives each test its own chroot on the shared server, so tests never see each other's
 nodes; ``store_url`` runs a test against every backend (memory, sqlite file, ZooKeeper).
@@ -9,10 +10,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from magnetar.common.zkserver import ZooKeeperServer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _chroots = itertools.count(1)
 
@@ -51,3 +56,13 @@ def store_url(request: pytest.FixtureRequest) -> str:
     if request.param == "zookeeper":
         request.applymarker(pytest.mark.zookeeper)
     return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """Spark in local mode, shared by the post-mortem tests and the chaos runs they analyse."""
+    from magnetar.spark.session import spark_session  # imported only by the suites that use it
+
+    session = spark_session("local[2]")
+    yield session
+    session.stop()

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import Supervisor, alive
+from magnetar.spark import postmortem
+from tests.chaos.eventlog import duplicates, events
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -41,15 +44,8 @@ def run(experiment: str, cluster: Path) -> tuple[subprocess.CompletedProcess[str
     return result, workdir / "runs" / experiment
 
 
-def events(run_dir: Path) -> list[dict[str, object]]:
-    return [
-        json.loads(line) for f in (run_dir / "events").glob("*.jsonl") for line in f.read_text().splitlines()
-    ]
-
-
-# bundle-unload runs in tests/chaos/test_demo.py, which is `make demo` with that experiment
 @pytest.mark.parametrize(
-    "experiment", ["bundle-transfer", "broker-kill", "broker-rolling-restart", "bookie-loss"]
+    "experiment", ["bundle-unload", "bundle-transfer", "broker-kill", "broker-rolling-restart", "bookie-loss"]
 )
 def test_experiment(cluster: Path, experiment: str) -> None:
     result, run_dir = run(experiment, cluster)
@@ -101,10 +97,14 @@ def geo_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     supervisor.down()
 
 
-def geo_run(experiment: str, cluster: Path) -> tuple[dict[str, Any], list[dict[str, object]]]:
-    """Run a two-region experiment; its journal and events, once it completed with the hypothesis
-    holding and every subscription received every message of both regions acknowledged while it
-    still consumed, with duplicates bounded."""
+def geo_run(
+    experiment: str, cluster: Path, spark: SparkSession
+) -> tuple[dict[str, Any], list[dict[str, object]]]:
+    """Run a two-region experiment with its post-mortem; its journal and events, once it
+    completed with the hypothesis holding, every subscription received every message of both
+    regions acknowledged while it still consumed, duplicates stayed bounded, and the
+    post-mortem (in the session's Spark) found no loss and counted the duplicates the event log
+    holds."""
     result, run_dir = run(experiment, cluster)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     journal = json.loads((run_dir / "journal.json").read_text())
@@ -127,17 +127,20 @@ def geo_run(experiment: str, cluster: Path) -> tuple[dict[str, Any], list[dict[s
         assert acked <= set(uids), f"{subscription}: every acknowledged message received"
         # Cross-region failover duplicates stay within a few snapshot intervals of messages.
         assert len(uids) - len(set(uids)) < len(set(uids)) // 10, f"{subscription}: duplicates bounded"
+    headline = postmortem.run(run_dir, spark, html=False).summary["headline"]
+    assert headline["losses"] == 0
+    assert (headline["duplicates_same_region"], headline["duplicates_cross_region"]) == duplicates(logged)
     return journal, logged
 
 
 # replicated-subscription-failover runs in tests/chaos/test_demo.py, post-mortem included
-def test_region_outage(geo_cluster: Path) -> None:
-    _, logged = geo_run("region-outage", geo_cluster)
+def test_region_outage(geo_cluster: Path, spark: SparkSession) -> None:
+    _, logged = geo_run("region-outage", geo_cluster, spark)
     assert any(e["event"] == "switch_cluster" for e in logged), "a consumer really moved region"
 
 
-def test_partition_regions(geo_cluster: Path) -> None:
-    journal, logged = geo_run("partition-regions", geo_cluster)
+def test_partition_regions(geo_cluster: Path, spark: SparkSession) -> None:
+    journal, logged = geo_run("partition-regions", geo_cluster, spark)
     activities = {r["activity"]["name"]: r for r in journal["run"]}
     assert activities["partition-regions"]["output"]["links"], "the links were really cut"
     # both regions' messages reached both subscriptions (replication resumed after the cut)

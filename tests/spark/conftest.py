@@ -1,8 +1,8 @@
-"""One SparkSession (local[2]) for every post-mortem test: its start-up is paid once."""
+"""The golden scenario, analysed once for the post-mortem tests (the session-wide ``spark``
+fixture is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,15 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from magnetar.spark import postmortem, synthetic
-from magnetar.spark.session import spark_session
 from tests.spark.scenarios import GOLDEN
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
 
 
 @dataclass(frozen=True)
