@@ -1,6 +1,8 @@
-"""Every experiment in chaos/experiments/ runs for real against a local cluster (examples/
-one-region.yaml) with the workload: the hypothesis holds before and after, the faults really
-happened, and the event log shows no acknowledged message lost."""
+"""Every experiment in chaos/experiments/ runs for real against a local cluster with the
+workload (examples/one-region.yaml; two small regions for the geo experiments): the hypothesis
+holds before and after, the faults really happened, and the event log shows no acknowledged
+message lost. The geo runs are also analysed by the Spark post-mortem, which must agree.
+(replicated-subscription-failover runs in tests/chaos/test_demo.py, through `make demo`.)"""
 
 from __future__ import annotations
 
@@ -133,7 +135,6 @@ def geo_run(
     return journal, logged
 
 
-# replicated-subscription-failover runs in tests/chaos/test_demo.py, post-mortem included
 def test_region_outage(geo_cluster: Path, spark: SparkSession) -> None:
     _, logged = geo_run("region-outage", geo_cluster, spark)
     assert any(e["event"] == "switch_cluster" for e in logged), "a consumer really moved region"
