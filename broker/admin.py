@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import web
 
-from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, even_boundaries
-from magnetar.broker.ownership import NotServedError
-from magnetar.broker.topic import InvalidTopicNameError, TopicName
+from magnetar.broker.consumer import SubType
+from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
+from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
+from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName
 from magnetar.common.metadata import (
     BadVersionError,
     MetadataError,
@@ -25,9 +27,6 @@ from magnetar.common.metadata import (
     NoNodeError,
     NotEmptyError,
 )
-
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +57,57 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(400, f"malformed request: {exc}")
 
 
+class BundleAdmin(Protocol):
+    """The bundles' side of the admin API (broker/bundles.py)."""
+
+    @property
+    def broker_id(self) -> str: ...
+
+    def owns(self, namespace: str, bundle: Bundle) -> bool: ...
+
+    async def owner(self, namespace: str, bundle: Bundle) -> Owner | None: ...
+
+    async def brokers(self) -> list[BrokerInfo]: ...
+
+    async def bundle_of(self, topic: TopicName) -> tuple[str, Bundle]: ...
+
+    async def lookup(
+        self, topic: str, *, authoritative: bool = False, listener: str | None = None
+    ) -> tuple[str, bool]: ...
+
+    async def unload(self, namespace: str, bundle: Bundle) -> list[str]: ...
+
+    async def transfer(self, namespace: str, bundle: Bundle, destination: str) -> list[str]: ...
+
+
+class TopicAdmin(Protocol):
+    """The topics' side of the admin API (broker/topics.py)."""
+
+    def get(self, name: str) -> Topic | None: ...
+
+    async def get_or_load(self, name: str) -> Topic: ...
+
+    async def evict(self, topics: list[Topic]) -> None: ...
+
+    async def topics_of_namespace(self, namespace: str) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class AdminDeps:
+    cluster_name: str
+    namespaces: Namespaces
+    bundles: BundleAdmin
+    topics: TopicAdmin
+    replication_stats: Callable[[Topic], dict[str, dict[str, object]]]
+    #: the load manager's leader broker id, None while none is elected
+    leader: Callable[[], Awaitable[str | None]]
+
+
 class AdminApi:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(self, deps: AdminDeps) -> None:
+        self._deps = deps
+        self._bundles = deps.bundles
+        self._topics = deps.topics
 
     def install(self, app: web.Application) -> None:
         app.middlewares.append(errors)
@@ -97,12 +144,10 @@ class AdminApi:
         r.add_get("/admin/v2/brokers/leaderBroker", self.leader)
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
         r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
-        r.add_post("/admin/v2/internal/acquire/{tenant}/{namespace}/{bundle}", self.acquire)
-        r.add_post("/admin/v2/internal/prepare/{tenant}/{namespace}/{bundle}", self.prepare)
 
     @property
-    def _namespaces(self) -> Any:
-        return self.service.namespaces
+    def _namespaces(self) -> Namespaces:
+        return self._deps.namespaces
 
     # -- clusters and tenants -------------------------------------------------------------------
     async def clusters(self, request: web.Request) -> web.Response:
@@ -137,7 +182,7 @@ class AdminApi:
 
     async def create_tenant(self, request: web.Request) -> web.Response:
         body = await request.json() if request.can_read_body else {}
-        clusters = list(body.get("allowedClusters", [self.service.config.cluster_name]))
+        clusters = list(body.get("allowedClusters", [self._deps.cluster_name]))
         await self._namespaces.create_tenant(request.match_info["tenant"], clusters)
         return web.Response(status=204)
 
@@ -160,7 +205,7 @@ class AdminApi:
                 return _error(412, f"numBundles must be an integer in 1..1024, not {bundles!r}")
             policies.boundaries = even_boundaries(bundles)
         clusters = body.get("replication_clusters") or body.get("replicationClusters")
-        policies.replication_clusters = list(clusters or [self.service.config.cluster_name])
+        policies.replication_clusters = list(clusters or [self._deps.cluster_name])
         await self._check_clusters(policies.replication_clusters)
         await self._namespaces.create(self._ns(request), policies)
         return web.Response(status=204)
@@ -217,22 +262,18 @@ class AdminApi:
         self, request: web.Request, namespace: str, bundle: Bundle
     ) -> web.Response | None:
         """A 307 to the owning broker's same URL, or None when this broker owns the bundle."""
-        ownership = self.service.ownership
-        assert ownership is not None
-        owner = await ownership.owner(namespace, bundle)
-        if owner is None or owner.broker_id == self.service.broker_id:
+        owner = await self._bundles.owner(namespace, bundle)
+        if owner is None or owner.broker_id == self._bundles.broker_id:
             return None
         raise web.HTTPTemporaryRedirect(f"{owner.web_service_url}{request.rel_url}")
 
     async def unload_namespace(self, request: web.Request) -> web.Response:
         namespace = self._ns(request)
         policies = await self._namespaces.policies(namespace)
-        ownership = self.service.ownership
-        assert ownership is not None
         for bundle in policies.bundles():
-            owner = await ownership.owner(namespace, bundle)
-            if owner is not None and owner.broker_id == self.service.broker_id:
-                await self.service.unload(namespace, bundle)
+            owner = await self._bundles.owner(namespace, bundle)
+            if owner is not None and owner.broker_id == self._bundles.broker_id:
+                await self._bundles.unload(namespace, bundle)
             elif owner is not None:
                 await _put(f"{owner.web_service_url}/admin/v2/namespaces/{namespace}/{bundle.name}/unload")
         return web.Response(status=204)
@@ -249,17 +290,16 @@ class AdminApi:
         await self._forward_to_owner(request, namespace, bundle)
         destination = request.query.get("destinationBroker")
         if destination:
-            topics = await self.service.transfer(namespace, bundle, destination)
+            topics = await self._bundles.transfer(namespace, bundle, destination)
         else:
-            topics = await self.service.unload(namespace, bundle)
+            topics = await self._bundles.unload(namespace, bundle)
         return web.json_response({"bundle": bundle.name, "topics": topics, "destinationBroker": destination})
 
     async def split_bundle(self, request: web.Request) -> web.Response:
         namespace, bundle = await self._owned_bundle(request)
         await self._forward_to_owner(request, namespace, bundle)
-        owned = self.service.ownership is not None and (namespace, bundle) in self.service.ownership.owned
-        if owned:
-            await self.service.unload(namespace, bundle)  # topics re-home under the halves
+        if self._bundles.owns(namespace, bundle):
+            await self._bundles.unload(namespace, bundle)  # topics re-home under the halves
         low, high = await self._namespaces.split(namespace, bundle)
         return web.json_response({"bundles": [low.name, high.name]})
 
@@ -269,15 +309,15 @@ class AdminApi:
 
     async def topics(self, request: web.Request) -> web.Response:
         await self._namespaces.policies(self._ns(request))
-        return web.json_response(await self.service.topics_of_namespace(self._ns(request)))
+        return web.json_response(await self._topics.topics_of_namespace(self._ns(request)))
 
-    async def _served(self, request: web.Request) -> Any:
+    async def _served(self, request: web.Request) -> Topic:
         name = self._topic(request)
-        topic = self.service.topics.get(str(name))
+        topic = self._topics.get(str(name))
         if topic is None:
-            namespace, bundle = await self.service.bundle_of(name)
+            namespace, bundle = await self._bundles.bundle_of(name)
             await self._forward_to_owner(request, namespace, bundle)
-            topic = await self.service.topic(str(name))
+            topic = await self._topics.get_or_load(str(name))
         return topic
 
     async def topic_stats(self, request: web.Request) -> web.Response:
@@ -289,7 +329,7 @@ class AdminApi:
                 "markerMessagesCounter": topic.markers.count,
                 "bytesInCounter": topic.ledger.bytes_added,
                 "storageSize": topic.ledger.total_size,
-                "replication": self.service.replication.stats(topic),
+                "replication": self._deps.replication_stats(topic),
                 "replicatedSubscriptions": (
                     topic.replicated_subscriptions.stats() if topic.replicated_subscriptions else None
                 ),
@@ -344,63 +384,40 @@ class AdminApi:
         return web.json_response(sorted(topic.subscriptions))
 
     async def topic_bundle(self, request: web.Request) -> web.Response:
-        _, bundle = await self.service.bundle_of(self._topic(request))
+        _, bundle = await self._bundles.bundle_of(self._topic(request))
         return web.json_response(bundle.name)
 
     async def unload_topic(self, request: web.Request) -> web.Response:
         name = self._topic(request)
-        namespace, bundle = await self.service.bundle_of(name)
+        namespace, bundle = await self._bundles.bundle_of(name)
         await self._forward_to_owner(request, namespace, bundle)
-        topic = self.service.topics.pop(str(name), None)
+        topic = self._topics.get(str(name))
         if topic is not None:
-            for connection in list(self.service.connections):
-                connection.close_producers_and_consumers({str(name)})
-            await topic.close()
+            await self._topics.evict([topic])
         return web.Response(status=204)
 
     # -- brokers --------------------------------------------------------------------------------
     async def brokers(self, request: web.Request) -> web.Response:
-        assert self.service.ownership is not None
         cluster = request.match_info["cluster"]
-        found = [b.broker_id for b in await self.service.ownership.brokers() if b.cluster == cluster]
+        found = [b.broker_id for b in await self._bundles.brokers() if b.cluster == cluster]
         if not found and cluster not in await self._namespaces.clusters():
             return _error(404, f"cluster {cluster} does not exist")
         return web.json_response(sorted(found))
 
     async def leader(self, request: web.Request) -> web.Response:
-        assert self.service.election is not None
-        leader = await self.service.election.leader()
+        leader = await self._deps.leader()
         if leader is None:
             return _error(404, "no leader broker elected yet")
-        brokers = (
-            {b.broker_id: b for b in await self.service.ownership.brokers()} if self.service.ownership else {}
-        )
-        info = brokers.get(leader)
+        info = next((b for b in await self._bundles.brokers() if b.broker_id == leader), None)
         return web.json_response({"brokerId": leader, "serviceUrl": info.web_service_url if info else None})
 
     async def lookup(self, request: web.Request) -> web.Response:
-        url, _ = await self.service.lookup(str(self._topic(request)))
-        owner = next((b for b in await self.service.ownership.brokers() if b.service_url == url), None)  # type: ignore[union-attr]
+        url, _ = await self._bundles.lookup(str(self._topic(request)))
+        owner = next((b for b in await self._bundles.brokers() if b.service_url == url), None)
         return web.json_response({"brokerUrl": url, "httpUrl": owner.web_service_url if owner else None})
-
-    async def acquire(self, request: web.Request) -> web.Response:
-        namespace, bundle = self._ns(request), Bundle.parse(request.match_info["bundle"])
-        body = await request.json() if request.can_read_body else {}
-        await self.service.acquire_and_load(namespace, bundle, list(body.get("topics", [])))
-        return web.json_response({"bundle": bundle.name, "owner": self.service.broker_id})
-
-    async def prepare(self, request: web.Request) -> web.Response:
-        """A transfer's destination creates the topics' next ledgers ahead (broker/handover.py)."""
-        from magnetar.broker import handover
-
-        body = await request.json()
-        topics = [str(TopicName.parse(t)) for t in body["topics"]]
-        return web.json_response({"prepared": await handover.prepare(self.service, topics)})
 
 
 def _type_name(sub_type: int) -> str:
-    from magnetar.broker.consumer import SubType
-
     return str(SubType.Name(sub_type))
 
 

@@ -17,15 +17,11 @@ resources released in the background. 0 (Pulsar's default) disables the watchdog
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from magnetar.broker.topic import Topic
-
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
@@ -36,25 +32,38 @@ def is_fenced(topic: Topic) -> bool:
     return topic.fenced or topic.ledger.is_fenced
 
 
+class EvictableTopics(Protocol):
+    """The broker's topic registry (broker/topics.py), as the watchdog uses it."""
+
+    def loaded(self) -> list[Topic]: ...
+
+    async def evict(self, topics: list[Topic], *, timeout_s: float | None = None) -> None: ...
+
+
+class AttachedTopics(Protocol):
+    """The broker's connections: the topics their clients are attached to."""
+
+    def attached_topics(self) -> list[Topic]: ...
+
+
 class FencedTopicWatchdog:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(self, topics: EvictableTopics, connections: AttachedTopics, timeout_s: int) -> None:
+        self._topics = topics
+        self._connections = connections
+        self._timeout_s = timeout_s
         #: topic (by identity) -> when it was first seen fenced
         self._since: dict[int, tuple[Topic, float]] = {}
-        self._closing: set[asyncio.Task[None]] = set()
 
     def attached_topics(self) -> list[Topic]:
         """Every topic a broker holds: loaded ones and ones that clients are still attached to
         after the broker let go of them."""
-        found = {id(t): t for t in self.service.topics.values()}
-        for connection in self.service.connections:
-            for topic in connection.attached_topics():
-                found.setdefault(id(topic), topic)
+        found = {id(t): t for t in self._topics.loaded()}
+        for topic in self._connections.attached_topics():
+            found.setdefault(id(topic), topic)
         return list(found.values())
 
     def check(self, now: float) -> list[Topic]:
         """The topics fenced past the timeout (and forget the ones no longer fenced)."""
-        timeout_s = self.service.config.topic_fencing_timeout_seconds
         seen = {}
         expired = []
         for topic in self.attached_topics():
@@ -62,40 +71,26 @@ class FencedTopicWatchdog:
                 continue
             _, since = self._since.get(id(topic), (topic, now))
             seen[id(topic)] = (topic, since)
-            if now - since >= timeout_s:
+            if now - since >= self._timeout_s:
                 expired.append(topic)
         self._since = seen
         return expired
 
     async def run(self) -> None:
-        if self.service.config.topic_fencing_timeout_seconds <= 0:
+        if self._timeout_s <= 0:
             return
         while True:
             await asyncio.sleep(CHECK_INTERVAL_S)
             for topic in self.check(time.monotonic()):
-                self.recover(topic)
+                await self.recover(topic)
 
-    def recover(self, topic: Topic) -> None:
-        name = str(topic.name)
+    async def recover(self, topic: Topic) -> None:
+        """Evict the topic at once (the next open reads the metadata afresh) and tell its
+        clients; its close, which may hang on what fenced it, goes on in the background."""
         log.warning(
             "topic %s fenced for more than %d s: closing it so its clients reconnect",
-            name,
-            self.service.config.topic_fencing_timeout_seconds,
+            topic.name,
+            self._timeout_s,
         )
         self._since.pop(id(topic), None)
-        if self.service.topics.get(name) is topic:
-            del self.service.topics[name]
-        factory = self.service.factory
-        if factory is not None and factory.get(topic.ledger.name) is topic.ledger:
-            # Evict now, so the next open reads the metadata afresh even if closing hangs.
-            factory.forget(topic.ledger.name)
-        for connection in self.service.connections:
-            connection.close_producers_and_consumers({name})
-        task = asyncio.get_running_loop().create_task(self._close(topic))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
-
-    async def _close(self, topic: Topic) -> None:
-        timeout_s = max(1, self.service.config.topic_fencing_timeout_seconds)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(topic.close(), timeout_s)
+        await self._topics.evict([topic], timeout_s=0)

@@ -39,16 +39,15 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from magnetar.broker import load_report
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.load_report import MB, LoadReport, LoadSampler, split_bundle_key
-
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
+from magnetar.broker.namespace import Namespaces
+from magnetar.broker.ownership import Ownership
+from magnetar.common.metadata import LeaderElection, MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -209,10 +208,21 @@ def bundles_to_split(
 
 # -- the running load manager ----------------------------------------------------------------
 class LoadManager:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
-        self.config = service.config
-        self.sampler = LoadSampler(service)
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MetadataStore,
+        ownership: Ownership,
+        namespaces: Namespaces,
+        sampler: LoadSampler,
+        election: LeaderElection | None,
+    ) -> None:
+        self.config = config
+        self._store = store
+        self._ownership = ownership
+        self._namespaces = namespaces
+        self._election = election
+        self.sampler = sampler
         self.state = ShedderState()
         self.latest: LoadReport | None = None
         #: what the leader did, newest last (shown in logs and useful to tests through the admin)
@@ -249,7 +259,7 @@ class LoadManager:
         while True:
             with contextlib.suppress(Exception):
                 await self.report()
-            election = self.service.election
+            election = self._election
             if election is not None and election.is_leader and loop.time() >= next_balance:
                 next_balance = loop.time() + balance_s
                 if self.config.load_balancer_enabled:
@@ -263,30 +273,24 @@ class LoadManager:
             await asyncio.sleep(min(interval_s, balance_s))
 
     async def report(self) -> None:
-        assert self.service.store is not None
-        ownership = self.service.ownership
-        if ownership is not None and ownership.leaving:
+        if self._ownership.leaving:
             return  # its report was withdrawn: publishing would list a leaving broker again
         self.latest = self.sampler.sample()
-        await load_report.publish(self.service.store, self.latest)
+        await load_report.publish(self._store, self.latest)
 
     async def candidates(self) -> list[Candidate]:
-        assert self.service.ownership is not None
-        assert self.service.store is not None
-        reports = await load_report.read_all(self.service.store)
+        reports = await load_report.read_all(self._store)
         return [
             Candidate(b.broker_id, b.bundles, b.topics, reports.get(b.broker_id))
-            for b in await self.service.ownership.brokers()
+            for b in await self._ownership.brokers()
         ]
 
     async def choose_broker(self, exclude: set[str] | None = None) -> str:
-        return place(await self.candidates(), self.config, exclude) or self.service.broker_id
+        return place(await self.candidates(), self.config, exclude) or self._ownership.me.broker_id
 
     async def balance(self) -> None:
         """One leader cycle: shed, then split."""
-        assert self.service.store is not None
-        assert self.service.namespaces is not None
-        reports = await load_report.read_all(self.service.store)
+        reports = await load_report.read_all(self._store)
         if self.config.load_balancer_shedding_enabled:
             for shed in threshold_shedder(reports, self.state, time.monotonic(), self.config):
                 await self._shed(shed)
@@ -294,14 +298,13 @@ class LoadManager:
         counts = {}
         for namespace in namespaces:
             with contextlib.suppress(Exception):
-                counts[namespace] = len((await self.service.namespaces.policies(namespace)).bundles())
+                counts[namespace] = len((await self._namespaces.policies(namespace)).bundles())
         for split in bundles_to_split(reports, counts, self.config):
             await self._split(split)
 
     async def _shed(self, shed: Shed) -> None:
-        assert self.service.ownership is not None
         namespace, bundle = split_bundle_key(shed.bundle)
-        owner = await self.service.ownership.owner(namespace, bundle)
+        owner = await self._ownership.owner(namespace, bundle)
         if owner is None or owner.broker_id != shed.source:
             return  # moved or released since the report
         query = ""
@@ -318,9 +321,8 @@ class LoadManager:
         self.actions.append(f"shed {shed.bundle} from {shed.source}: {verb}")
 
     async def _split(self, split: Split) -> None:
-        assert self.service.ownership is not None
         namespace, bundle = split_bundle_key(split.bundle)
-        owner = await self.service.ownership.owner(namespace, bundle)
+        owner = await self._ownership.owner(namespace, bundle)
         if owner is None or owner.broker_id != split.owner:
             return
         log.info("splitting %s owned by %s (%s)", split.bundle, split.owner, split.reason)

@@ -19,14 +19,13 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from magnetar.broker.namespace import Bundle, topic_hash
+from magnetar.broker.topic import Topic
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
-
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
 
 LOAD_REPORTS = "/loadbalance/load"
 MB = 1024 * 1024
@@ -98,11 +97,35 @@ def split_bundle_key(key: str) -> tuple[str, Bundle]:
     return namespace, Bundle.parse(name)
 
 
+class LoadedTopics(Protocol):
+    """The broker's loaded topics, by canonical name."""
+
+    def items(self) -> list[tuple[str, Topic]]: ...
+
+    def __len__(self) -> int: ...
+
+
+class Counted(Protocol):
+    def __len__(self) -> int: ...
+
+
 class LoadSampler:
     """Turns the broker's counters into a LoadReport: rates over the time since the last sample."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(
+        self,
+        broker_id: str,
+        topics: LoadedTopics,
+        connections: Counted,
+        owned: Callable[[], list[tuple[str, Bundle]]],
+        *,
+        nic_speed_gbps: float | None,
+    ) -> None:
+        self._broker_id = broker_id
+        self._topics = topics
+        self._connections = connections
+        self._owned = owned
+        self._nic_speed_gbps = nic_speed_gbps
         self._last_time = time.monotonic()
         self._last_cpu = _cpu_seconds()
         #: topic -> (messages in, bytes in, messages out, bytes out) at the last sample
@@ -111,24 +134,23 @@ class LoadSampler:
         self.injected: dict[str, float] = {}
 
     def sample(self) -> LoadReport:
-        service = self._service
         now = time.monotonic()
         elapsed = max(now - self._last_time, 1e-3)
         cpu_now = _cpu_seconds()
         cpu = 100 * (cpu_now - self._last_cpu) / elapsed / (os.cpu_count() or 1)
         self._last_time, self._last_cpu = now, cpu_now
         report = LoadReport(
-            service.broker_id,
+            self._broker_id,
             cpu=cpu,
             memory=_memory_percent(),
-            topics=len(service.topics),
-            connections=len(service.connections),
+            topics=len(self._topics),
+            connections=len(self._connections),
             timestamp=time.time(),
         )
-        owned = sorted(service.ownership.owned) if service.ownership is not None else []
+        owned = self._owned()
         stats = {bundle_key(ns, b): BundleStats() for ns, b in owned}
         counts: dict[str, tuple[int, int, int, int]] = {}
-        for key, topic in list(service.topics.items()):
+        for key, topic in self._topics.items():
             dispatchers = [s.dispatcher for s in topic.subscriptions.values()]
             now_counts = (
                 topic.messages_in,
@@ -158,7 +180,7 @@ class LoadSampler:
             entry.consumers += len(topic.consumers())
         self._last_counts = counts
         report.bundles = stats
-        nic_gbps = service.config.load_balancer_override_broker_nic_speed_gbps
+        nic_gbps = self._nic_speed_gbps
         if nic_gbps:
             limit = nic_gbps * 1e9 / 8
             report.bandwidth_in = 100 * report.msg_throughput_in / limit

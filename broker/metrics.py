@@ -9,22 +9,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
+from magnetar.broker.load_report import LoadedTopics
 
 _LABELS = ["cluster", "namespace", "topic"]
 
 
 class TopicCollector(Collector):
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(self, topics: LoadedTopics, cluster: str) -> None:
+        self._topics = topics
+        self._cluster = cluster
         #: per topic: time of the previous scrape and the counters then
         self._last: dict[str, tuple[float, tuple[int, int, int, int]]] = {}
 
@@ -53,9 +52,9 @@ class TopicCollector(Collector):
             {name: CounterMetricFamily(name, text, labels=_LABELS) for name, text in counters.items()}
         )
         now = time.monotonic()
-        cluster = self._service.config.cluster_name
+        cluster = self._cluster
         live = set()
-        for key, topic in list(self._service.topics.items()):
+        for key, topic in self._topics.items():
             live.add(key)
             labels = [cluster, topic.name.namespace_name, key]
             dispatchers = [s.dispatcher for s in topic.subscriptions.values()]
@@ -94,9 +93,9 @@ class TopicCollector(Collector):
 
 
 class MetricsServer:
-    def __init__(self, service: BrokerService, host: str, port: int) -> None:
+    def __init__(self, topics: LoadedTopics, cluster: str, host: str, port: int) -> None:
         self._registry = CollectorRegistry()
-        self._registry.register(TopicCollector(service))
+        self._registry.register(TopicCollector(topics, cluster))
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self.app = web.Application()

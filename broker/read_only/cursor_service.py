@@ -5,7 +5,7 @@ as a consumer connected to this broker would (its own consumers see the same ack
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 
@@ -17,9 +17,6 @@ from magnetar.broker.topic import InvalidTopicNameError, Topic
 from magnetar.proto import PulsarApi_pb2 as api
 from magnetar.proto import broker_pb2 as pb
 from magnetar.proto import broker_pb2_grpc as pb_grpc
-
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +41,33 @@ def _position(message: pb.Position) -> Position:
     return Position(message.ledger_id, message.entry_id)
 
 
+class TopicSource(Protocol):
+    async def get_or_load(self, name: str) -> Topic: ...
+
+
+class BundleLookup(Protocol):
+    """Taking a bundle nobody owns yet, as a lookup would."""
+
+    async def lookup(
+        self, topic: str, *, authoritative: bool = False, listener: str | None = None
+    ) -> tuple[str, bool]: ...
+
+
 class CursorService(pb_grpc.CursorsServicer):
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(self, topics: TopicSource, lookups: BundleLookup) -> None:
+        self._topics = topics
+        self._lookups = lookups
 
     async def _topic(self, name: str, context: Context) -> Topic:
         """The topic, loaded here; a topic whose bundle nobody owns is taken (as a lookup would)."""
         try:
             try:
-                return await self._service.topic(name)
+                return await self._topics.get_or_load(name)
             except NotServedError:
-                url, redirect = await self._service.lookup(name, authoritative=True)
+                url, redirect = await self._lookups.lookup(name, authoritative=True)
                 if redirect:
                     raise NotServedError(f"{name} is owned by {url}") from None
-                return await self._service.topic(name)
+                return await self._topics.get_or_load(name)
         except NotServedError as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except (InvalidTopicNameError, NamespaceError) as exc:
@@ -132,14 +142,3 @@ class CursorService(pb_grpc.CursorsServicer):
         except ManagedLedgerError as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         return cursor_state(subscription.cursor)
-
-
-async def start_cursor_server(service: BrokerService, host: str, port: int) -> tuple[grpc.aio.Server, int]:
-    """Serve the cursor RPCs on ``host:port`` (0: a free port); returns the server and its port."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    pb_grpc.add_CursorsServicer_to_server(CursorService(service), server)  # type: ignore[no-untyped-call]
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if bound == 0:
-        raise OSError(f"cannot bind the cursor RPC port {host}:{port}")
-    await server.start()
-    return server, bound

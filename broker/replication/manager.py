@@ -12,22 +12,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from magnetar.broker.namespace import NamespaceError, NamespacePolicies
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.namespace import NamespaceError, NamespacePolicies, Namespaces
 from magnetar.broker.replication.replicated_subscriptions import ReplicatedSubscriptionsController
 from magnetar.broker.replication.replicator import CURSOR_PREFIX, Replicator, cursor_name
-
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
-    from magnetar.broker.topic import Topic
+from magnetar.broker.topic import Topic
 
 log = logging.getLogger(__name__)
 
 
+class LoadedTopics(Protocol):
+    """The broker's topic registry, as replication reads it."""
+
+    def get(self, name: str) -> Topic | None: ...
+
+    def loaded(self) -> list[Topic]: ...
+
+
 class ReplicationManager:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(self, config: BrokerConfig, namespaces: Namespaces, topics: LoadedTopics) -> None:
+        self._config = config
+        self._namespaces = namespaces
+        self._topics = topics
         #: topic name -> remote cluster -> replicator
         self.replicators: dict[str, dict[str, Replicator]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -38,7 +46,7 @@ class ReplicationManager:
 
     @property
     def local_cluster(self) -> str:
-        return self.service.config.cluster_name
+        return self._config.cluster_name
 
     async def topic_loaded(self, topic: Topic) -> None:
         """Start the topic's replicators; they stop when it closes."""
@@ -60,7 +68,7 @@ class ReplicationManager:
 
     def _start_snapshots(self, topic: Topic) -> None:
         """PIP-33 for the topic (it takes snapshots only while it has replicated subscriptions)."""
-        config = self.service.config
+        config = self._config
         name = str(topic.name)
         controller = ReplicatedSubscriptionsController(
             topic,
@@ -86,12 +94,11 @@ class ReplicationManager:
     ) -> set[str]:
         """The namespace's clusters other than this one (none when this one is not among them);
         ``known``: policies already read in this round, by namespace."""
-        assert self.service.namespaces is not None
         namespace = topic.name.namespace_name
         policies = None if known is None else known.get(namespace)
         if policies is None:
             try:
-                policies = await self.service.namespaces.policies(namespace)
+                policies = await self._namespaces.policies(namespace)
             except NamespaceError:
                 return set()
             if known is not None:
@@ -115,7 +122,7 @@ class ReplicationManager:
         name = str(topic.name)
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
-            if self.service.topics.get(name) is not topic or topic.fenced:
+            if self._topics.get(name) is not topic or topic.fenced:
                 return  # closed, or being sealed: its next load starts replication afresh
             wanted = await self.remote_clusters(topic, known)
             running = self.replicators.setdefault(name, {})
@@ -137,9 +144,8 @@ class ReplicationManager:
                     self.local_cluster,
                     remote,
                     url,
-                    queue_size=self.service.config.replication_producer_queue_size,
-                    remote_listener_name=self.service.config.replication_outbound_listener_name
-                    or listener_name,
+                    queue_size=self._config.replication_producer_queue_size,
+                    remote_listener_name=self._config.replication_outbound_listener_name or listener_name,
                 )
                 await replicator.start()
                 running[remote] = replicator
@@ -156,9 +162,8 @@ class ReplicationManager:
 
     async def _address(self, cluster: str) -> tuple[str, str] | None:
         """(brokerServiceUrl, listenerName) of a registered cluster."""
-        assert self.service.namespaces is not None
         try:
-            data = await self.service.namespaces.cluster(cluster)
+            data = await self._namespaces.cluster(cluster)
             return data["brokerServiceUrl"], data.get("listenerName", "")
         except (NamespaceError, KeyError):
             log.warning("replication to %s waits: the cluster is not registered", cluster)
@@ -166,11 +171,11 @@ class ReplicationManager:
 
     async def run(self) -> None:
         """Follow policy changes (and clusters registered late)."""
-        interval = self.service.config.replication_policy_check_interval_seconds
+        interval = self._config.replication_policy_check_interval_seconds
         while True:
             await asyncio.sleep(interval)
             known: dict[str, NamespacePolicies] = {}  # one read per namespace per round
-            for topic in list(self.service.topics.values()):
+            for topic in self._topics.loaded():
                 try:
                     await self.reconcile(topic, known)
                 except Exception as exc:

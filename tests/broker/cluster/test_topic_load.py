@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from magnetar.broker.bundles import Bundles
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.namespace import NamespacePolicies
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Ownership
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topic import TopicName
+from magnetar.broker.topic import Topic, TopicName
 from tests.broker.conftest import Storage
 
 
@@ -25,6 +26,16 @@ async def broker(storage: Storage) -> AsyncIterator[BrokerService]:
     await service.start()
     yield service
     await service.stop()
+
+
+def bundles(broker: BrokerService) -> Bundles:
+    assert broker.bundles is not None
+    return broker.bundles
+
+
+async def load(broker: BrokerService, name: str) -> Topic:
+    assert broker.topics is not None
+    return await broker.topics.get_or_load(name)
 
 
 async def test_loading_a_topic_reads_the_namespace_policies_once(
@@ -42,15 +53,15 @@ async def test_loading_a_topic_reads_the_namespace_policies_once(
 
     monkeypatch.setattr(broker.namespaces, "policies", counted)
     name = "persistent://public/default/loaded-once"
-    url, redirect = await broker.lookup(name, authoritative=True)
+    url, redirect = await bundles(broker).lookup(name, authoritative=True)
     assert (url, redirect) == (broker.service_url, False)
     readers.clear()
-    topic = await broker.topic(name)
+    topic = await load(broker, name)
     assert str(topic.name) == name
-    # The replication manager reads its own copy (broker/replication); the broker reads once.
-    assert readers.count("magnetar.broker.service") == 1
-    assert await broker.topic(name) is topic
-    assert readers.count("magnetar.broker.service") == 1
+    # The replication manager reads its own copy (broker/replication); the bundles read once.
+    assert readers.count("magnetar.broker.bundles") == 1
+    assert await load(broker, name) is topic
+    assert readers.count("magnetar.broker.bundles") == 1
 
 
 async def test_a_client_sent_ahead_of_a_handover_waits_for_it(broker: BrokerService) -> None:
@@ -58,16 +69,16 @@ async def test_a_client_sent_ahead_of_a_handover_waits_for_it(broker: BrokerServ
     while the handover runs): their PRODUCER and SUBSCRIBE wait there instead of being refused,
     which would make the client back off and look the topic up again."""
     name = "persistent://public/default/handed-over"
-    namespace, bundle = await broker.bundle_of(TopicName.parse(name))
-    broker.expect_handover([name])
+    namespace, bundle = await bundles(broker).bundle_of(TopicName.parse(name))
+    bundles(broker).gate.expect_handover([name])
     # A client that looks the topic up meanwhile is kept here too, not sent elsewhere.
-    assert await broker.lookup(name) == (broker.service_url, False)
+    assert await bundles(broker).lookup(name) == (broker.service_url, False)
     assert broker.ownership is not None
     assert await broker.ownership.owner(namespace, bundle) is None, "the lookup took the bundle itself"
-    early = asyncio.ensure_future(broker.topic(name))
+    early = asyncio.ensure_future(load(broker, name))
     await asyncio.sleep(0.2)
     assert not early.done(), "refused instead of waiting for the handover"
-    await broker.acquire_and_load(namespace, bundle, [name])
+    await bundles(broker).acquire_and_load(namespace, bundle, [name])
     topic = await asyncio.wait_for(early, 10)
     assert str(topic.name) == name
 
@@ -76,14 +87,14 @@ async def test_clients_held_for_a_handover_that_fails_are_refused(
     broker: BrokerService, storage: Storage
 ) -> None:
     name = "persistent://public/default/never-handed-over"
-    namespace, bundle = await broker.bundle_of(TopicName.parse(name))
+    namespace, bundle = await bundles(broker).bundle_of(TopicName.parse(name))
     other = Ownership(
         storage.store, BrokerInfo("127.0.0.1:1", "pulsar://127.0.0.1:1", "http://127.0.0.1:2", "x")
     )
     await other.acquire(namespace, bundle)  # another broker took the bundle meanwhile
-    broker.expect_handover([name])
-    early = asyncio.ensure_future(broker.topic(name))
+    bundles(broker).gate.expect_handover([name])
+    early = asyncio.ensure_future(load(broker, name))
     with pytest.raises(NotServedError):
-        await broker.acquire_and_load(namespace, bundle, [name])
+        await bundles(broker).acquire_and_load(namespace, bundle, [name])
     with pytest.raises(NotServedError):
         await asyncio.wait_for(early, 10)

@@ -1,0 +1,358 @@
+"""The bundles this broker serves (Pulsar's NamespaceService): lookup, ownership, unload, transfer.
+
+Lookups on any broker answer Connect (this broker owns the bundle, or just took it) or Redirect
+(another broker owns it, or the least-loaded broker should take it). Bundles leave a broker by
+unload (clients reconnect with backoff and look the topic up again) or by transfer (the
+destination takes ownership first and clients are sent straight to it).
+
+The handover of a transfer. Profiling a transfer of 16 busy topics (bench/bench_unload.py) showed
+most of the window spent by the destination opening the managed ledgers, and most of that
+creating each topic's next ledger (several metadata-store round trips per topic). The new ledger
+does not depend on the old ones, so before fencing, the source asks the destination to *prepare*
+the bundle's topics (broker/peers.py): it creates the ledgers (ManagedLedgerFactory.prepare), and
+its open after the source has closed only records them. A failed or slow prepare changes nothing
+but speed; an unused prepared ledger is deleted after a minute.
+
+A prepare also tells the destination to expect the topics (``BundleGate.expect_handover``): until
+the handover ends (or ``HANDOVER_HOLD_S``) a PRODUCER or SUBSCRIBE for one of them waits there,
+off the connection's read loop, instead of being refused. The source then sends its clients away
+as soon as every send it took has its receipt, and closes, releases and hands over while they
+reconnect. A destination that did not answer the prepare holds nothing, so then the clients are
+told only once it owns the bundle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from magnetar.broker.namespace import Bundle, NamespacePolicies, Namespaces
+from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner, Ownership, listener_url
+from magnetar.broker.peers import PeerClient
+from magnetar.broker.topic import InvalidTopicNameError, TopicName
+from magnetar.broker.topics import Topics
+from magnetar.common.background import BackgroundTasks
+from magnetar.common.metadata import SessionState
+
+log = logging.getLogger(__name__)
+
+#: how long a transfer's destination holds clients that came before it owns their bundle (the
+#: source normally hands over within a fraction of a second; after this they are refused and look
+#: the topic up again)
+HANDOVER_HOLD_S = 10.0
+#: a burst of ledger creations (metadata writes, each synced to disk by ZooKeeper) slows the
+#: source's writes just before the handover when they share a host: a few at a time
+PREPARE_CONCURRENCY = 2
+
+
+class Placement(Protocol):
+    """The load manager's choice of a broker for a bundle."""
+
+    async def choose_broker(self, exclude: set[str] | None = None) -> str: ...
+
+
+class LedgerPreparer(Protocol):
+    """Creates a managed ledger's next ledger ahead of its open (ManagedLedgerFactory)."""
+
+    async def prepare(self, name: str) -> None: ...
+
+
+def _key(name: str) -> str:
+    return str(TopicName.parse(name))
+
+
+class BundleGate:
+    """Whether a topic is served here (topics.Gate), including the topics a transfer brings."""
+
+    def __init__(self, namespaces: Namespaces, ownership: Ownership) -> None:
+        self._namespaces = namespaces
+        self._ownership = ownership
+        #: topics a transfer is bringing here: their clients wait for the handover to end
+        self._incoming: dict[str, asyncio.Future[None]] = {}
+
+    async def admit(self, name: TopicName) -> NamespacePolicies:
+        # Read once: the bundle and the topic's settings come from the same policies.
+        policies = await self._namespaces.policies(name.namespace_name)
+        held = self._incoming.get(str(name))
+        if held is not None and not self.serves(name, policies):
+            await asyncio.shield(held)  # sent here by a transfer that is not over yet
+        if not self.serves(name, policies):
+            bundle = policies.bundle_for(str(name))
+            raise NotServedError(
+                f"{name} (bundle {name.namespace_name}/{bundle.name}) is not served by this broker"
+            )
+        return policies
+
+    def serves(self, name: TopicName, policies: NamespacePolicies) -> bool:
+        return (name.namespace_name, policies.bundle_for(str(name))) in self._ownership.owned
+
+    def incoming(self, name: TopicName) -> bool:
+        return str(name) in self._incoming
+
+    def expect_handover(self, topics: list[str]) -> None:
+        """A transfer is bringing ``topics`` here: a PRODUCER or SUBSCRIBE for one of them that
+        comes before this broker owns its bundle waits (at most ``HANDOVER_HOLD_S``) instead of
+        being refused, so the source can send its clients here before the handover ends."""
+        loop = asyncio.get_running_loop()
+        for name in topics:
+            key = _key(name)
+            held = self._incoming.get(key)
+            if held is None or held.done():
+                held = self._incoming[key] = loop.create_future()
+                loop.call_later(HANDOVER_HOLD_S, self.handover_ended, [key], held)
+
+    def awaits_handover(self, topic: str) -> bool:
+        with contextlib.suppress(InvalidTopicNameError):
+            return _key(topic) in self._incoming
+        return False
+
+    def handover_ended(self, keys: list[str], only: asyncio.Future[None] | None = None) -> None:
+        for key in keys:
+            held = self._incoming.get(key)
+            if held is not None and (only is None or held is only):
+                del self._incoming[key]
+                if not held.done():
+                    held.set_result(None)
+
+
+class Bundles:
+    def __init__(
+        self,
+        gate: BundleGate,
+        topics: Topics,
+        ownership: Ownership,
+        namespaces: Namespaces,
+        placement: Placement,
+        peers: PeerClient,
+        ledgers: LedgerPreparer | None,
+        *,
+        session_timeout_s: float,
+    ) -> None:
+        self.gate = gate
+        self._topics = topics
+        self._ownership = ownership
+        self._namespaces = namespaces
+        self._placement = placement
+        self._peers = peers
+        self._ledgers = ledgers
+        self._session_timeout_s = session_timeout_s
+        #: bundles whose clients a transfer has sent to their destination, until it owns them
+        self._outgoing: dict[tuple[str, Bundle], BrokerInfo] = {}
+        self._session_expired = False
+        self._background = BackgroundTasks()
+
+    @property
+    def broker_id(self) -> str:
+        return self._ownership.me.broker_id
+
+    def awaits_handover(self, topic: str) -> bool:
+        return self.gate.awaits_handover(topic)
+
+    def owns(self, namespace: str, bundle: Bundle) -> bool:
+        return (namespace, bundle) in self._ownership.owned
+
+    def owned(self) -> list[tuple[str, Bundle]]:
+        return sorted(self._ownership.owned)
+
+    async def owner(self, namespace: str, bundle: Bundle) -> Owner | None:
+        return await self._ownership.owner(namespace, bundle)
+
+    async def brokers(self) -> list[BrokerInfo]:
+        return await self._ownership.brokers()
+
+    async def bundle_of(self, topic: TopicName) -> tuple[str, Bundle]:
+        policies = await self._namespaces.policies(topic.namespace_name)
+        return topic.namespace_name, policies.bundle_for(str(topic))
+
+    # -- lookup ---------------------------------------------------------------------------------
+    async def lookup(
+        self, topic: str, *, authoritative: bool = False, listener: str | None = None
+    ) -> tuple[str, bool]:
+        """(service URL, redirect?) for ``topic``: its owner, or a broker chosen to own it; the
+        address of the ``listener`` when one is named (UnknownListenerError if not advertised)."""
+        name = TopicName.parse(topic)
+        if self.gate.incoming(name):  # a transfer brings it here: its clients wait here
+            me = self._ownership.owner_record
+            return listener_url(me.service_url, dict(me.listeners), me.broker_id, listener), False
+        namespace, bundle = await self.bundle_of(name)
+        outgoing = self._outgoing.get((namespace, bundle))
+        if outgoing is not None:  # its clients were sent to the destination: so are lookups
+            return listener_url(outgoing.service_url, outgoing.listeners, outgoing.broker_id, listener), True
+        owner = await self._ownership.owner(namespace, bundle)
+        if owner is None:
+            if self._ownership.leaving:  # shutting down: a bundle taken now would move again
+                chosen = await self._placement.choose_broker(exclude={self.broker_id})
+            else:
+                chosen = self.broker_id if authoritative else await self._placement.choose_broker()
+            if chosen != self.broker_id:
+                target = await self._live_broker(chosen)
+                if target is not None:
+                    url = listener_url(target.service_url, target.listeners, target.broker_id, listener)
+                    return url, True
+            owner = await self._ownership.acquire(namespace, bundle)
+        url = listener_url(owner.service_url, dict(owner.listeners), owner.broker_id, listener)
+        return url, owner.broker_id != self.broker_id
+
+    async def _live_broker(self, broker_id: str) -> BrokerInfo | None:
+        return next((b for b in await self._ownership.brokers() if b.broker_id == broker_id), None)
+
+    # -- unload and transfer --------------------------------------------------------------------
+    def _stop_serving(self, namespace: str, bundle: Bundle) -> list[str]:
+        """Producers and consumers that come now are refused until a lookup finds the next owner."""
+        self._ownership.owned.discard((namespace, bundle))
+        return sorted(str(t.name) for t in self._topics.in_bundle(namespace, bundle))
+
+    async def unload(self, namespace: str, bundle: Bundle) -> list[str]:
+        """Pulsar's unload: seal the bundle's topics, release it, then tell clients, who look
+        their topics up again."""
+        topics = self._topics.in_bundle(namespace, bundle)
+        self._stop_serving(namespace, bundle)
+
+        async def release() -> None:
+            await self._ownership.release(namespace, bundle)
+
+        await self._topics.evict(topics, after_close=release)
+        log.info("unloaded %s/%s (%d topics)", namespace, bundle.name, len(topics))
+        return sorted(str(t.name) for t in topics)
+
+    async def transfer(self, namespace: str, bundle: Bundle, destination: str) -> list[str]:
+        """Hand the bundle to ``destination`` (a broker id) so clients move without a backoff:
+        fence the topics, send the clients there, close, release, have the destination take the
+        bundle. Falls back to an unload if the destination fails.
+
+        The clients are sent as soon as every send taken here has its receipt, before the
+        handover ends, when the destination prepared the topics (it holds their PRODUCER and
+        SUBSCRIBE until it owns the bundle); else once it has taken the bundle."""
+        target = await self._live_broker(destination)
+        if target is None or destination == self.broker_id:
+            log.warning(
+                "transfer of %s/%s to %s impossible (not a live broker): unloading",
+                namespace,
+                bundle.name,
+                destination,
+            )
+            return await self.unload(namespace, bundle)
+        # The destination creates the next ledgers while the topics are still written here.
+        upcoming = sorted(str(t.name) for t in self._topics.in_bundle(namespace, bundle))
+        prepared = await self._peers.prepare(target, namespace, bundle, upcoming)
+        topics = self._topics.in_bundle(namespace, bundle)
+        names = self._stop_serving(namespace, bundle)
+        sent: BrokerInfo | None = target
+
+        def early(drained: bool) -> str | None:
+            if not (prepared and drained and set(names) <= set(upcoming)):
+                return None
+            # Lookups here answer the destination too, until it owns the bundle (a client that
+            # looks the topic up again must not be sent back and refused).
+            self._outgoing[(namespace, bundle)] = target
+            return target.service_url
+
+        async def hand_over() -> str | None:
+            nonlocal sent
+            try:
+                await self._ownership.release(namespace, bundle)
+                await self._peers.acquire(target, namespace, bundle, names)
+            except Exception as exc:  # PeerError, or the store refused the release
+                log.warning(
+                    "transfer of %s/%s to %s failed (%s): unloading instead",
+                    namespace,
+                    bundle.name,
+                    destination,
+                    exc,
+                )
+                sent = None
+            finally:
+                self._outgoing.pop((namespace, bundle), None)
+            return sent.service_url if sent else None
+
+        await self._topics.evict(topics, early=early, after_close=hand_over)
+        log.info("transferred %s/%s to %s (%d topics)", namespace, bundle.name, destination, len(topics))
+        return names
+
+    # -- the destination's side of a transfer ---------------------------------------------------
+    async def prepare(self, topics: list[str]) -> int:
+        """Expect the topics (their clients may come before the handover ends: they wait for it),
+        then create the next ledger of each; returns how many were prepared."""
+        self.gate.expect_handover(topics)
+        if self._ledgers is None:
+            return 0
+        ledgers = self._ledgers
+        names = [TopicName.parse(t).managed_ledger_name for t in topics]
+        room = asyncio.Semaphore(PREPARE_CONCURRENCY)
+
+        async def one(name: str) -> None:
+            async with room:
+                await ledgers.prepare(name)
+
+        # Shielded: a source that stopped waiting leaves ledgers created and kept (used by the
+        # open that follows, or deleted after a while), never half-recorded.
+        results = await asyncio.shield(asyncio.gather(*(one(n) for n in names), return_exceptions=True))
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            log.info("%d of %d topics not prepared: %s", len(failed), len(names), failed[0])
+        return len(names) - len(failed)
+
+    async def acquire_and_load(self, namespace: str, bundle: Bundle, topics: list[str]) -> str:
+        """Take a bundle handed over by another broker and open its topics; the clients held
+        meanwhile go on, or are refused if it failed. Returns the new owner's id."""
+        try:
+            owner = await self._ownership.acquire(namespace, bundle)
+            if owner.broker_id != self.broker_id:
+                raise NotServedError(f"bundle {namespace}/{bundle.name} is owned by {owner.broker_id}")
+            await asyncio.gather(*(self._topics.get_or_load(name) for name in topics))
+        finally:
+            self.gate.handover_ended([_key(name) for name in topics])
+        return owner.broker_id
+
+    # -- metadata session -----------------------------------------------------------------------
+    def on_session(self, state: SessionState) -> None:
+        """An expired session took the broker's registration and its bundles' ownership nodes
+        with it, so another broker may own them already: stop serving them at once, and register
+        again once a new session is open."""
+        if state is SessionState.EXPIRED:
+            self._session_expired = True
+            self._let_go_of_all()
+        elif state is SessionState.CONNECTED and self._session_expired:
+            self._session_expired = False
+            self._background.spawn(self._register_again())
+
+    def _let_go_of_all(self) -> None:
+        """An unload without the release the session already did: new sends are refused (their
+        clients resend them to the next owner), the sends taken get their receipts (or an error,
+        if the next owner fenced the ledger meanwhile), and only then are clients sent away.
+        Telling them first would make them resend what was stored and not yet acknowledged:
+        stored twice without deduplication (a region frozen for longer than the session timeout
+        comes back with every send of the freeze in its sockets)."""
+        for namespace, bundle in self.owned():
+            topics = self._topics.in_bundle(namespace, bundle)
+            self._ownership.owned.discard((namespace, bundle))
+            log.warning(
+                "metadata session expired: no longer serving %s/%s (%d topics)",
+                namespace,
+                bundle.name,
+                len(topics),
+            )
+            self._background.spawn(self._topics.evict(topics, timeout_s=self._session_timeout_s))
+
+    async def _register_again(self) -> None:
+        try:
+            await self._ownership.register()
+        except Exception as exc:  # the report loop registers it at its next round
+            log.warning("registering again after a session expiry failed: %s", exc)
+            return
+        log.info("metadata session renewed: %s registered again", self.broker_id)
+
+    # -- stopping -------------------------------------------------------------------------------
+    async def move_all_away(self) -> None:
+        """A graceful shutdown: every owned bundle is transferred to another broker (unloaded if
+        there is none)."""
+        for namespace, bundle in self.owned():
+            destination = await self._placement.choose_broker(exclude={self.broker_id})
+            with contextlib.suppress(Exception):
+                if destination != self.broker_id:
+                    await self.transfer(namespace, bundle, destination)
+                else:
+                    await self.unload(namespace, bundle)
+        await self._background.wait()

@@ -1,0 +1,345 @@
+"""The consumer side of a connection (Pulsar's ServerCnx): SUBSCRIBE, FLOW, ACK, redelivery,
+UNSUBSCRIBE, SEEK, GET_LAST_MESSAGE_ID and CONSUMER_STATS."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from magnetar.broker.channel import CommandChannel, TopicSource
+from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.managed_ledger import InitialPosition, ManagedLedgerError, Position
+from magnetar.broker.ownership import NotServedError
+from magnetar.broker.protocol import commands
+from magnetar.broker.protocol.commands import T
+from magnetar.broker.protocol.frames import Frame, FrameError, read_metadata
+from magnetar.broker.read_only.cursor import RemoteCursor
+from magnetar.broker.subscription import ConsumerAssignError, Subscription, SubscriptionBusyError
+from magnetar.broker.topic import InvalidTopicNameError, Topic
+from magnetar.proto import PulsarApi_pb2 as api
+
+log = logging.getLogger(__name__)
+
+E = api.ServerError
+
+
+class ConsumerCommands:
+    def __init__(self, channel: CommandChannel, topics: TopicSource) -> None:
+        self._channel = channel
+        self._topics = topics
+        self._consumers: dict[int, tuple[Topic, Subscription, Consumer]] = {}
+
+    async def subscribe(self, frame: Frame) -> None:
+        request = frame.command.subscribe
+        existing = self._consumers.get(request.consumer_id)
+        if existing is not None:
+            if not existing[2].closed:
+                self._channel.send(commands.success(request.request_id))  # a retry of a subscribe that worked
+                return
+            # Closed by the broker (a seek from another connection): this is its reconnection.
+            self.drop(request.consumer_id)
+        try:
+            topic = await self._topics.get_or_load(request.topic)
+            subscription = await self._subscription(topic, request)
+            consumer = Consumer(
+                request.consumer_id,
+                request.consumer_name or f"consumer-{request.consumer_id}",
+                self._channel,
+                request.subType,
+                request.priority_level,
+                sticky_ranges=_sticky_ranges(request),
+            )
+            subscription.add_consumer(consumer)
+        except InvalidTopicNameError as exc:
+            self._channel.send(commands.error(request.request_id, E.InvalidTopicName, str(exc)))
+            return
+        except SubscriptionBusyError as exc:
+            self._channel.send(commands.error(request.request_id, E.ConsumerBusy, str(exc)))
+            return
+        except ConsumerAssignError as exc:
+            self._channel.send(commands.error(request.request_id, E.ConsumerAssignError, str(exc)))
+            return
+        except (ManagedLedgerError, NotServedError) as exc:
+            self._channel.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
+            return
+        self._consumers[request.consumer_id] = (topic, subscription, consumer)
+        self._channel.send(commands.success(request.request_id))
+
+    async def _subscription(self, topic: Topic, request: api.CommandSubscribe) -> Subscription:
+        if request.durable:
+            initial = (
+                InitialPosition.EARLIEST
+                if request.initialPosition == api.CommandSubscribe.Earliest
+                else InitialPosition.LATEST
+            )
+            subscription = await topic.subscription(
+                request.subscription,
+                request.subType,
+                initial,
+                replicated=request.replicate_subscription_state,
+            )
+            if isinstance(subscription.cursor, RemoteCursor) and not subscription.consumers:
+                # PIP-63: a consumer connecting to a read-only owner reads the cursor from the
+                # writable owner, so what was acknowledged elsewhere is not sent again.
+                await subscription.cursor.refresh()
+            return subscription
+        return topic.reader(request.subscription, self._reader_start(topic, request), request.subType)
+
+    def _reader_start(self, topic: Topic, request: api.CommandSubscribe) -> Position:
+        """Mark-delete position of a reader's cursor: reading starts after it."""
+        ledger = topic.ledger
+        if not request.HasField("start_message_id"):
+            last = ledger.last_confirmed_entry
+            if request.initialPosition == api.CommandSubscribe.Earliest or last is None:
+                return ledger.before_first()
+            return last
+        start = request.start_message_id
+        ledger_id, entry_id = commands.signed(start.ledgerId), commands.signed(start.entryId)
+        if ledger_id < 0:  # MessageId.earliest
+            return ledger.before_first()
+        if ledger_id >= 2**63 - 1 or entry_id >= 2**63 - 1:  # MessageId.latest
+            return ledger.last_confirmed_entry or ledger.before_first()
+        # The client skips what it must not see; start on the entry itself so batches arrive whole.
+        return Position(ledger_id, entry_id - 1)
+
+    async def flow(self, frame: Frame) -> None:
+        flow = frame.command.flow
+        entry = self._consumers.get(flow.consumer_id)
+        if entry is not None:
+            _, subscription, consumer = entry
+            subscription.dispatcher.add_permits(consumer, flow.messagePermits)
+
+    async def ack(self, frame: Frame) -> None:
+        ack = frame.command.ack
+        entry = self._consumers.get(ack.consumer_id)
+        if entry is None:
+            self._ack_response(ack, E.ConsumerNotFound, f"no consumer {ack.consumer_id}")
+            return
+        _, subscription, _ = entry
+        try:
+            await self._acknowledge(ack, subscription)
+        except ManagedLedgerError as exc:
+            # A read-only owner could not forward the ack: the entries stay unacknowledged and
+            # are delivered again, as after any lost ack.
+            log.warning("ack on %s failed: %s", subscription.name, exc)
+            self._ack_response(ack, E.UnknownError, str(exc))
+            return
+        self._ack_response(ack, None, None)
+
+    async def _acknowledge(self, ack: api.CommandAck, subscription: Subscription) -> None:
+        # An ack_set with bits still set acknowledges part of a batch (the cleared bits): the
+        # entry is done once every bit has been cleared by some ack.
+        if ack.ack_type == api.CommandAck.Cumulative and ack.message_id:
+            m = ack.message_id[0]
+            position = Position(commands.signed(m.ledgerId), commands.signed(m.entryId))
+            if any(m.ack_set) and not subscription.acknowledge_batch_indexes(position, list(m.ack_set)):
+                position = Position(position.ledger_id, position.entry_id - 1)
+            await subscription.acknowledge_cumulative(position)
+        else:
+            done = []
+            for m in ack.message_id:
+                position = Position(commands.signed(m.ledgerId), commands.signed(m.entryId))
+                if not any(m.ack_set) or subscription.acknowledge_batch_indexes(position, list(m.ack_set)):
+                    done.append(position)
+            if done:
+                await subscription.acknowledge(done)
+
+    def _ack_response(self, ack: api.CommandAck, error: int | None, message: str | None) -> None:
+        if ack.HasField("request_id"):
+            self._channel.send(
+                commands.command(
+                    T.ACK_RESPONSE,
+                    "ackResponse",
+                    consumer_id=ack.consumer_id,
+                    request_id=ack.request_id,
+                    error=error,
+                    message=message,
+                )
+            )
+
+    async def redeliver(self, frame: Frame) -> None:
+        request = frame.command.redeliverUnacknowledgedMessages
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            return
+        _, subscription, consumer = entry
+        if request.message_ids and subscription.sub_type in (SubType.Shared, SubType.Key_Shared):
+            positions = [
+                Position(commands.signed(m.ledgerId), commands.signed(m.entryId)) for m in request.message_ids
+            ]
+            subscription.dispatcher.redeliver(consumer, positions)
+        else:
+            subscription.dispatcher.redeliver(consumer, None)
+
+    async def close_consumer(self, frame: Frame) -> None:
+        request = frame.command.close_consumer
+        self.drop(request.consumer_id)
+        self._channel.send(commands.success(request.request_id))
+
+    def drop(self, consumer_id: int) -> None:
+        entry = self._consumers.pop(consumer_id, None)
+        if entry is None:
+            return
+        topic, subscription, consumer = entry
+        consumer.closed = True
+        subscription.remove_consumer(consumer)
+        if not subscription.durable and not subscription.consumers:
+            topic.subscriptions.pop(subscription.name, None)
+            self._channel.spawn(subscription.close())
+
+    async def unsubscribe(self, frame: Frame) -> None:
+        request = frame.command.unsubscribe
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            self._channel.send(
+                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
+            )
+            return
+        topic, subscription, consumer = entry
+        others = [c for c in subscription.consumers if c is not consumer]
+        if others and not request.force:
+            self._channel.send(
+                commands.error(
+                    request.request_id, E.ConsumerBusy, "other consumers are connected to the subscription"
+                )
+            )
+            return
+        for other in others:  # forced: the others are told to go (their subscription is gone)
+            other.close_by_broker()
+            subscription.remove_consumer(other)
+        self._consumers.pop(request.consumer_id, None)
+        consumer.closed = True
+        subscription.remove_consumer(consumer)
+        try:
+            await topic.unsubscribe(subscription.name)
+        except ManagedLedgerError as exc:
+            self._channel.send(
+                commands.error(request.request_id, E.UnknownError, f"unsubscribe failed: {exc}")
+            )
+            return
+        self._channel.send(commands.success(request.request_id))
+
+    async def seek(self, frame: Frame) -> None:
+        request = frame.command.seek
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            self._channel.send(
+                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
+            )
+            return
+        topic, subscription, _ = entry
+        if request.HasField("message_publish_time"):
+            at = request.message_publish_time
+
+            def published_since(candidate: object) -> bool:
+                try:
+                    return read_metadata(candidate.data).publish_time >= at  # type: ignore[attr-defined]
+                except FrameError:
+                    return False
+
+            found = await topic.ledger.find_first_position(published_since)
+            last = await topic.last_dispatchable_position()
+            position = found or (topic.ledger.next_position(last) if last else topic.ledger.first_position())
+        else:
+            m = request.message_id
+            ledger_id, entry_id = commands.signed(m.ledgerId), commands.signed(m.entryId)
+            position = topic.ledger.first_position() if ledger_id < 0 else Position(ledger_id, entry_id)
+        for consumer_id in [cid for cid, (_, s, _) in self._consumers.items() if s is subscription]:
+            self._consumers.pop(consumer_id, None)
+        try:
+            await subscription.seek(position)
+        except ManagedLedgerError as exc:
+            self._channel.send(commands.error(request.request_id, E.UnknownError, f"seek failed: {exc}"))
+            return
+        # As Pulsar: the consumers were closed first, the answer comes once the cursor is reset.
+        self._channel.send(commands.success(request.request_id))
+
+    async def last_message_id(self, frame: Frame) -> None:
+        request = frame.command.getLastMessageId
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            self._channel.send(
+                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
+            )
+            return
+        topic, subscription, _ = entry
+        last = await topic.last_dispatchable_position()
+        if last is None:
+            message_id = commands.message_id(-1, -1)
+        else:
+            batch_index = -1
+            stored = await topic.ledger.read_entry(last)
+            if stored is not None:
+                with contextlib.suppress(FrameError):
+                    size = read_metadata(stored.data).num_messages_in_batch
+                    batch_index = (
+                        size - 1 if read_metadata(stored.data).HasField("num_messages_in_batch") else -1
+                    )
+            message_id = commands.message_id(last.ledger_id, last.entry_id, -1, batch_index)
+        mark = subscription.cursor.mark_delete_position
+        self._channel.send(
+            commands.command(
+                T.GET_LAST_MESSAGE_ID_RESPONSE,
+                "getLastMessageIdResponse",
+                request_id=request.request_id,
+                last_message_id=message_id,
+                consumer_mark_delete_position=commands.message_id(mark.ledger_id, mark.entry_id),
+            )
+        )
+
+    async def consumer_stats(self, frame: Frame) -> None:
+        request = frame.command.consumerStats
+        entry = self._consumers.get(request.consumer_id)
+        if entry is None:
+            self._channel.send(
+                commands.command(
+                    T.CONSUMER_STATS_RESPONSE,
+                    "consumerStatsResponse",
+                    request_id=request.request_id,
+                    error_code=E.ConsumerNotFound,
+                    error_message=f"no consumer {request.consumer_id}",
+                )
+            )
+            return
+        _, subscription, consumer = entry
+        self._channel.send(
+            commands.command(
+                T.CONSUMER_STATS_RESPONSE,
+                "consumerStatsResponse",
+                request_id=request.request_id,
+                consumerName=consumer.name,
+                availablePermits=max(0, consumer.permits),
+                unackedMessages=sum(consumer.pending.values()),
+                msgBacklog=subscription.backlog,
+                type=SubType.Name(subscription.sub_type),
+            )
+        )
+
+    def attached_topics(self) -> list[Topic]:
+        return [t for t, _, _ in self._consumers.values()]
+
+    def close_by_broker(self, topics: set[str] | None, assigned_broker_url: str | None) -> None:
+        """Tell the consumers of ``topics`` (all with None) to reconnect, at
+        ``assigned_broker_url`` when there is one."""
+        for consumer_id, (topic, _, consumer) in list(self._consumers.items()):
+            if topics is not None and str(topic.name) not in topics:
+                continue
+            consumer.close_by_broker(assigned_broker_url)
+            self.drop(consumer_id)
+
+    def close(self) -> None:
+        """The connection closed: its consumers leave their subscriptions."""
+        for consumer_id in list(self._consumers):
+            self.drop(consumer_id)
+
+
+def _sticky_ranges(request: api.CommandSubscribe) -> list[tuple[int, int]]:
+    """The hash ranges of a Key_Shared STICKY consumer ([] for AUTO_SPLIT and other types)."""
+    if request.subType != api.CommandSubscribe.Key_Shared or not request.HasField("keySharedMeta"):
+        return []
+    meta = request.keySharedMeta
+    if meta.keySharedMode != api.STICKY:
+        return []
+    if not meta.hashRanges:
+        raise ConsumerAssignError("a Key_Shared STICKY consumer needs at least one hash range")
+    return [(r.start, r.end) for r in meta.hashRanges]

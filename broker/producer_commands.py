@@ -1,0 +1,216 @@
+"""The producer side of a connection (Pulsar's ServerCnx): PRODUCER, SEND and CLOSE_PRODUCER.
+
+Sends are written beside the connection's read loop so a slow bookie never stops it from
+reading; the read loop pauses once ``max_pending_publish_requests_per_connection`` are in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Protocol
+
+from magnetar.broker.channel import CommandChannel, TopicSource
+from magnetar.broker.managed_ledger import ManagedLedgerError, Position
+from magnetar.broker.ownership import NotServedError
+from magnetar.broker.protocol import commands
+from magnetar.broker.protocol.commands import T
+from magnetar.broker.protocol.frames import ChecksumError, Frame, FrameError, verify_payload
+from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic, TopicFencedError
+from magnetar.proto import PulsarApi_pb2 as api
+
+E = api.ServerError
+
+
+class ReadOnlyRefusal(Protocol):
+    """PIP-63: a read-only broker takes no producers and says where to produce instead."""
+
+    async def refuse_producer(self, topic: str) -> str: ...
+
+
+class ProducerCommands:
+    def __init__(
+        self,
+        channel: CommandChannel,
+        topics: TopicSource,
+        *,
+        new_producer_name: Callable[[], str],
+        max_pending: int,
+        read_only: ReadOnlyRefusal | None,
+    ) -> None:
+        self._channel = channel
+        self._topics = topics
+        self._new_producer_name = new_producer_name
+        self._max_pending = max_pending
+        self._read_only = read_only
+        self._producers: dict[int, tuple[Topic, Producer]] = {}
+        #: producers the broker closed (unload, transfer, shutdown): a send of theirs still on the
+        #: way is dropped, not refused; the client resends it after reconnecting, while a refusal
+        #: makes it drop the whole connection and wait out a backoff
+        self._closed_producers: set[int] = set()
+        #: sends being written; reading pauses at the limit until some complete
+        self._publishing = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def room(self) -> None:
+        """Until fewer than the limit of sends are being written."""
+        if not self._room.is_set():
+            await self._room.wait()
+
+    def wake(self) -> None:
+        """Let a read loop waiting for room go on (the connection is closing)."""
+        self._room.set()
+
+    async def producer(self, frame: Frame) -> None:
+        request = frame.command.producer
+        if self._read_only is not None:
+            refusal = await self._read_only.refuse_producer(request.topic)
+            self._channel.send(commands.error(request.request_id, E.NotAllowedError, refusal))
+            return
+        try:
+            topic = await self._topics.get_or_load(request.topic)
+        except InvalidTopicNameError as exc:
+            self._channel.send(commands.error(request.request_id, E.InvalidTopicName, str(exc)))
+            return
+        except (ManagedLedgerError, NotServedError) as exc:
+            self._channel.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
+            return
+        name = request.producer_name or self._new_producer_name()
+        if name.startswith("pulsar.repl."):
+            # Another cluster's replicator: what it sends again after a reconnection or a
+            # restart is recognised by origin and stored once (broker/replication/__init__.py).
+            try:
+                await topic.accept_replication()
+            except ManagedLedgerError as exc:
+                self._channel.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
+                return
+        existing = topic.producers.get(name)
+        if existing is not None and existing.connection_id != self._channel.id:
+            self._channel.send(
+                commands.error(request.request_id, E.ProducerBusy, f"producer {name} is already connected")
+            )
+            return
+        producer = Producer(request.producer_id, name, self._channel.id)
+        topic.producers[name] = producer
+        self._producers[request.producer_id] = (topic, producer)
+        self._channel.send(
+            commands.command(
+                T.PRODUCER_SUCCESS,
+                "producer_success",
+                request_id=request.request_id,
+                producer_name=name,
+                last_sequence_id=topic.last_sequence_id(name),
+            )
+        )
+
+    async def send(self, frame: Frame) -> None:
+        send = frame.command.send
+        entry = self._producers.get(send.producer_id)
+        if entry is None:
+            if send.producer_id in self._closed_producers:
+                return
+            self._send_error(send, E.UnknownError, f"no producer {send.producer_id} on this connection")
+            return
+        try:
+            metadata = verify_payload(frame.headers_and_payload)
+        except ChecksumError as exc:
+            self._send_error(send, E.ChecksumError, str(exc))
+            return
+        except FrameError as exc:
+            self._send_error(send, E.UnknownError, str(exc))
+            return
+        topic, producer = entry
+        if topic.fenced:
+            return  # being handed over: the client resends it to the new owner after reconnecting
+        producer.messages_in += max(1, send.num_messages)
+        producer.bytes_in += len(frame.headers_and_payload)
+        self._publishing += 1
+        if self._publishing >= self._max_pending:
+            self._room.clear()
+        self._channel.spawn(self._publish(topic, send, metadata, frame.headers_and_payload))
+
+    async def _publish(
+        self, topic: Topic, send: api.CommandSend, metadata: api.MessageMetadata, data: bytes
+    ) -> None:
+        try:
+            position = await topic.publish(data, metadata, send.sequence_id, send.highest_sequence_id)
+        except DuplicateMessage:
+            self._receipt(send, Position(-1, -1))
+            return
+        except TopicFencedError:
+            return  # as a send that arrives once fenced: resent to the next owner after the close
+        except ManagedLedgerError as exc:
+            self._send_error(send, E.PersistenceError, str(exc))
+            return
+        finally:
+            self._publishing -= 1
+            if self._publishing < self._max_pending:
+                self._room.set()
+        topic.messages_in += max(1, send.num_messages)
+        topic.bytes_in += len(data)
+        self._receipt(send, position)
+
+    def _receipt(self, send: api.CommandSend, position: Position) -> None:
+        self._channel.send(
+            commands.command(
+                T.SEND_RECEIPT,
+                "send_receipt",
+                producer_id=send.producer_id,
+                sequence_id=send.sequence_id,
+                message_id=commands.message_id(position.ledger_id, position.entry_id),
+                highest_sequence_id=send.highest_sequence_id,
+            )
+        )
+
+    def _send_error(self, send: api.CommandSend, code: int, message: str) -> None:
+        self._channel.send(
+            commands.command(
+                T.SEND_ERROR,
+                "send_error",
+                producer_id=send.producer_id,
+                sequence_id=send.sequence_id,
+                error=code,
+                message=message,
+            )
+        )
+
+    async def close_producer(self, frame: Frame) -> None:
+        request = frame.command.close_producer
+        entry = self._producers.pop(request.producer_id, None)
+        if entry is not None:
+            _detach(*entry)
+        self._channel.send(commands.success(request.request_id))
+
+    def attached_topics(self) -> list[Topic]:
+        return [t for t, _ in self._producers.values()]
+
+    def close_by_broker(self, topics: set[str] | None, assigned_broker_url: str | None) -> None:
+        """Tell the producers of ``topics`` (all with None) to reconnect, at
+        ``assigned_broker_url`` when there is one."""
+        for producer_id, (topic, producer) in list(self._producers.items()):
+            if topics is not None and str(topic.name) not in topics:
+                continue
+            self._channel.send(
+                commands.command(
+                    T.CLOSE_PRODUCER,
+                    "close_producer",
+                    producer_id=producer_id,
+                    request_id=0,
+                    assignedBrokerServiceUrl=assigned_broker_url,
+                )
+            )
+            del self._producers[producer_id]
+            self._closed_producers.add(producer_id)
+            _detach(topic, producer)
+
+    def close(self) -> None:
+        """The connection closed: its producers leave their topics."""
+        for topic, producer in self._producers.values():
+            _detach(topic, producer)
+        self._producers.clear()
+
+
+def _detach(topic: Topic, producer: Producer) -> None:
+    if topic.producers.get(producer.name) is producer:
+        del topic.producers[producer.name]

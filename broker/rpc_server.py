@@ -1,0 +1,30 @@
+"""The broker's gRPC server: the PIP-63 cursor RPCs and the transfer calls between brokers, on
+one port (``broker_cursor_rpc_port``) that a writable broker advertises in its registry record."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import grpc
+
+from magnetar.broker.peers import HandoverTarget, PeerService
+from magnetar.broker.read_only.cursor_service import BundleLookup, CursorService, TopicSource
+from magnetar.proto import broker_pb2_grpc, peer_pb2_grpc
+
+
+class Bundles(BundleLookup, HandoverTarget, Protocol):
+    """The bundles' side: lookups for the cursor RPCs, the destination's side of a transfer."""
+
+
+async def start_rpc_server(
+    topics: TopicSource, bundles: Bundles, host: str, port: int
+) -> tuple[grpc.aio.Server, int]:
+    """Serve on ``host:port`` (0: a free port); returns the server and its port."""
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    broker_pb2_grpc.add_CursorsServicer_to_server(CursorService(topics, bundles), server)  # type: ignore[no-untyped-call]
+    peer_pb2_grpc.add_BrokerPeerServicer_to_server(PeerService(bundles), server)  # type: ignore[no-untyped-call]
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot bind the broker RPC port {host}:{port}")
+    await server.start()
+    return server, bound

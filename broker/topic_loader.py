@@ -1,0 +1,60 @@
+"""Opening a topic over its managed ledger: writable (the bundle's owner) or read-only (PIP-63)."""
+
+from __future__ import annotations
+
+from magnetar.bookie.client import LedgerClient
+from magnetar.broker.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
+from magnetar.broker.namespace import NamespacePolicies
+from magnetar.broker.read_only.cursor_client import CursorClient
+from magnetar.broker.read_only.ledger import ReadOnlyManagedLedger
+from magnetar.broker.topic import Topic, TopicName
+from magnetar.common.metadata import MetadataStore
+
+
+class WritableOpener:
+    def __init__(self, factory: ManagedLedgerFactory, *, deduplication_default: bool) -> None:
+        self._factory = factory
+        self._deduplication_default = deduplication_default
+
+    async def open(self, name: TopicName, policies: NamespacePolicies) -> Topic:
+        # The namespace's policy wins over the broker's default (as in Pulsar).
+        dedup = policies.deduplication_enabled
+        if dedup is None:
+            dedup = self._deduplication_default
+        ledger = await self._factory.open(name.managed_ledger_name)
+        return await Topic.load(name, ledger, deduplication=dedup)
+
+
+class ReadOnlyOpener:
+    """PIP-63: the ledger is tailed from the bookies, cursors live at the writable owner."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        ledger_client: LedgerClient,
+        config: ManagedLedgerConfig,
+        cursors: CursorClient,
+        *,
+        poll_interval_s: float,
+        watch: bool,
+    ) -> None:
+        self._store = store
+        self._ledger_client = ledger_client
+        self._config = config
+        self._cursors = cursors
+        self._poll_interval_s = poll_interval_s
+        self._watch = watch
+
+    async def open(self, name: TopicName, policies: NamespacePolicies) -> Topic:
+        ledger = ReadOnlyManagedLedger(
+            name.managed_ledger_name,
+            self._store,
+            self._ledger_client,
+            self._config,
+            topic=str(name),
+            cursors=self._cursors,
+            poll_interval_s=self._poll_interval_s,
+            watch=self._watch,
+        )
+        await ledger.open()
+        return await Topic.load(name, ledger, deduplication=False)
