@@ -10,12 +10,12 @@ the entries after the snapshot are read back and their MessageMetadata replayed.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 
 from magnetar.broker.managed_ledger import ManagedCursor, ManagedLedger, Position
 from magnetar.broker.protocol.frames import FrameError, read_metadata
+from magnetar.common.background import BackgroundTasks
 from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class Deduplication:
         self.persisted: dict[str, int] = {}
         self._since_snapshot = 0
         self._last_position: Position | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
 
     async def recover(self) -> None:
         """Load the snapshot and replay what was written after it."""
@@ -142,9 +142,7 @@ class Deduplication:
         self._since_snapshot += 1
         if self._since_snapshot >= self._snapshot_interval and self._cursor is not None:
             self._since_snapshot = 0
-            task = asyncio.get_running_loop().create_task(self._mark(position, dict(self.persisted)))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.spawn(self._mark(position, dict(self.persisted)))
 
     async def _mark(self, position: Position, state: dict[str, int]) -> None:
         assert self._cursor is not None
