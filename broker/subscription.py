@@ -8,7 +8,7 @@ from typing import Protocol
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dispatcher import HASH_RANGE, Dispatcher
 from magnetar.broker.managed_ledger import Entry, ManagedCursor, Position
-from magnetar.broker.replication.replicated_subscriptions import MarkerIndex, SnapshotCache
+from magnetar.broker.markers import MarkerIndex, SnapshotCache
 
 log = logging.getLogger(__name__)
 

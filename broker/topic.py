@@ -12,18 +12,14 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_identity
 from magnetar.broker.managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Position
+from magnetar.broker.markers import REPLICATED_PROPERTY, SNAPSHOT, MarkerIndex
 from magnetar.broker.protocol.frames import FrameError, read_metadata
-from magnetar.broker.replication.replicated_subscriptions import (
-    REPLICATED_PROPERTY,
-    SNAPSHOT,
-    MarkerIndex,
-    ReplicatedSubscriptionsController,
-)
 from magnetar.broker.subscription import Subscription
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -32,6 +28,24 @@ log = logging.getLogger(__name__)
 _TOPIC = re.compile(r"^(persistent|non-persistent)://([^/]+)/([^/]+)/(.+)$")
 #: cursors of the broker's own (deduplication, replicators), never subscriptions users see
 _INTERNAL_CURSORS = ("pulsar.dedup", "pulsar.repl.")
+
+
+class MarkerListener(Protocol):
+    """The topic's replicated-subscriptions controller, as the topic sees it."""
+
+    cache_size: int
+
+    def marker_stored(self, metadata: api.MessageMetadata, data: bytes, position: Position) -> None: ...
+
+    def snapshot_read(self, subscription: Subscription, data: bytes) -> None: ...
+
+    async def advanced(self, subscription: Subscription, *, now_please: bool = False) -> None: ...
+
+    def consumers_left(self, subscription: Subscription) -> None: ...
+
+    def stats(self) -> dict[str, object]: ...
+
+    async def close(self) -> None: ...
 
 
 class InvalidTopicNameError(ValueError):
@@ -124,7 +138,7 @@ class Topic:
     #: markers that came through producers (another cluster's replicator): not user messages
     markers_in: int = 0
     #: PIP-33 snapshots and updates, while the topic replicates to other clusters
-    replicated_subscriptions: ReplicatedSubscriptionsController | None = None
+    replicated_subscriptions: MarkerListener | None = None
 
     @classmethod
     async def load(cls, name: TopicName, ledger: ManagedLedger, *, deduplication: bool) -> Topic:
