@@ -35,7 +35,8 @@ from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerTerminatedError,
 )
 from magnetar.broker.managed_ledger.factory import ManagedLedgerFactory
-from magnetar.broker.managed_ledger.ledger import LedgerInfo, ManagedLedger
+from magnetar.broker.managed_ledger.ledger import ManagedLedger
+from magnetar.broker.managed_ledger.meta_store import LedgerInfo
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
 
 __all__ = [

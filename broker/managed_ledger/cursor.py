@@ -17,15 +17,63 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from magnetar.broker.managed_ledger.acked_ranges import AckedRanges
-from magnetar.broker.managed_ledger.errors import ManagedLedgerClosedError, ManagedLedgerError
+from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
+from magnetar.broker.managed_ledger.errors import (
+    ManagedLedgerClosedError,
+    ManagedLedgerError,
+    ManagedLedgerFencedError,
+)
+from magnetar.broker.managed_ledger.meta_store import cursor_path
 from magnetar.broker.managed_ledger.position import Entry, Position
-from magnetar.common.metadata import BadVersionError, MetadataError, NodeExistsError, NoNodeError
+from magnetar.common.metadata import (
+    BadVersionError,
+    MetadataError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+)
 
-if TYPE_CHECKING:
-    from magnetar.broker.managed_ledger.ledger import ManagedLedger
+
+class CursorLedger(Protocol):
+    """What a cursor uses of its managed ledger (writable, or PIP-63's read-only one)."""
+
+    name: str
+    store: MetadataStore
+    config: ManagedLedgerConfig
+
+    @property
+    def is_fenced(self) -> bool: ...
+
+    @property
+    def last_confirmed_entry(self) -> Position | None: ...
+
+    def fenced(self, why: str) -> ManagedLedgerFencedError: ...
+
+    def before_first(self) -> Position: ...
+
+    def valid_position(self, position: Position) -> Position: ...
+
+    def next_position(self, position: Position) -> Position: ...
+
+    def has_entry(self, position: Position) -> bool: ...
+
+    def count_entries_after(self, position: Position) -> int: ...
+
+    def count_entries_between(self, first: Position, last: Position) -> int: ...
+
+    async def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None
+    ) -> list[Entry]: ...
+
+    async def read_positions(self, positions: list[Position]) -> list[Entry]: ...
+
+    def wait_for_new_entries(self) -> asyncio.Future[None]: ...
+
+    def cursor_moved_to_ledger(self) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +81,7 @@ _TAKEOVER_ATTEMPTS = 5
 
 
 class ManagedCursor:
-    def __init__(self, ledger: ManagedLedger, name: str, *, durable: bool) -> None:
+    def __init__(self, ledger: CursorLedger, name: str, *, durable: bool) -> None:
         self.ledger = ledger
         self.name = name
         self.durable = durable
@@ -202,8 +250,6 @@ class ManagedCursor:
 
     # -- persistence ----------------------------------------------------------------------------
     def _path(self) -> str:
-        from magnetar.broker.managed_ledger.ledger import cursor_path
-
         return cursor_path(self.ledger.name, self.name)
 
     def _encode(self) -> bytes:

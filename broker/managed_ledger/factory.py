@@ -10,7 +10,8 @@ import logging
 
 from magnetar.bookie.client import BKError, LedgerClient, LedgerHandle
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
-from magnetar.broker.managed_ledger.ledger import ROOT, ManagedLedger, validate_name
+from magnetar.broker.managed_ledger.ledger import ManagedLedger
+from magnetar.broker.managed_ledger.meta_store import ROOT, validate_name
 from magnetar.common.metadata import MetadataStore, NoNodeError
 
 log = logging.getLogger(__name__)

@@ -11,14 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from magnetar.bookie.client import (
     BKError,
@@ -28,6 +26,7 @@ from magnetar.bookie.client import (
     NoSuchLedgerError,
     ReadHandle,
 )
+from magnetar.broker.managed_ledger import meta_store
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
 from magnetar.broker.managed_ledger.cursor import ManagedCursor
 from magnetar.broker.managed_ledger.errors import (
@@ -36,44 +35,15 @@ from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
 )
+from magnetar.broker.managed_ledger.meta_store import LedgerInfo, cursor_path, ledger_path, validate_name
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
-__all__ = ["ROOT", "LedgerInfo", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
-
 log = logging.getLogger(__name__)
 
-ROOT = "/managed-ledgers"
 MB = 1024 * 1024
 
 _reader_ids = itertools.count(1)
-
-
-@dataclass
-class LedgerInfo:
-    ledger_id: int
-    entries: int = -1  # -1: still open (being written)
-    size: int = 0
-    timestamp_ms: int = 0  # when it was closed (retention counts from there)
-
-
-def ledger_path(name: str) -> str:
-    return f"{ROOT}/{name}"
-
-
-def cursor_path(name: str, cursor: str) -> str:
-    return f"{ROOT}/{name}/cursors/{quote(cursor, safe='')}"
-
-
-def validate_name(name: str) -> str:
-    """A managed-ledger name is a relative path such as ``tenant/ns/persistent/topic``."""
-    parts = name.split("/") if isinstance(name, str) else [""]
-    if not name or any(part in ("", ".", "..") for part in parts):
-        raise ManagedLedgerError(
-            f"invalid managed ledger name {name!r}: expected non-empty '/'-separated parts "
-            "such as 'tenant/namespace/persistent/topic'"
-        )
-    return name
 
 
 def _now_ms() -> int:
@@ -139,19 +109,9 @@ class ManagedLedger:
         self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
 
     async def _load(self) -> None:
-        try:
-            data, stat = await self.store.get(ledger_path(self.name))
-        except NoNodeError:
-            self._ledgers, self._version = [], -1
-            return
-        try:
-            doc = json.loads(data) if data else {}
-            self._ledgers = [LedgerInfo(**info) for info in doc.get("ledgers", [])]
-            terminated = doc.get("terminated")
-        except (ValueError, TypeError) as exc:
-            raise ManagedLedgerError(f"metadata of managed ledger {self.name} is unreadable: {exc}") from exc
-        self._terminated_at = Position(*terminated) if terminated else None
-        self._version = stat.version
+        listed = await meta_store.load(self.store, self.name)
+        self._ledgers, self._terminated_at = listed.ledgers, listed.terminated_at
+        self._version = listed.version
 
     async def _save_locked(self) -> None:
         async with self._metadata_lock:
@@ -159,15 +119,11 @@ class ManagedLedger:
 
     async def _save(self) -> None:
         """Write the metadata; the caller holds the metadata lock."""
-        doc: dict[str, Any] = {"ledgers": [asdict(i) for i in self._ledgers]}
-        if self._terminated_at is not None:
-            doc["terminated"] = [self._terminated_at.ledger_id, self._terminated_at.entry_id]
-        data = json.dumps(doc).encode()
+        listed = meta_store.LedgerList(self._ledgers, self._terminated_at, self._version)
         try:
-            stat = await self.store.put(ledger_path(self.name), data, expected_version=self._version)
+            self._version = await meta_store.save(self.store, self.name, listed)
         except (BadVersionError, NodeExistsError, NoNodeError) as exc:
             raise self.fenced(f"its metadata changed under it ({exc})") from exc
-        self._version = stat.version
 
     def fenced(self, why: str) -> ManagedLedgerFencedError:
         """Mark this instance deposed (another broker owns the managed ledger now)."""

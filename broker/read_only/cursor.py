@@ -9,18 +9,15 @@ consumers use. Partial batch acknowledgements stay local (as on a writable broke
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from magnetar.broker.managed_ledger import ManagedCursor, Position
+from magnetar.broker.managed_ledger.cursor import CursorLedger
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.proto import broker_pb2 as pb
 
-if TYPE_CHECKING:
-    from magnetar.broker.read_only.ledger import ReadOnlyManagedLedger
-
 
 class RemoteCursor(ManagedCursor):
-    def __init__(self, ledger: ReadOnlyManagedLedger, name: str, rpc: CursorClient, topic: str) -> None:
+    def __init__(self, ledger: CursorLedger, name: str, rpc: CursorClient, topic: str) -> None:
         super().__init__(ledger, name, durable=True)
         self._rpc = rpc
         self._topic = topic

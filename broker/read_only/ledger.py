@@ -27,7 +27,7 @@ from magnetar.broker.managed_ledger import (
     ManagedLedgerError,
     Position,
 )
-from magnetar.broker.managed_ledger.ledger import LedgerInfo, ledger_path
+from magnetar.broker.managed_ledger.meta_store import LedgerInfo, ledger_path
 from magnetar.broker.read_only.cursor import RemoteCursor
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.common.metadata import MetadataStore, WatchEvent
