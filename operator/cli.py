@@ -91,7 +91,8 @@ def render(path: Path, namespace: str) -> None:
       magnetar operator render -f examples/k8s/cluster.yaml --namespace prod | less
     """
     from magnetar.operator.manifests import render_cluster
-    from magnetar.operator.resources import SpecError, parse_cluster
+    from magnetar.operator.resources import SpecError
+    from magnetar.operator.validation import parse_cluster
 
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "MagnetarCluster"]
     if not docs:

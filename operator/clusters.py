@@ -20,8 +20,9 @@ from magnetar.operator.admin import AdminError
 from magnetar.operator.gates import ClusterRef
 from magnetar.operator.kube import Kube, pod_ready
 from magnetar.operator.manifests import admin_url, render_cluster, selector
-from magnetar.operator.resources import CLUSTERS, ClusterSpec, SpecError, parse_cluster
+from magnetar.operator.resources import CLUSTERS, ClusterSpec, SpecError
 from magnetar.operator.rollout import Roller
+from magnetar.operator.validation import parse_cluster
 
 CONVERGED = "Converged"
 NOT_READY = "PodsNotReady"

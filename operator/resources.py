@@ -152,19 +152,7 @@ class BundleSpec(_Spec):
     action: BundleAction | None = None
 
 
-def parse_cluster(spec: dict[str, Any], name: str) -> ClusterSpec:
-    """The typed spec, after the checks a schema cannot make."""
-    try:
-        parsed = ClusterSpec.model_validate(spec)
-    except ValidationError as exc:
-        raise SpecError("InvalidSpec", _first_error(exc)) from None
-    if parsed.external is None:
-        _check_ledgers(parsed.bookies)
-        _check_settings(parsed, name)
-    return parsed
-
-
-def _check_ledgers(bookies: BookiesSpec) -> None:
+def check_ledgers(bookies: BookiesSpec) -> None:
     e, qw, qa = bookies.ensemble_size, bookies.write_quorum, bookies.ack_quorum
     if not e >= qw >= qa:
         raise SpecError(
@@ -178,18 +166,6 @@ def _check_ledgers(bookies: BookiesSpec) -> None:
         )
 
 
-def _check_settings(spec: ClusterSpec, name: str) -> None:
-    # Imported here: the rendered configs are what the pods load, so an unknown or invalid
-    # setting is reported now, on the resource, instead of as a crash-looping pod.
-    from magnetar.operator.configs import bookie_settings, broker_settings
-
-    for component, render in (("bookies", bookie_settings), ("brokers", broker_settings)):
-        try:
-            render(spec, name, "default")
-        except ValidationError as exc:
-            raise SpecError("InvalidConfig", f"{component}.config: {_first_error(exc)}") from None
-
-
 def parse_bundle_range(name: str) -> tuple[int, int]:
     match = _BUNDLE.match(name)
     if match is None:
@@ -197,7 +173,7 @@ def parse_bundle_range(name: str) -> tuple[int, int]:
     return int(match.group(1), 16), int(match.group(2), 16)
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "spec"
     return f"{where}: {err['msg']}"

@@ -25,7 +25,8 @@ from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
 from magnetar.common.metadata import open_store
 from magnetar.operator.gates import AdminDrainer, ClusterRef, MetadataReplicationGate
-from magnetar.operator.resources import MetadataStoreSpec, parse_cluster
+from magnetar.operator.resources import MetadataStoreSpec
+from magnetar.operator.validation import parse_cluster
 from tests.operator.conftest import condition, events, get_cr, wait_for
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]

@@ -1,0 +1,33 @@
+"""A MagnetarCluster spec as the operator accepts it: the typed models (resources.py), then the
+checks a schema cannot make, the last of them rendering the configs the pods will load
+(configs.py), so an unknown or invalid setting is reported on the resource instead of as a
+crash-looping pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from magnetar.operator.configs import bookie_settings, broker_settings
+from magnetar.operator.resources import ClusterSpec, SpecError, check_ledgers, first_error
+
+
+def parse_cluster(spec: dict[str, Any], name: str) -> ClusterSpec:
+    """The typed spec, after the checks a schema cannot make."""
+    try:
+        parsed = ClusterSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise SpecError("InvalidSpec", first_error(exc)) from None
+    if parsed.external is None:
+        check_ledgers(parsed.bookies)
+        _check_settings(parsed, name)
+    return parsed
+
+
+def _check_settings(spec: ClusterSpec, name: str) -> None:
+    for component, render in (("bookies", bookie_settings), ("brokers", broker_settings)):
+        try:
+            render(spec, name, "default")
+        except ValidationError as exc:
+            raise SpecError("InvalidConfig", f"{component}.config: {first_error(exc)}") from None
