@@ -189,11 +189,8 @@ class ConsumerCommands:
 
     async def unsubscribe(self, frame: Frame) -> None:
         request = frame.command.unsubscribe
-        entry = self._consumers.get(request.consumer_id)
+        entry = self._attached(request.request_id, request.consumer_id)
         if entry is None:
-            self._channel.send(
-                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
-            )
             return
         topic, subscription, consumer = entry
         others = [c for c in subscription.consumers if c is not consumer]
@@ -221,11 +218,8 @@ class ConsumerCommands:
 
     async def seek(self, frame: Frame) -> None:
         request = frame.command.seek
-        entry = self._consumers.get(request.consumer_id)
+        entry = self._attached(request.request_id, request.consumer_id)
         if entry is None:
-            self._channel.send(
-                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
-            )
             return
         topic, subscription, _ = entry
         if request.HasField("message_publish_time"):
@@ -256,11 +250,8 @@ class ConsumerCommands:
 
     async def last_message_id(self, frame: Frame) -> None:
         request = frame.command.getLastMessageId
-        entry = self._consumers.get(request.consumer_id)
+        entry = self._attached(request.request_id, request.consumer_id)
         if entry is None:
-            self._channel.send(
-                commands.error(request.request_id, E.ConsumerNotFound, f"no consumer {request.consumer_id}")
-            )
             return
         topic, subscription, _ = entry
         last = await topic.last_dispatchable_position()
@@ -314,6 +305,13 @@ class ConsumerCommands:
                 type=SubType.Name(subscription.sub_type),
             )
         )
+
+    def _attached(self, request_id: int, consumer_id: int) -> tuple[Topic, Subscription, Consumer] | None:
+        """The consumer a request names; None after answering ConsumerNotFound."""
+        entry = self._consumers.get(consumer_id)
+        if entry is None:
+            self._channel.send(commands.error(request_id, E.ConsumerNotFound, f"no consumer {consumer_id}"))
+        return entry
 
     def attached_topics(self) -> list[Topic]:
         return [t for t, _, _ in self._consumers.values()]
