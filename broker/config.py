@@ -49,6 +49,10 @@ class BrokerConfig(ComponentConfig):
     #: sends being written per connection before the broker stops reading from it
     #: (maxPendingPublishRequestsPerConnection): a fast producer cannot fill the broker's memory
     max_pending_publish_requests_per_connection: int = Field(default=1000, gt=0)
+    #: open connections the broker accepts in all (brokerMaxConnections); 0: no limit
+    broker_max_connections: int = Field(default=0, ge=0)
+    #: open connections the broker accepts from one IP address (brokerMaxConnectionsPerIp); 0: no limit
+    broker_max_connections_per_ip: int = Field(default=0, ge=0)
     broker_deduplication_enabled: bool = False
     # -- geo-replication (see README "Geo-replication") ----------------------------------------
     #: sends a replicator has in flight to its remote cluster (replicationProducerQueueSize)

@@ -27,6 +27,7 @@ from magnetar.broker.producer_commands import ProducerCommands, ReadOnlyRefusal
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import FRAME_PADDING, Frame, FrameError, encode, parse_frame
+from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import InvalidTopicNameError, Topic
 from magnetar.common.background import BackgroundTasks
 from magnetar.proto import PulsarApi_pb2 as api
@@ -86,6 +87,7 @@ class ServerConnection:
         self._reader = reader
         self._writer = writer
         peer = writer.get_extra_info("peername")
+        self.ip = str(peer[0]) if peer else "?"
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.protocol_version = 0
         self._connected = False
@@ -197,9 +199,55 @@ class ServerConnection:
         if self._held_by_handover(command):
             # It waits for a transfer to end: the connection's other commands go on meanwhile
             # (a client sends nothing on a producer or consumer before the answer).
-            self.spawn(handler(frame))
+            self.spawn(self._guarded(handler, frame))
             return
-        await handler(frame)
+        await self._guarded(handler, frame)
+
+    async def _guarded(self, handler: Callable[[Frame], Awaitable[None]], frame: Frame) -> None:
+        """Run a command's handler; whatever it fails with fails that command alone."""
+        try:
+            await handler(frame)
+        except ConnectionClosed:
+            raise
+        except Exception as exc:
+            self._refuse(frame.command, exc)
+
+    def _refuse(self, command: api.BaseCommand, exc: Exception) -> None:
+        code = server_error(exc)
+        name = T.Name(command.type)
+        if code is None:
+            log.error("connection %s: %s failed", self._remote, name, exc_info=exc)
+            code = E.UnknownError
+        else:
+            log.warning("connection %s: %s refused: %s", self._remote, name, exc)
+        message = str(exc) or type(exc).__name__
+        if command.type == T.LOOKUP:
+            self._lookup_failed(command.lookupTopic.request_id, code, message)
+        elif command.type == T.SEND:
+            send = command.send
+            self.send(
+                commands.command(
+                    T.SEND_ERROR,
+                    "send_error",
+                    producer_id=send.producer_id,
+                    sequence_id=send.sequence_id,
+                    error=code,
+                    message=message,
+                )
+            )
+        elif command.type == T.PARTITIONED_METADATA:
+            self.send(
+                commands.command(
+                    T.PARTITIONED_METADATA_RESPONSE,
+                    "partitionMetadataResponse",
+                    request_id=command.partitionMetadata.request_id,
+                    response=api.CommandPartitionedTopicMetadataResponse.Failed,
+                    error=code,
+                    message=message,
+                )
+            )
+        else:
+            self.send(commands.error(_request_id(command), code, message))
 
     def _held_by_handover(self, command: api.BaseCommand) -> bool:
         if command.type == T.PRODUCER:
@@ -356,6 +404,14 @@ class ServerConnection:
         self._producers.close_by_broker(topics, assigned_broker_url)
         self._consumers.close_by_broker(topics, assigned_broker_url)
 
+    async def refuse(self, reason: str) -> None:
+        """Turn the connection away before reading anything (a connection limit): say why."""
+        log.warning("refusing connection %s: %s", self._remote, reason)
+        self.send(commands.error(0, E.ServiceNotReady, f"connection refused: {reason}"))
+        with contextlib.suppress(ConnectionError):
+            await self._writer.drain()
+        await self.close()
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -368,16 +424,34 @@ class ServerConnection:
 
 
 class Connections:
-    """The broker's open connections (topics.Clients: telling a topic's clients to go)."""
+    """The broker's open connections (topics.Clients: telling a topic's clients to go), within
+    Pulsar's ``brokerMaxConnections`` and ``brokerMaxConnectionsPerIp`` (0: no limit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 0, max_per_ip: int = 0) -> None:
         self._open: set[ServerConnection] = set()
+        self._max = max_connections
+        self._max_per_ip = max_per_ip
+        self._per_ip: dict[str, int] = {}
+
+    def refusal(self, ip: str) -> str | None:
+        """Why a new connection from ``ip`` is refused, or None when it is accepted."""
+        if self._max and len(self._open) >= self._max:
+            return f"the broker has {len(self._open)} connections (broker_max_connections)"
+        if self._max_per_ip and self._per_ip.get(ip, 0) >= self._max_per_ip:
+            return f"{ip} has {self._per_ip[ip]} connections (broker_max_connections_per_ip)"
+        return None
 
     def add(self, connection: ServerConnection) -> None:
         self._open.add(connection)
+        self._per_ip[connection.ip] = self._per_ip.get(connection.ip, 0) + 1
 
     def discard(self, connection: ServerConnection) -> None:
+        if connection not in self._open:
+            return
         self._open.discard(connection)
+        left = self._per_ip.pop(connection.ip, 1) - 1
+        if left > 0:
+            self._per_ip[connection.ip] = left
 
     def __len__(self) -> int:
         return len(self._open)

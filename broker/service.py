@@ -62,7 +62,7 @@ class BrokerService:
         self.bundles: Bundles | None = None
         self.load_manager: LoadManager | None = None
         self.replication: ReplicationManager | None = None
-        self.connections = Connections()
+        self.connections = Connections(config.broker_max_connections, config.broker_max_connections_per_ip)
         self._server: asyncio.Server | None = None
         self._metrics: MetricsServer | None = None
         self._rpc_server: grpc.aio.Server | None = None
@@ -251,6 +251,10 @@ class BrokerService:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self._deps is not None  # served only once start() has wired everything
         connection = ServerConnection(self._deps, reader, writer, self.connections.discard)
+        refusal = self.connections.refusal(connection.ip)
+        if refusal is not None:
+            await connection.refuse(refusal)
+            return
         self.connections.add(connection)
         await connection.serve()
 

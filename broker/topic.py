@@ -61,6 +61,10 @@ class TopicName:
 
     @classmethod
     def parse(cls, name: str) -> TopicName:
+        if not isinstance(name, str):  # protobuf hands over the bytes of a name that is not UTF-8
+            raise InvalidTopicNameError(f"invalid topic name {name!r}: not valid UTF-8")
+        if any(ord(c) < 0x20 for c in name):
+            raise InvalidTopicNameError(f"invalid topic name {name!r}: control characters are not allowed")
         match = _TOPIC.match(name)
         if match is None or not all(match.groups()):
             raise InvalidTopicNameError(

@@ -1,0 +1,36 @@
+"""Which Pulsar ``ServerError`` answers a command that failed.
+
+A client's mistake (a name that is not a topic, a namespace that does not exist) or a passing
+condition of the broker (the bundle is moving, the metadata store is unreachable, the ledger is
+being fenced) fails that one command; the connection, with its other producers and consumers,
+goes on. Anything else is a bug of the broker's, answered too but logged with its traceback.
+"""
+
+from __future__ import annotations
+
+from magnetar.broker.managed_ledger import ManagedLedgerError
+from magnetar.broker.namespace import NamespaceError
+from magnetar.broker.ownership import NotServedError, UnknownListenerError
+from magnetar.broker.subscription import ConsumerAssignError, SubscriptionBusyError
+from magnetar.broker.topic import InvalidTopicNameError
+from magnetar.common.metadata import MetadataError
+from magnetar.proto import PulsarApi_pb2 as api
+
+E = api.ServerError
+
+_KNOWN: list[tuple[type[Exception], int]] = [
+    (InvalidTopicNameError, E.InvalidTopicName),
+    (NamespaceError, E.TopicNotFound),
+    (SubscriptionBusyError, E.ConsumerBusy),
+    (ConsumerAssignError, E.ConsumerAssignError),
+    # retriable: the client looks the topic up again or retries after its backoff
+    (NotServedError, E.ServiceNotReady),
+    (UnknownListenerError, E.ServiceNotReady),
+    (MetadataError, E.ServiceNotReady),
+    (ManagedLedgerError, E.ServiceNotReady),
+]
+
+
+def server_error(exc: Exception) -> int | None:
+    """The error code for a command that failed with ``exc``; None when it is a broker bug."""
+    return next((code for kind, code in _KNOWN if isinstance(exc, kind)), None)
