@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -26,7 +27,7 @@ from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerError,
     ManagedLedgerFencedError,
 )
-from magnetar.broker.managed_ledger.meta_store import cursor_path
+from magnetar.broker.managed_ledger.meta_store import NodeWriter, cursor_path
 from magnetar.broker.managed_ledger.position import Entry, Position
 from magnetar.common.metadata import (
     BadVersionError,
@@ -91,7 +92,9 @@ class ManagedCursor:
         self._acked = AckedRanges(ledger.next_position)
         self._read_position = Position(-1, 0)
         self._epoch = 0  # bumped whenever the read position is reset under a read in flight
-        self._version = -1
+        #: writes the persisted state; its content names this instance, so a takeover shows
+        self._node = NodeWriter(ledger.store, cursor_path(ledger.name, name))
+        self._writer = uuid.uuid4().hex[:16]
         self._dirty = False
         self._flush_lock = asyncio.Lock()
         self._flush_task: asyncio.Task[None] | None = None
@@ -267,6 +270,7 @@ class ManagedCursor:
             "mark_delete": [self._mark_delete.ledger_id, self._mark_delete.entry_id],
             "ranges": self._acked.encode(limit),
             "properties": self.properties,
+            "writer": self._writer,
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -292,7 +296,8 @@ class ManagedCursor:
         if not self.durable:
             return
         try:
-            stat = await self.ledger.store.put(self._path(), self._encode(), expected_version=-1)
+            self._node.version = -1
+            await self._node.write(self._encode())
         except (NodeExistsError, BadVersionError):
             await self.load()
             return
@@ -300,7 +305,6 @@ class ManagedCursor:
             raise ManagedLedgerError(
                 f"cannot create cursor {self.name} of {self.ledger.name}: {exc}"
             ) from exc
-        self._version = stat.version
 
     async def load(self) -> None:
         """Restore the persisted state and take the node over (rewrite it under our version)."""
@@ -312,11 +316,11 @@ class ManagedCursor:
                 await self.create()
                 return
             self._decode(data)
-            try:
-                stat = await self.ledger.store.put(self._path(), data, expected_version=stat.version)
+            self._node.version = stat.version
+            try:  # rewritten as ours: a previous owner's next write conflicts and fences it
+                await self._node.write(self._encode())
             except BadVersionError:
                 continue  # the previous owner wrote one last time: read that
-            self._version = stat.version
             return
         raise ManagedLedgerError(f"cursor {self.name} of {self.ledger.name} keeps changing under us")
 
@@ -350,9 +354,7 @@ class ManagedCursor:
                 raise self.ledger.fenced(f"cursor {self.name} not persisted")
             self._dirty = False
             try:
-                stat = await self.ledger.store.put(
-                    self._path(), self._encode(), expected_version=self._version
-                )
+                await self._node.write(self._encode())
             except (BadVersionError, NoNodeError) as exc:
                 self._dirty = True
                 raise self.ledger.fenced(f"cursor {self.name} was rewritten by another broker") from exc
@@ -361,7 +363,6 @@ class ManagedCursor:
                 if isinstance(exc, MetadataError):
                     raise ManagedLedgerError(f"cannot persist cursor {self.name}: {exc}") from exc
                 raise
-            self._version = stat.version
 
     async def close(self, *, flush: bool = True) -> None:
         """Persist what changed (unless the cursor is being deleted) and stop."""

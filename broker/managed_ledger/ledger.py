@@ -37,7 +37,13 @@ from magnetar.broker.managed_ledger.errors import (
 )
 from magnetar.broker.managed_ledger.meta_store import LedgerInfo, cursor_path, ledger_path, validate_name
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
-from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from magnetar.common.metadata import (
+    BadVersionError,
+    MetadataError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +65,8 @@ class ManagedLedger:
         self._client = client
         self.config = config
         self._ledgers: list[LedgerInfo] = []
-        self._version = -1
+        #: writes the ledger list by compare-and-set, riding out answers lost to a store blip
+        self._node = meta_store.NodeWriter(store, ledger_path(self.name))
         self._terminated_at: Position | None = None
         self._writer: LedgerHandle | None = None
         self._writer_failed = False
@@ -111,7 +118,7 @@ class ManagedLedger:
     async def _load(self) -> None:
         listed = await meta_store.load(self.store, self.name)
         self._ledgers, self._terminated_at = listed.ledgers, listed.terminated_at
-        self._version = listed.version
+        self._node.version = listed.version
 
     async def _save_locked(self) -> None:
         async with self._metadata_lock:
@@ -119,11 +126,12 @@ class ManagedLedger:
 
     async def _save(self) -> None:
         """Write the metadata; the caller holds the metadata lock."""
-        listed = meta_store.LedgerList(self._ledgers, self._terminated_at, self._version)
         try:
-            self._version = await meta_store.save(self.store, self.name, listed)
+            await self._node.write(meta_store.encode(self._ledgers, self._terminated_at))
         except (BadVersionError, NodeExistsError, NoNodeError) as exc:
             raise self.fenced(f"its metadata changed under it ({exc})") from exc
+        except MetadataError as exc:  # the store is unreachable: a later write tries again
+            raise ManagedLedgerError(f"cannot record the ledgers of {self.name}: {exc}") from exc
 
     def fenced(self, why: str) -> ManagedLedgerFencedError:
         """Mark this instance deposed (another broker owns the managed ledger now)."""
@@ -170,6 +178,10 @@ class ManagedLedger:
             except ManagedLedgerFencedError:
                 self._ledgers.pop()
                 self._delete_ledger_later(writer.ledger_id)
+                raise
+            except ManagedLedgerError:
+                self._ledgers.pop()
+                self.prepared_writer = writer  # the next add records it again
                 raise
         self._writer, self._writer_failed, self._writer_created = writer, False, time.monotonic()
         log.info("%s: writing to ledger %d", self.name, writer.ledger_id)

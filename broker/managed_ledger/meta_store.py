@@ -9,13 +9,22 @@ per durable cursor.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote
 
 from magnetar.broker.managed_ledger.errors import ManagedLedgerError
 from magnetar.broker.managed_ledger.position import Position
-from magnetar.common.metadata import MetadataStore, NoNodeError
+from magnetar.common.metadata import (
+    BadVersionError,
+    MetadataError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+)
+
+log = logging.getLogger(__name__)
 
 ROOT = "/managed-ledgers"
 
@@ -82,9 +91,48 @@ async def load(store: MetadataStore, name: str) -> LedgerList:
     return LedgerList(ledgers, terminated_at, stat.version)
 
 
-async def save(store: MetadataStore, name: str, listed: LedgerList) -> int:
-    """Write ``listed`` if the node is still at its version; returns the new version (BadVersionError,
-    NodeExistsError or NoNodeError when another writer changed it)."""
-    data = encode(listed.ledgers, listed.terminated_at)
-    stat = await store.put(ledger_path(name), data, expected_version=listed.version)
-    return stat.version
+class NodeWriter:
+    """The one writer of a node, by compare-and-set at the version it last wrote.
+
+    A write whose answer was lost (the connection to the store dropped while it was under way)
+    may have been applied or not. If it was, the next write meets a version conflict although
+    nobody else wrote: taking that for another broker's takeover made a broker fence its own
+    topic after a ZooKeeper outage of 30 s. So on a conflict the node is read again: when it
+    holds one of the writes whose answers were lost, that write had succeeded and this one is
+    retried at its version. Any other content is another writer's (every writer's content
+    differs: cursors record who wrote them), and the conflict stands.
+    """
+
+    def __init__(self, store: MetadataStore, path: str, version: int = -1) -> None:
+        self._store = store
+        self.path = path
+        self.version = version
+        #: writes since the last answered one whose outcome is unknown
+        self._unsure: list[bytes] = []
+
+    async def write(self, data: bytes) -> int:
+        """Write ``data`` at the version last written; BadVersionError (or NoNodeError) when
+        another writer changed the node, MetadataError when the store could not be reached."""
+        try:
+            version = await self._put(data, self.version)
+        except (BadVersionError, NodeExistsError):  # NodeExists: a lost create had been applied
+            if not self._unsure:
+                raise
+            current, stat = await self._store.get(self.path)
+            if current not in self._unsure:
+                raise
+            log.info("%s: a write whose answer was lost had been applied", self.path)
+            version = await self._put(data, stat.version)
+        self._unsure.clear()
+        self.version = version
+        return version
+
+    async def _put(self, data: bytes, version: int) -> int:
+        try:
+            stat = await self._store.put(self.path, data, expected_version=version)
+        except (BadVersionError, NoNodeError, NodeExistsError):
+            raise
+        except MetadataError:
+            self._unsure.append(data)
+            raise
+        return stat.version
