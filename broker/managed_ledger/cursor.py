@@ -14,6 +14,7 @@ acknowledged ones are not.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import uuid
@@ -28,7 +29,7 @@ from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerFencedError,
 )
 from magnetar.broker.managed_ledger.meta_store import NodeWriter, cursor_path
-from magnetar.broker.managed_ledger.position import Entry, Position
+from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
 from magnetar.common.metadata import (
     BadVersionError,
     MetadataError,
@@ -36,6 +37,8 @@ from magnetar.common.metadata import (
     NodeExistsError,
     NoNodeError,
 )
+
+_reader_ids = itertools.count(1)
 
 
 class CursorLedger(Protocol):
@@ -82,6 +85,35 @@ _TAKEOVER_ATTEMPTS = 5
 
 
 class ManagedCursor:
+    @classmethod
+    async def create_durable(cls, ledger: CursorLedger, name: str, initial: InitialPosition) -> ManagedCursor:
+        """A new durable cursor at ``initial``, persisted (or the one of that name that appeared
+        meanwhile, taken over)."""
+        cursor = cls(ledger, name, durable=True)
+        last = ledger.last_confirmed_entry
+        cursor.reset_to(
+            ledger.before_first() if initial is InitialPosition.EARLIEST or last is None else last
+        )
+        await cursor.create()
+        return cursor
+
+    @classmethod
+    def reader(
+        cls, ledger: CursorLedger, start: Position | InitialPosition, *, inclusive: bool
+    ) -> ManagedCursor:
+        """A reader's cursor, in memory only, reading from ``start`` (the entry at a position
+        ``start`` too, if ``inclusive``)."""
+        last = ledger.last_confirmed_entry
+        if isinstance(start, Position):
+            mark_delete = Position(start.ledger_id, start.entry_id - 1) if inclusive else start
+        elif InitialPosition(start) is InitialPosition.EARLIEST or last is None:
+            mark_delete = ledger.before_first()
+        else:
+            mark_delete = last
+        cursor = cls(ledger, f"reader-{next(_reader_ids)}", durable=False)
+        cursor.reset_to(mark_delete)
+        return cursor
+
     def __init__(self, ledger: CursorLedger, name: str, *, durable: bool) -> None:
         self.ledger = ledger
         self.name = name

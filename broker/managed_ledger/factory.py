@@ -12,6 +12,7 @@ from magnetar.bookie.client import BKError, LedgerClient, LedgerHandle
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
 from magnetar.broker.managed_ledger.ledger import ManagedLedger
 from magnetar.broker.managed_ledger.meta_store import ROOT, validate_name
+from magnetar.common.background import BackgroundTasks
 from magnetar.common.metadata import MetadataStore, NoNodeError
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ class ManagedLedgerFactory:
         self._prepared: dict[str, LedgerHandle] = {}
         #: prepares under way: an open waits for its ledger rather than creating another one
         self._preparing: dict[str, asyncio.Future[None]] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks()
 
     async def open(self, name: str) -> ManagedLedger:
         """The managed ledger ``name`` (e.g. ``tenant/ns/persistent/topic``), created if new.
@@ -105,9 +106,7 @@ class ManagedLedgerFactory:
             with contextlib.suppress(Exception):
                 await self._client.delete_ledger(handle.ledger_id)
 
-        task = asyncio.get_running_loop().create_task(discard())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.spawn(discard())
 
     def get(self, name: str) -> ManagedLedger | None:
         """The managed ledger ``name`` if this factory has it open."""

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Coroutine
-from typing import Any
-from urllib.parse import unquote
+from collections.abc import Callable
 
 from magnetar.bookie.client import (
     BKError,
@@ -26,17 +22,22 @@ from magnetar.bookie.client import (
     NoSuchLedgerError,
     ReadHandle,
 )
-from magnetar.broker.managed_ledger import meta_store
+from magnetar.broker.managed_ledger import meta_store, reads, rollover
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
 from magnetar.broker.managed_ledger.cursor import ManagedCursor
+from magnetar.broker.managed_ledger.entry_cache import EntryCache
 from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerClosedError,
     ManagedLedgerError,
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
 )
-from magnetar.broker.managed_ledger.meta_store import LedgerInfo, cursor_path, ledger_path, validate_name
+from magnetar.broker.managed_ledger.meta_store import LedgerInfo, ledger_path, validate_name
+from magnetar.broker.managed_ledger.new_entries import NewEntries
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
+from magnetar.broker.managed_ledger.retention import consumed_beyond_retention
+from magnetar.broker.managed_ledger.span import Span
+from magnetar.common.background import BackgroundTasks
 from magnetar.common.metadata import (
     BadVersionError,
     MetadataError,
@@ -48,8 +49,6 @@ from magnetar.common.metadata import (
 log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
-
-_reader_ids = itertools.count(1)
 
 
 def _now_ms() -> int:
@@ -77,14 +76,13 @@ class ManagedLedger:
         self._last_add: asyncio.Future[int] | None = None
         self._last_confirmed: Position | None = None
         self._readers: dict[int, ReadHandle] = {}
-        self._cache: OrderedDict[Position, bytes] = OrderedDict()
-        self._cache_bytes = 0
-        self._waiters: list[asyncio.Future[None]] = []
+        self._cache = EntryCache(config.cache_size_mb * MB)
+        self._new_entries = NewEntries()
         self.cursors: dict[str, ManagedCursor] = {}
         self._closed = False
         self._fenced = False
         self._maintenance: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background = BackgroundTasks()
         #: a ledger created ahead of the open (by the factory's ``prepare``: a transfer's
         #: destination makes it while the source still writes), taken by the open instead of
         #: creating one, which keeps its round trips out of the handover
@@ -109,7 +107,7 @@ class ManagedLedger:
             await self._start_ledger()
         else:
             await self._save_locked()
-        for cursor_name in await self._cursor_names():
+        for cursor_name in await meta_store.cursor_names(self.store, self.name):
             cursor = ManagedCursor(self, cursor_name, durable=True)
             await cursor.load()
             self.cursors[cursor_name] = cursor
@@ -197,12 +195,6 @@ class ManagedLedger:
             return None
         return writer
 
-    async def _cursor_names(self) -> list[str]:
-        try:
-            return [unquote(n) for n in await self.store.children(f"{ledger_path(self.name)}/cursors")]
-        except NoNodeError:
-            return []
-
     # -- writing --------------------------------------------------------------------------------
     async def add_entry(self, data: bytes) -> Position:
         """Append; returns once Qa bookies have the entry. Concurrent calls complete in order."""
@@ -249,36 +241,18 @@ class ManagedLedger:
         info = self._info(position.ledger_id)
         if info is not None:
             info.size += len(data)
-        self._cache_put(position, data)
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        self._cache.put(position, data)
+        self._new_entries.notify()
 
     def _needs_roll(self) -> bool:
-        writer = self._writer
-        if writer is None:
-            return True
-        size = writer.length
-        if size >= self.config.max_size_per_ledger_mb * MB:
-            return True
-        if writer.last_add_confirmed < 0:
-            return False
-        age_min = (time.monotonic() - self._writer_created) / 60
-        if (
-            self.config.max_ledger_rollover_time_minutes > 0
-            and age_min >= self.config.max_ledger_rollover_time_minutes
-        ):
-            return True
-        full = writer.last_add_confirmed + 1 >= self.config.max_entries_per_ledger
-        return full and age_min >= self.config.min_ledger_rollover_time_minutes
+        return self._writer is None or rollover.is_full(self._writer, self._writer_created, self.config)
 
     async def _roll(self) -> None:
         """Close the current ledger (after its adds complete) and start a new one; the caller holds
         the write lock."""
         await self._close_writer()
         await self._start_ledger()
-        self._spawn(self._trim_quietly())
+        self._background.spawn(self._trim_quietly())
 
     async def _close_writer(self) -> None:
         writer, self._writer = self._writer, None
@@ -343,7 +317,7 @@ class ManagedLedger:
         return list(self._ledgers)
 
     def _info(self, ledger_id: int) -> LedgerInfo | None:
-        return next((i for i in self._ledgers if i.ledger_id == ledger_id), None)
+        return self._span().info(ledger_id)
 
     def _entries_of(self, info: LedgerInfo) -> int:
         if info.entries >= 0:
@@ -352,75 +326,35 @@ class ManagedLedger:
             return self._writer.last_add_confirmed + 1
         return 0
 
-    # -- positions ------------------------------------------------------------------------------
+    # -- positions (span.py) ----------------------------------------------------------------------
+    def _span(self) -> Span:
+        return Span(self._ledgers, self._entries_of, self._last_confirmed)
+
     def first_position(self) -> Position:
         """Where reading from the earliest starts (an entry, or the next one to be written)."""
-        for info in self._ledgers:
-            if self._entries_of(info) > 0:
-                return Position(info.ledger_id, 0)
-        return Position(self._ledgers[-1].ledger_id, 0) if self._ledgers else Position(-1, 0)
+        return self._span().first_position()
 
     def before_first(self) -> Position:
         """The mark-delete position of a cursor that has read nothing."""
-        first = self.first_position()
-        return Position(first.ledger_id, first.entry_id - 1)
+        return self._span().before_first()
 
     def valid_position(self, position: Position) -> Position:
-        """The first position at or after ``position`` where an entry is, or will be written."""
-        for index, info in enumerate(self._ledgers):
-            if info.ledger_id < position.ledger_id:
-                continue
-            entries = self._entries_of(info)
-            start = max(position.entry_id, 0) if info.ledger_id == position.ledger_id else 0
-            if start < entries:
-                return Position(info.ledger_id, start)
-            if index == len(self._ledgers) - 1:
-                return Position(info.ledger_id, entries)
-        if not self._ledgers:
-            return position
-        last = self._ledgers[-1]
-        return Position(last.ledger_id, self._entries_of(last))
+        return self._span().valid_position(position)
 
     def next_position(self, position: Position) -> Position:
-        return self.valid_position(Position(position.ledger_id, position.entry_id + 1))
+        return self._span().next_position(position)
 
     def previous_position(self, position: Position) -> Position | None:
-        """The entry before ``position`` (across ledgers), None before the first."""
-        if position.entry_id > 0:
-            return Position(position.ledger_id, position.entry_id - 1)
-        for info in reversed(self._ledgers):
-            entries = self._entries_of(info)
-            if info.ledger_id < position.ledger_id and entries > 0:
-                return Position(info.ledger_id, entries - 1)
-        return None
+        return self._span().previous_position(position)
 
     def has_entry(self, position: Position) -> bool:
-        if self._last_confirmed is None or position > self._last_confirmed or position.entry_id < 0:
-            return False
-        info = self._info(position.ledger_id)
-        return info is not None and position.entry_id < self._entries_of(info)
+        return self._span().has_entry(position)
 
     def count_entries_after(self, position: Position) -> int:
-        """Confirmed entries strictly after ``position``."""
-        count = 0
-        for info in self._ledgers:
-            entries = self._entries_of(info)
-            if info.ledger_id > position.ledger_id:
-                count += entries
-            elif info.ledger_id == position.ledger_id:
-                count += max(0, entries - position.entry_id - 1)
-        return count
+        return self._span().count_entries_after(position)
 
     def count_entries_between(self, first: Position, last: Position) -> int:
-        """Entries from ``first`` to ``last``, both included."""
-        if first.ledger_id == last.ledger_id:  # the common case, without walking the ledgers
-            info = self._info(first.ledger_id)
-            if info is None:
-                return 0
-            end = min(last.entry_id, self._entries_of(info) - 1)
-            return max(0, end - max(first.entry_id, 0) + 1)
-        before = Position(first.ledger_id, first.entry_id - 1)
-        return max(0, self.count_entries_after(before) - self.count_entries_after(last))
+        return self._span().count_entries_between(first, last)
 
     # -- reading --------------------------------------------------------------------------------
     async def read_entries(
@@ -428,46 +362,18 @@ class ManagedLedger:
     ) -> list[Entry]:
         """Up to ``max_entries`` confirmed entries from ``start`` on, across ledgers; with
         ``max_bytes``, stops before exceeding it (but returns at least one entry)."""
-        _check_limits(max_entries, max_bytes)
-        entries: list[Entry] = []
-        size = 0
-        position = self.valid_position(start)
-        while len(entries) < max_entries and self.has_entry(position):
-            info = self._info(position.ledger_id)
-            assert info is not None
-            assert self._last_confirmed is not None
-            last = min(self._entries_of(info) - 1, position.entry_id + max_entries - len(entries) - 1)
-            if self._last_confirmed.ledger_id == position.ledger_id:
-                # Not past what add_entry has handed back yet: those entries are in the cache,
-                # the ones the writer confirmed a moment later are not (yet).
-                last = min(last, self._last_confirmed.entry_id)
-            for entry in await self._read_range(position.ledger_id, position.entry_id, last):
-                if max_bytes is not None and entries and size + len(entry.data) > max_bytes:
-                    return entries
-                entries.append(entry)
-                size += len(entry.data)
-            position = self.next_position(Position(position.ledger_id, last))
-        return entries
+        return await reads.read_entries(self._span(), self._read_range, start, max_entries, max_bytes)
 
     async def read_entry(self, position: Position) -> Entry | None:
         """The entry at ``position``, or None when there is none (yet, or any more)."""
-        if not self.has_entry(position):
-            return None
-        return (await self._read_range(position.ledger_id, position.entry_id, position.entry_id))[0]
+        return await reads.read_entry(self._span(), self._read_range, position)
 
     async def read_positions(self, positions: list[Position]) -> list[Entry]:
         """The entries at ``positions`` (sorted), those that exist, reading runs together."""
-        entries: list[Entry] = []
-        run: list[Position] = []
-        for position in [p for p in positions if self.has_entry(p)] + [Position(-2, -2)]:
-            if run and (position.ledger_id != run[-1].ledger_id or position.entry_id != run[-1].entry_id + 1):
-                entries += await self._read_range(run[0].ledger_id, run[0].entry_id, run[-1].entry_id)
-                run = []
-            run.append(position)
-        return entries
+        return await reads.read_positions(self._span(), self._read_range, positions)
 
     async def _read_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
-        cached = [self._cache.get(Position(ledger_id, e)) for e in range(first, last + 1)]
+        cached = self._cache.get_range(ledger_id, first, last)
         if all(data is not None for data in cached):
             return [Entry(Position(ledger_id, first + i), d) for i, d in enumerate(cached) if d is not None]
         try:
@@ -486,50 +392,14 @@ class ManagedLedger:
             self._readers[ledger_id] = handle
         return handle
 
-    def _cache_put(self, position: Position, data: bytes) -> None:
-        limit = self.config.cache_size_mb * MB
-        if limit <= 0:
-            return
-        self._cache[position] = data
-        self._cache_bytes += len(data)
-        while self._cache_bytes > limit and self._cache:
-            _, evicted = self._cache.popitem(last=False)
-            self._cache_bytes -= len(evicted)
-
     def wait_for_new_entries(self) -> asyncio.Future[None]:
         """A future that resolves at the next add (each caller gets its own: cancelling it
         disturbs no other waiter). Cancelled when the managed ledger closes."""
-        if len(self._waiters) > 64:
-            self._waiters = [w for w in self._waiters if not w.done()]
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.closed:
-            waiter.cancel()
-        else:
-            self._waiters.append(waiter)
-        return waiter
+        return self._new_entries.wait(closed=self.closed)
 
     async def find_first_position(self, predicate: Callable[[Entry], bool]) -> Position | None:
-        """The first entry for which ``predicate`` holds, assuming it then holds for every later
-        one (a binary search, as Pulsar's seek by publish time); None if it holds for none."""
-        sizes = [(i.ledger_id, self._entries_of(i)) for i in self._ledgers if self._entries_of(i) > 0]
-        total = sum(n for _, n in sizes)
-
-        def at(index: int) -> Position:
-            for ledger_id, n in sizes:
-                if index < n:
-                    return Position(ledger_id, index)
-                index -= n
-            raise IndexError(index)
-
-        low, high = 0, total
-        while low < high:
-            middle = (low + high) // 2
-            entry = await self.read_entry(at(middle))
-            if entry is not None and predicate(entry):
-                high = middle
-            else:
-                low = middle + 1
-        return at(low) if low < total else None
+        """The first entry for which ``predicate`` holds (it then holds for every later one)."""
+        return await reads.find_first(self._span(), self._read_range, predicate)
 
     # -- cursors --------------------------------------------------------------------------------
     async def open_cursor(
@@ -539,19 +409,13 @@ class ManagedLedger:
         where it was left (also after a restart)."""
         if not isinstance(name, str) or not name:
             raise ManagedLedgerError(f"invalid cursor name {name!r}")
-        initial = InitialPosition(initial_position)
         async with self._cursor_lock:
             cursor = self.cursors.get(name)
             if cursor is not None:
                 return cursor
             if self.closed:
                 raise ManagedLedgerClosedError(f"managed ledger {self.name} is closed")
-            cursor = ManagedCursor(self, name, durable=True)
-            if initial is InitialPosition.EARLIEST or self._last_confirmed is None:
-                cursor.reset_to(self.before_first())
-            else:
-                cursor.reset_to(self._last_confirmed)
-            await cursor.create()
+            cursor = await ManagedCursor.create_durable(self, name, InitialPosition(initial_position))
             self.cursors[name] = cursor
             return cursor
 
@@ -560,28 +424,19 @@ class ManagedLedger:
     ) -> ManagedCursor:
         """A reader's cursor, kept in memory only, reading from ``start`` (the entry at a
         position ``start`` too, if ``inclusive``). It does not hold back retention."""
-        if isinstance(start, Position):
-            mark_delete = Position(start.ledger_id, start.entry_id - 1) if inclusive else start
-        elif InitialPosition(start) is InitialPosition.EARLIEST or self._last_confirmed is None:
-            mark_delete = self.before_first()
-        else:
-            mark_delete = self._last_confirmed
-        cursor = ManagedCursor(self, f"reader-{next(_reader_ids)}", durable=False)
-        cursor.reset_to(mark_delete)
-        return cursor
+        return ManagedCursor.reader(self, start, inclusive=inclusive)
 
     async def delete_cursor(self, name: str) -> None:
         async with self._cursor_lock:
             cursor = self.cursors.pop(name, None)
             if cursor is not None:
                 await cursor.close(flush=False)
-            with contextlib.suppress(NoNodeError):
-                await self.store.delete(cursor_path(self.name, name))
+            await meta_store.delete_cursor(self.store, self.name, name)
         await self._trim_quietly()
 
     def cursor_moved_to_ledger(self) -> None:
         """A durable cursor's mark-delete position entered a later ledger: one may be consumed."""
-        self._spawn(self._trim_quietly())
+        self._background.spawn(self._trim_quietly())
 
     # -- retention ------------------------------------------------------------------------------
     async def trim(self) -> list[int]:
@@ -591,7 +446,8 @@ class ManagedLedger:
         if self._fenced:
             return []
         async with self._metadata_lock:
-            doomed = self._consumed_beyond_retention()
+            marks = [c.mark_delete_position for c in self.cursors.values()]
+            doomed = consumed_beyond_retention(self._ledgers, marks, self.config, _now_ms())
             if not doomed:
                 return []
             kept = [i for i in self._ledgers if i not in doomed]
@@ -607,36 +463,9 @@ class ManagedLedger:
         log.info("%s: deleted consumed ledgers %s", self.name, [i.ledger_id for i in doomed])
         return [i.ledger_id for i in doomed]
 
-    def _consumed_beyond_retention(self) -> list[LedgerInfo]:
-        time_ms = self.config.retention_time_minutes * 60_000
-        size_limit = self.config.retention_size_mb * MB
-        if time_ms < 0 and size_limit < 0:
-            return []
-        marks = [c.mark_delete_position for c in self.cursors.values()]
-        slowest = min(marks) if marks else None
-        total = self.total_size
-        now = _now_ms()
-        doomed: list[LedgerInfo] = []
-        for info in self._ledgers[:-1]:  # never the ledger being written (or the last one)
-            if info.entries < 0:
-                break
-            consumed = (
-                slowest is None
-                or info.ledger_id < slowest.ledger_id
-                or (info.ledger_id == slowest.ledger_id and slowest.entry_id >= info.entries - 1)
-            )
-            expired = time_ms >= 0 and now - info.timestamp_ms >= time_ms
-            over_size = size_limit >= 0 and total > size_limit
-            if not consumed or not (expired or over_size):
-                break
-            doomed.append(info)
-            total -= info.size
-        return doomed
-
     def _forget_ledger(self, ledger_id: int) -> None:
         self._readers.pop(ledger_id, None)
-        for position in [p for p in self._cache if p.ledger_id == ledger_id]:
-            self._cache_bytes -= len(self._cache.pop(position))
+        self._cache.forget_ledger(ledger_id)
 
     async def _trim_quietly(self) -> None:
         try:
@@ -649,7 +478,7 @@ class ManagedLedger:
         while not self.closed:
             await asyncio.sleep(self.config.retention_check_interval_seconds)
             # Shielded: closing stops the loop, never a metadata write half done.
-            await asyncio.shield(self._spawn(self._maintain_once()))
+            await asyncio.shield(self._background.spawn(self._maintain_once()))
 
     async def _maintain_once(self) -> None:
         try:
@@ -670,18 +499,11 @@ class ManagedLedger:
             except BKError as exc:  # an orphan: no managed ledger refers to it any more
                 log.warning("%s: could not delete ledger %d: %s", self.name, ledger_id, exc)
 
-        self._spawn(delete())
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+        self._background.spawn(delete())
 
     async def settle(self) -> None:
         """Wait for background work (ledger deletions, trims) started so far."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self._background.wait()
 
     # -- closing --------------------------------------------------------------------------------
     async def terminate(self) -> Position | None:
@@ -714,9 +536,7 @@ class ManagedLedger:
                 except (ManagedLedgerError, BKError) as exc:
                     # The next owner recovers the open ledger: nothing confirmed is lost.
                     log.warning("%s: not closed cleanly: %s", self.name, exc)
-        for waiter in self._waiters:
-            waiter.cancel()
-        self._waiters = []
+        self._new_entries.cancel_all()
         await self.settle()
 
     async def delete(self) -> None:
@@ -725,12 +545,4 @@ class ManagedLedger:
         for info in self._ledgers:
             self._delete_ledger_later(info.ledger_id)
         await self.settle()
-        with contextlib.suppress(NoNodeError):
-            await self.store.delete(ledger_path(self.name), recursive=True)
-
-
-def _check_limits(max_entries: int, max_bytes: int | None) -> None:
-    if not isinstance(max_entries, int) or max_entries < 1:
-        raise ValueError(f"max_entries must be a positive integer, got {max_entries!r}")
-    if max_bytes is not None and max_bytes < 1:
-        raise ValueError(f"max_bytes must be positive, got {max_bytes!r}")
+        await meta_store.delete(self.store, self.name)

@@ -8,11 +8,12 @@ per durable cursor.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from magnetar.broker.managed_ledger.errors import ManagedLedgerError
 from magnetar.broker.managed_ledger.position import Position
@@ -89,6 +90,24 @@ async def load(store: MetadataStore, name: str) -> LedgerList:
         return LedgerList([], None, -1)
     ledgers, terminated_at = decode(name, data)
     return LedgerList(ledgers, terminated_at, stat.version)
+
+
+async def cursor_names(store: MetadataStore, name: str) -> list[str]:
+    try:
+        return [unquote(n) for n in await store.children(f"{ledger_path(name)}/cursors")]
+    except NoNodeError:
+        return []
+
+
+async def delete_cursor(store: MetadataStore, name: str, cursor: str) -> None:
+    with contextlib.suppress(NoNodeError):
+        await store.delete(cursor_path(name, cursor))
+
+
+async def delete(store: MetadataStore, name: str) -> None:
+    """The managed ledger's node and its cursors' nodes."""
+    with contextlib.suppress(NoNodeError):
+        await store.delete(ledger_path(name), recursive=True)
 
 
 class NodeWriter:

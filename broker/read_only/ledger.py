@@ -126,11 +126,8 @@ class ReadOnlyManagedLedger(ManagedLedger):
         if last is None or (self._last_confirmed is not None and last <= self._last_confirmed):
             return
         self._last_confirmed = last
-        waiters, self._waiters = self._waiters, []
         self._demand.clear()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        self._new_entries.notify()
 
     def wait_for_new_entries(self) -> asyncio.Future[None]:
         waiter = super().wait_for_new_entries()
@@ -217,7 +214,7 @@ class ReadOnlyManagedLedger(ManagedLedger):
         try:
             for start, end in _runs(sorted(mine)):
                 for entry in await super()._read_range(ledger_id, start.entry_id, end.entry_id):
-                    self._cache_put(entry.position, entry.data)
+                    self._cache.put(entry.position, entry.data)
                     found[entry.position] = entry.data
                     future = mine.get(entry.position)
                     if future is not None and not future.done():
@@ -292,9 +289,7 @@ class ReadOnlyManagedLedger(ManagedLedger):
                 await self._tail_task
         for cursor in list(self.cursors.values()):
             await cursor.close(flush=False)
-        for waiter in self._waiters:
-            waiter.cancel()
-        self._waiters = []
+        self._new_entries.cancel_all()
         await self.settle()
 
 
