@@ -42,7 +42,6 @@ second round.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -63,6 +62,7 @@ from magnetar.broker.markers import (
     marker_payload,
 )
 from magnetar.broker.protocol.frames import FrameError, read_metadata
+from magnetar.common.background import BackgroundTasks
 from magnetar.proto import PulsarApi_pb2 as api
 from magnetar.proto import PulsarMarkers_pb2 as markers
 
@@ -142,20 +142,14 @@ class ReplicatedSubscriptionsController:
         # subscription's wait from reading a snapshot to passing it (the UPDATE), recent ones.
         self.snapshot_ms: deque[float] = deque(maxlen=200)
         self.update_wait_ms: deque[float] = deque(maxlen=200)
-        self._task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        #: the snapshot loop, and marker work started from the topic's callbacks
+        self._tasks = BackgroundTasks()
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"replicated-subscriptions-{self.topic.name}"
-        )
+        self._tasks.spawn(self._run(), name=f"replicated-subscriptions-{self.topic.name}")
 
     async def close(self) -> None:
-        for task in [self._task, *self._tasks]:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await self._tasks.cancel()
 
     # -- snapshots ------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -232,9 +226,7 @@ class ReplicatedSubscriptionsController:
         """A marker entry was stored in the topic (written here or by a remote's replicator)."""
         if not metadata.HasField("replicated_from") or metadata.replicated_from == self.local_cluster:
             return  # our own markers act when read (snapshots) or at the remote end
-        task = asyncio.get_running_loop().create_task(self._remote_marker(metadata, data, position))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._remote_marker(metadata, data, position))
 
     async def _remote_marker(self, metadata: api.MessageMetadata, data: bytes, position: Position) -> None:
         body = marker_payload(data)
@@ -345,9 +337,7 @@ class ReplicatedSubscriptionsController:
         gets it as little as possible again."""
         if not (subscription.replicated and self.carry_acks() and subscription.snapshots.dirty):
             return
-        task = asyncio.get_running_loop().create_task(self._update_now(subscription))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._update_now(subscription))
 
     async def _update_now(self, subscription: Subscription) -> None:
         try:
