@@ -101,6 +101,8 @@ class AdminDeps:
     replication_stats: Callable[[Topic], dict[str, dict[str, object]]]
     #: the load manager's leader broker id, None while none is elected
     leader: Callable[[], Awaitable[str | None]]
+    #: one round trip to the metadata stores (MetadataError when they do not answer in time)
+    probe_store: Callable[[], Awaitable[None]]
 
 
 class AdminApi:
@@ -111,6 +113,7 @@ class AdminApi:
 
     def install(self, app: web.Application) -> None:
         app.middlewares.append(errors)
+        app.middlewares.append(self._store_reachable)
         r = app.router
         r.add_get("/admin/v2/clusters", self.clusters)
         r.add_get("/admin/v2/clusters/{cluster}", self.cluster)
@@ -144,6 +147,14 @@ class AdminApi:
         r.add_get("/admin/v2/brokers/leaderBroker", self.leader)
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
         r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
+
+    @web.middleware
+    async def _store_reachable(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """While the metadata store is out of reach, admin calls answer 503 at once instead of
+        hanging until the store client notices (seconds to tens of seconds of a frozen store)."""
+        if request.path.startswith(("/admin/", "/lookup/")):
+            await self._deps.probe_store()
+        return await handler(request)
 
     @property
     def _namespaces(self) -> Namespaces:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from magnetar.bookie.client import LedgerClientConfig
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
 from magnetar.common.config import ComponentConfig
 
@@ -144,6 +145,15 @@ class BrokerConfig(ComponentConfig):
     load_balancer_namespace_maximum_bundles: int = Field(default=128, gt=0)
     #: Magnetar, tests only: accept PUT /admin/v2/internal/load to override the reported usage
     load_balancer_load_injection_enabled: bool = False
+
+    def ledger_client(self) -> LedgerClientConfig:
+        return LedgerClientConfig(
+            ensemble_size=self.managed_ledger_default_ensemble_size,
+            write_quorum=self.managed_ledger_default_write_quorum,
+            ack_quorum=self.managed_ledger_default_ack_quorum,
+            rpc_timeout_s=self.bookkeeper_client_timeout_in_seconds,
+            explicit_lac_interval_s=self.bookkeeper_explicit_lac_interval_in_mills / 1000,
+        )
 
     def managed_ledger(self) -> ManagedLedgerConfig:
         return ManagedLedgerConfig(

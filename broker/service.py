@@ -19,7 +19,7 @@ import logging
 
 import grpc
 
-from magnetar.bookie.client import LedgerClient, LedgerClientConfig
+from magnetar.bookie.client import LedgerClient
 from magnetar.broker import load_report
 from magnetar.broker.admin import AdminApi, AdminDeps
 from magnetar.broker.bundles import BundleGate, Bundles
@@ -41,9 +41,12 @@ from magnetar.broker.topic import TopicName
 from magnetar.broker.topic_loader import ReadOnlyOpener, WritableOpener
 from magnetar.broker.topics import Topics
 from magnetar.common.background import BackgroundTasks
-from magnetar.common.metadata import LeaderElection, MetadataStore, open_store
+from magnetar.common.metadata import LeaderElection, MetadataError, MetadataStore, open_store
 
 log = logging.getLogger(__name__)
+
+#: how long an admin call waits for the metadata stores before answering 503
+STORE_PROBE_S = 1.5
 
 
 class BrokerService:
@@ -96,7 +99,7 @@ class BrokerService:
         url = config.configuration_metadata_store_url
         self.configuration_store = await open_store(url) if url else store
         self.namespaces = namespaces = Namespaces(self.configuration_store)
-        self.ledger_client = LedgerClient(store, _ledger_client_config(config))
+        self.ledger_client = LedgerClient(store, config.ledger_client())
         factory = ManagedLedgerFactory(store, self.ledger_client, config.managed_ledger())
         # Bound now, served once everything is wired: the broker id is its address and port.
         self._server = await asyncio.start_server(
@@ -188,6 +191,7 @@ class BrokerService:
                 topics=self.topics,
                 replication_stats=self.replication.stats,
                 leader=self._leader,
+                probe_store=self._probe_stores,
             )
         ).install(self._metrics.app)
         self.load_manager.install(self._metrics.app)
@@ -199,6 +203,13 @@ class BrokerService:
                 self.topics, self.bundles, config.bind_address, config.broker_cursor_rpc_port
             )
             me.cursor_rpc_address = f"{config.advertised_address}:{self.rpc_port}"
+
+    async def _probe_stores(self) -> None:
+        stores = {id(s): s for s in (self.store, self.configuration_store) if s is not None}
+        try:
+            await asyncio.wait_for(asyncio.gather(*(s.exists("/") for s in stores.values())), STORE_PROBE_S)
+        except TimeoutError:
+            raise MetadataError(f"no answer within {STORE_PROBE_S} s") from None
 
     async def _leader(self) -> str | None:
         if self.election is None:
@@ -329,13 +340,3 @@ class BrokerService:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
-
-
-def _ledger_client_config(config: BrokerConfig) -> LedgerClientConfig:
-    return LedgerClientConfig(
-        ensemble_size=config.managed_ledger_default_ensemble_size,
-        write_quorum=config.managed_ledger_default_write_quorum,
-        ack_quorum=config.managed_ledger_default_ack_quorum,
-        rpc_timeout_s=config.bookkeeper_client_timeout_in_seconds,
-        explicit_lac_interval_s=config.bookkeeper_explicit_lac_interval_in_mills / 1000,
-    )
