@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import builtins
 import contextlib
-import json
 import logging
 
 from magnetar.bookie.client import BKError, LedgerClient, LedgerHandle
+from magnetar.broker.managed_ledger import meta_store
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
 from magnetar.broker.managed_ledger.ledger import ManagedLedger
-from magnetar.broker.managed_ledger.meta_store import ROOT, validate_name
+from magnetar.broker.managed_ledger.meta_store import validate_name
 from magnetar.common.background import BackgroundTasks
-from magnetar.common.metadata import MetadataStore, NoNodeError
+from magnetar.common.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -131,27 +130,8 @@ class ManagedLedgerFactory:
 
     async def list(self, prefix: str = "") -> list[str]:
         """Names of the managed ledgers under ``prefix`` (e.g. ``tenant/ns/persistent``), sorted."""
-        prefix = prefix.strip("/")
-        names: builtins.list[str] = []
-        await self._walk(f"{ROOT}/{prefix}".rstrip("/"), prefix, names)
-        return sorted(names)
-
-    async def _walk(self, path: str, name: str, names: builtins.list[str]) -> None:
-        with contextlib.suppress(NoNodeError):
-            data, _ = await self._store.get(path)
-            if name and _is_managed_ledger(data):
-                names.append(name)
-                return
-            for child in await self._store.children(path):
-                await self._walk(f"{path}/{child}", f"{name}/{child}".lstrip("/"), names)
+        return await meta_store.names(self._store, prefix)
 
     async def close(self) -> None:
         for name in list(self._ledgers):
             await self.close_ledger(name)
-
-
-def _is_managed_ledger(data: bytes) -> bool:
-    try:
-        return isinstance(json.loads(data), dict) and "ledgers" in json.loads(data)
-    except ValueError:
-        return False

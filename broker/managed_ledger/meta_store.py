@@ -104,6 +104,33 @@ async def delete_cursor(store: MetadataStore, name: str, cursor: str) -> None:
         await store.delete(cursor_path(name, cursor))
 
 
+async def names(store: MetadataStore, prefix: str = "") -> list[str]:
+    """Names of the managed ledgers under ``prefix`` (e.g. ``tenant/ns/persistent``), sorted."""
+    prefix = prefix.strip("/")
+    found: list[str] = []
+    await _walk(store, f"{ROOT}/{prefix}".rstrip("/"), prefix, found)
+    return sorted(found)
+
+
+async def _walk(store: MetadataStore, path: str, name: str, found: list[str]) -> None:
+    # a node is a managed ledger's when it holds a ledger list; others are folders of the name
+    with contextlib.suppress(NoNodeError):
+        data, _ = await store.get(path)
+        if name and _is_ledger_list(data):
+            found.append(name)
+            return
+        for child in await store.children(path):
+            await _walk(store, f"{path}/{child}", f"{name}/{child}".lstrip("/"), found)
+
+
+def _is_ledger_list(data: bytes) -> bool:
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "ledgers" in doc
+
+
 async def delete(store: MetadataStore, name: str) -> None:
     """The managed ledger's node and its cursors' nodes."""
     with contextlib.suppress(NoNodeError):
