@@ -23,6 +23,7 @@ __all__ = [
     "freeze_process",
     "kill_bookie",
     "kill_broker",
+    "metadata_store_outage",
     "region_outage",
     "restore_region",
     "start_bookie",
@@ -190,6 +191,35 @@ def thaw_process(
     os.kill(record.pid, signal.SIGCONT)
     _wait_until(lambda: process_state(record.pid) != "T", f"{name} did not resume")
     return {"name": name, "pid": record.pid, "signal": "SIGCONT", "at": time.time()}
+
+
+def metadata_store_outage(
+    seconds: float = 20,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Freeze the cluster's ZooKeeper for ``seconds`` (SIGSTOP, then SIGCONT): every broker and
+    bookie loses its metadata store at once, as in a ZooKeeper host's long GC pause or a network
+    blackout around it. One activity for the whole outage, so the journal's start and end are
+    the fault's. Sessions shorter than the outage expire when ZooKeeper comes back."""
+    try:
+        duration = float(seconds)
+    except (TypeError, ValueError):
+        raise ActivityFailed(f"seconds must be a number, not {seconds!r}") from None
+    if not 0 < duration <= 600:
+        raise ActivityFailed(f"seconds must be within (0, 600], not {duration}")
+    path = targets.cluster_dir(cluster_dir, configuration)
+    zookeeper = next((p for p in targets.load(path).processes if p.role == "zookeeper"), None)
+    if zookeeper is None or not alive(zookeeper.pid):
+        raise ActivityFailed(f"no running ZooKeeper in {path}")
+    os.kill(zookeeper.pid, signal.SIGSTOP)
+    frozen_at = time.time()
+    try:
+        _wait_until(lambda: process_state(zookeeper.pid) == "T", "ZooKeeper did not stop")
+        time.sleep(max(0.0, duration - (time.time() - frozen_at)))
+    finally:
+        os.kill(zookeeper.pid, signal.SIGCONT)
+    return {"name": zookeeper.name, "pid": zookeeper.pid, "frozen_at": frozen_at, "thawed_at": time.time()}
 
 
 def region_outage(
