@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -55,6 +55,31 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(503, f"metadata store unavailable: {exc}")
     except (json.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
         return _error(400, f"malformed request: {exc}")
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise  # redirects, and errors already in JSON
+        return _error(exc.status, exc.reason)  # aiohttp's own (no such route, method not allowed)
+    except Exception as exc:  # a bug of the broker's: logged with its traceback, answered in JSON
+        log.exception("admin %s %s failed", request.method, request.path)
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+async def _object(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object ({} without a body); 400 for any other JSON value."""
+    body = await request.json() if request.can_read_body else {}
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(
+            text=json.dumps({"reason": f"expected a JSON object, not {type(body).__name__}"}),
+            content_type="application/json",
+        )
+    return body
+
+
+def _names(body: dict[str, Any], key: str, default: list[str]) -> list[str]:
+    value = body.get(key, default)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise NamespaceError(f"{key} must be a list of cluster names, not {value!r}", 400)
+    return value
 
 
 class BundleAdmin(Protocol):
@@ -171,7 +196,7 @@ class AdminApi:
         """Register a cluster (region) in the configuration store (its brokers also register it
         when they start)."""
         name = request.match_info["cluster"]
-        body = await request.json() if request.can_read_body else {}
+        body = await _object(request)
         service_url, broker_url = body.get("serviceUrl", ""), body.get("brokerServiceUrl", "")
         if not isinstance(broker_url, str) or not broker_url.startswith("pulsar://"):
             return _error(412, f"brokerServiceUrl must be a pulsar://host:port URL, not {broker_url!r}")
@@ -192,8 +217,8 @@ class AdminApi:
         return web.json_response(await self._namespaces.tenants())
 
     async def create_tenant(self, request: web.Request) -> web.Response:
-        body = await request.json() if request.can_read_body else {}
-        clusters = list(body.get("allowedClusters", [self._deps.cluster_name]))
+        body = await _object(request)
+        clusters = _names(body, "allowedClusters", [self._deps.cluster_name])
         await self._namespaces.create_tenant(request.match_info["tenant"], clusters)
         return web.Response(status=204)
 
@@ -208,15 +233,15 @@ class AdminApi:
         return web.json_response(await self._namespaces.namespaces(request.match_info["tenant"]))
 
     async def create_namespace(self, request: web.Request) -> web.Response:
-        body = await request.json() if request.can_read_body else {}
+        body = await _object(request)
         policies = NamespacePolicies()
         bundles = body.get("bundles", {}).get("numBundles") if isinstance(body.get("bundles"), dict) else None
         if bundles is not None:
             if not isinstance(bundles, int) or not 1 <= bundles <= 1024:
                 return _error(412, f"numBundles must be an integer in 1..1024, not {bundles!r}")
             policies.boundaries = even_boundaries(bundles)
-        clusters = body.get("replication_clusters") or body.get("replicationClusters")
-        policies.replication_clusters = list(clusters or [self._deps.cluster_name])
+        key = "replication_clusters" if "replication_clusters" in body else "replicationClusters"
+        policies.replication_clusters = _names(body, key, []) or [self._deps.cluster_name]
         await self._check_clusters(policies.replication_clusters)
         await self._namespaces.create(self._ns(request), policies)
         return web.Response(status=204)

@@ -13,6 +13,7 @@ documented hash; Pulsar uses Murmur3 for the same purpose, and no client depends
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -88,6 +89,19 @@ class NamespacePolicies(BaseModel):
         return next(b for b in self.bundles() if b.contains(value))
 
 
+#: Pulsar's names of clusters, tenants and namespaces (NamedEntity.checkName)
+_NAME = re.compile(r"[-=:.\w]+", re.ASCII)
+
+
+def check_name(kind: str, name: str) -> str:
+    """``name`` when it is a valid ``kind`` name; a 412 NamespaceError saying why otherwise."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > 255:
+        raise NamespaceError(
+            f"invalid {kind} name {name!r}: 1 to 255 of the letters, digits and -=:._ only", 412
+        )
+    return name
+
+
 def _split_name(namespace: str) -> tuple[str, str]:
     parts = namespace.split("/")
     if len(parts) != 2 or not all(parts):
@@ -105,6 +119,7 @@ class Namespaces:
     async def set_cluster(
         self, name: str, service_url: str, broker_service_url: str, listener_name: str = ""
     ) -> None:
+        check_name("cluster", name)
         doc = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
         if listener_name:
             doc["listenerName"] = listener_name
@@ -126,6 +141,7 @@ class Namespaces:
     async def create_tenant(
         self, tenant: str, allowed_clusters: list[str], *, exist_ok: bool = False
     ) -> None:
+        check_name("tenant", tenant)
         doc = {"allowedClusters": allowed_clusters, "adminRoles": []}
         try:
             await self._store.create(f"/admin/policies/{tenant}", json.dumps(doc).encode())
@@ -149,7 +165,8 @@ class Namespaces:
     async def create(
         self, namespace: str, policies: NamespacePolicies | None = None, *, exist_ok: bool = False
     ) -> None:
-        tenant, _ = _split_name(namespace)
+        tenant, local = _split_name(namespace)
+        check_name("namespace", local)
         await self.tenant(tenant)
         data = (policies or NamespacePolicies()).model_dump_json().encode()
         try:
