@@ -171,6 +171,7 @@ class AdminApi:
         r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/bundle", self.topic_bundle)
         r.add_get("/admin/v2/brokers/leaderBroker", self.leader)
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
+        r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/partitions", self.partitions)
         r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
 
     @web.middleware
@@ -254,7 +255,17 @@ class AdminApi:
         return web.json_response(doc)
 
     async def delete_namespace(self, request: web.Request) -> web.Response:
-        await self._namespaces.delete(self._ns(request))
+        """Pulsar's rule: a namespace that holds topics is not deleted (409); deleting them with
+        it (``force``) is not built yet, and says so."""
+        namespace = self._ns(request)
+        await self._namespaces.policies(namespace)  # 404 for a namespace that does not exist
+        if request.query.get("force", "false").lower() == "true":
+            return _error(412, "force deletion of a namespace and its topics is not supported yet")
+        topics = await self._topics.topics_of_namespace(namespace)
+        if topics:
+            shown = ", ".join(topics[:3]) + (f" and {len(topics) - 3} more" if len(topics) > 3 else "")
+            return _error(409, f"cannot delete non-empty namespace {namespace}: it holds {shown}")
+        await self._namespaces.delete(namespace)
         return web.Response(status=204)
 
     async def replication(self, request: web.Request) -> web.Response:
@@ -450,7 +461,22 @@ class AdminApi:
     async def lookup(self, request: web.Request) -> web.Response:
         url, _ = await self._bundles.lookup(str(self._topic(request)))
         owner = next((b for b in await self._bundles.brokers() if b.service_url == url), None)
-        return web.json_response({"brokerUrl": url, "httpUrl": owner.web_service_url if owner else None})
+        # Pulsar's LookupData: the official clients need every field, TLS ones empty without TLS
+        # (the C++ client refuses the answer without brokerUrlTls, and the Python client crashed).
+        return web.json_response(
+            {
+                "brokerUrl": url,
+                "brokerUrlTls": "",
+                "httpUrl": owner.web_service_url if owner else "",
+                "httpUrlTls": "",
+                "nativeUrl": url,
+            }
+        )
+
+    async def partitions(self, request: web.Request) -> web.Response:
+        """Partitioned-topic metadata (HTTP lookups ask it first): every topic is unpartitioned."""
+        self._topic(request)  # a 412 for a name that is not a topic
+        return web.json_response({"partitions": 0})
 
 
 def _type_name(sub_type: int) -> str:
