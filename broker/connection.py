@@ -224,17 +224,7 @@ class ServerConnection:
         if command.type == T.LOOKUP:
             self._lookup_failed(command.lookupTopic.request_id, code, message)
         elif command.type == T.SEND:
-            send = command.send
-            self.send(
-                commands.command(
-                    T.SEND_ERROR,
-                    "send_error",
-                    producer_id=send.producer_id,
-                    sequence_id=send.sequence_id,
-                    error=code,
-                    message=message,
-                )
-            )
+            self.send(commands.send_error(command.send, code, message))
         elif command.type == T.PARTITIONED_METADATA:
             self.send(
                 commands.command(

@@ -164,16 +164,7 @@ class ProducerCommands:
         )
 
     def _send_error(self, send: api.CommandSend, code: int, message: str) -> None:
-        self._channel.send(
-            commands.command(
-                T.SEND_ERROR,
-                "send_error",
-                producer_id=send.producer_id,
-                sequence_id=send.sequence_id,
-                error=code,
-                message=message,
-            )
-        )
+        self._channel.send(commands.send_error(send, code, message))
 
     async def close_producer(self, frame: Frame) -> None:
         request = frame.command.close_producer

@@ -41,6 +41,18 @@ def error(request_id: int, code: int, message: str) -> api.BaseCommand:
     return command(T.ERROR, "error", request_id=request_id, error=code, message=message)
 
 
+def send_error(send: api.CommandSend, code: int, message: str) -> api.BaseCommand:
+    """The SEND_ERROR answering ``send``."""
+    return command(
+        T.SEND_ERROR,
+        "send_error",
+        producer_id=send.producer_id,
+        sequence_id=send.sequence_id,
+        error=code,
+        message=message,
+    )
+
+
 def success(request_id: int) -> api.BaseCommand:
     return command(T.SUCCESS, "success", request_id=request_id)
 
