@@ -50,7 +50,8 @@ class BrokerInfo:
     msg_rate_in: float = 0.0
     msg_rate_out: float = 0.0
     connections: int = 0
-    #: host:port of the cursor RPCs (writable brokers; read-only brokers forward cursor updates)
+    #: host:port of the broker RPCs (rpc_server.py): transfers between brokers, and on writable
+    #: brokers the PIP-63 cursor RPCs (read-only brokers forward cursor updates there)
     cursor_rpc_address: str = ""
     extra: dict[str, float] = field(default_factory=dict)
     #: the broker's addresses by listener name (advertised_listeners)

@@ -1,5 +1,5 @@
-"""The broker's gRPC server: the PIP-63 cursor RPCs and the transfer calls between brokers, on
-one port (``broker_cursor_rpc_port``) that a writable broker advertises in its registry record."""
+"""The broker's gRPC server: the transfer calls between brokers and (writable brokers) the PIP-63
+cursor RPCs, on one port (``broker_cursor_rpc_port``) each broker advertises in its record."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ class Bundles(BundleLookup, HandoverTarget, Protocol):
 
 
 async def start_rpc_server(
-    topics: TopicSource, bundles: Bundles, host: str, port: int
+    topics: TopicSource, bundles: Bundles, host: str, port: int, *, cursors: bool
 ) -> tuple[grpc.aio.Server, int]:
-    """Serve on ``host:port`` (0: a free port); returns the server and its port."""
+    """Serve on ``host:port`` (0: a free port); returns the server and its port. Every broker takes
+    transfers; only writable ones serve the cursor RPCs (``cursors``)."""
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    broker_pb2_grpc.add_CursorsServicer_to_server(CursorService(topics, bundles), server)  # type: ignore[no-untyped-call]
+    if cursors:
+        broker_pb2_grpc.add_CursorsServicer_to_server(CursorService(topics, bundles), server)  # type: ignore[no-untyped-call]
     peer_pb2_grpc.add_BrokerPeerServicer_to_server(PeerService(bundles), server)  # type: ignore[no-untyped-call]
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:

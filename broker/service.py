@@ -172,8 +172,8 @@ class BrokerService:
         return await self.bundles.bundle_of(TopicName.parse(topic))
 
     async def _start_endpoints(self, me: BrokerInfo) -> None:
-        """The admin REST and metrics, and (writable brokers) the broker RPCs; their addresses
-        complete the broker's registry record."""
+        """The admin REST and metrics, and the broker RPCs; their addresses complete the broker's
+        registry record."""
         config = self.config
         assert self.topics is not None
         assert self.bundles is not None
@@ -198,11 +198,14 @@ class BrokerService:
         await self._metrics.start()
         self.web_port = self._metrics.port
         me.web_service_url = self.web_service_url
-        if not config.read_only_broker:
-            self._rpc_server, self.rpc_port = await start_rpc_server(
-                self.topics, self.bundles, config.bind_address, config.broker_cursor_rpc_port
-            )
-            me.cursor_rpc_address = f"{config.advertised_address}:{self.rpc_port}"
+        self._rpc_server, self.rpc_port = await start_rpc_server(
+            self.topics,
+            self.bundles,
+            config.bind_address,
+            config.broker_cursor_rpc_port,
+            cursors=not config.read_only_broker,
+        )
+        me.cursor_rpc_address = f"{config.advertised_address}:{self.rpc_port}"
 
     async def _probe_stores(self) -> None:
         stores = {id(s): s for s in (self.store, self.configuration_store) if s is not None}
