@@ -8,12 +8,14 @@ changes, so a bad resource never becomes a crash loop.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 
 from magnetar.operator import conditions
 from magnetar.operator.admin import AdminError
@@ -26,6 +28,9 @@ from magnetar.operator.validation import parse_cluster
 
 CONVERGED = "Converged"
 NOT_READY = "PodsNotReady"
+#: the API server refused an object of the spec; forbidden ones (a quota) are tried again after
+REFUSED = "Refused"
+REFUSED_RETRY_S = 60.0
 
 
 @dataclass
@@ -79,8 +84,11 @@ class ClusterReconciler:
                 obj["spec"]["replicas"] = await self.roller.scale_down_target(cluster, component, wanted)
         kopf.adopt(objs, owner=body)
         digest = _digest(objs)
-        for obj in objs:
-            await self.kube.apply(obj, cluster.namespace)
+        refused = await self._apply(objs, cluster.namespace)
+        if refused is not None:
+            _event(body, "Warning", REFUSED, refused.retry_message)
+            refused.status = conditions.degraded(body, REFUSED, refused.retry_message) | info
+            return refused
         if (body.get("status") or {}).get("appliedHash") != digest:
             kinds = sorted({o["kind"] for o in objs})
             _event(body, "Normal", "Applied", f"Applied {len(objs)} objects ({', '.join(kinds)})")
@@ -113,6 +121,29 @@ class ClusterReconciler:
         if not was_ready or was_ready.get("status") != "True" or was_ready.get("reason") != CONVERGED:
             _event(body, "Normal", CONVERGED, message)
         return Outcome(conditions.ready(body, CONVERGED, message) | info)
+
+    async def _apply(self, objs: list[dict[str, Any]], namespace: str) -> Outcome | None:
+        """Apply every object; an API server's refusal ends the reconcile as a Degraded outcome
+        (the reason on the resource, never a traceback loop). A spec it finds invalid waits for
+        the spec to change; one it forbids now (a quota, a conflict) is tried again later."""
+        for obj in objs:
+            try:
+                await self.kube.apply(obj, namespace)
+            except ApiException as exc:
+                if exc.status is None or exc.status >= 500 or exc.status == 429:
+                    raise  # the API server's own trouble: kopf tries again
+                what = f"{obj['kind']} {obj['metadata']['name']}"
+                message = f"the API server refused {what} (HTTP {exc.status}): {_api_message(exc)}"
+                retry = None if exc.status in (400, 422) else REFUSED_RETRY_S
+                return Outcome({}, retry_in=retry, retry_message=message)
+        return None
+
+
+def _api_message(exc: ApiException) -> str:
+    """The message of the API server's Status answer, else its HTTP reason."""
+    with contextlib.suppress(TypeError, ValueError, AttributeError):
+        return str(json.loads(exc.body or "")["message"])
+    return str(exc.reason)
 
 
 class HealthWatch:

@@ -10,9 +10,9 @@ required fields), so these models parse rather than police; the checks that a sc
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 GROUP = "magnetar.dev"
 VERSION = "v1alpha1"
@@ -37,9 +37,22 @@ class _Spec(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
 
+#: Kubernetes' resource.Quantity (``1Gi``, ``500m``, ``2``, ``1e3``)
+_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$")
+
+
+def _quantity(value: str) -> str:
+    if not _QUANTITY.match(value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (such as 1Gi, 500m or 2)")
+    return value
+
+
+Quantity = Annotated[str, AfterValidator(_quantity)]
+
+
 class Resources(_Spec):
-    requests: dict[str, str] = Field(default_factory=dict)
-    limits: dict[str, str] = Field(default_factory=dict)
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    limits: dict[str, Quantity] = Field(default_factory=dict)
 
     def render(self) -> dict[str, Any]:
         return {k: v for k, v in (("requests", self.requests), ("limits", self.limits)) if v}
@@ -48,7 +61,7 @@ class Resources(_Spec):
 class ZooKeeperSpec(_Spec):
     replicas: int = Field(default=1, ge=1)
     image: str = "zookeeper:3.9"
-    storage: str = "1Gi"
+    storage: Quantity = "1Gi"
     resources: Resources = Field(default_factory=Resources)
 
 
@@ -64,8 +77,8 @@ class ConfigurationStoreSpec(_Spec):
 
 
 class BookieStorage(_Spec):
-    journal: str = "1Gi"
-    ledgers: str = "5Gi"
+    journal: Quantity = "1Gi"
+    ledgers: Quantity = "5Gi"
     storage_class_name: str | None = Field(default=None, alias="storageClassName")
 
 

@@ -181,3 +181,73 @@ def test_an_unknown_setting_is_reported_on_the_resource(
         ),
     )
     assert "journal_max_group_wait_ms" in degraded["message"]
+
+
+def test_a_size_that_is_no_quantity_is_a_condition_and_nothing_is_applied(
+    api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
+) -> None:
+    """Storage "lots" and a CPU limit "fast" pass the CRD schema; the operator refuses them before
+    creating anything, instead of creating three StatefulSets and failing at the fourth."""
+    op = start_operator()
+    body = {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "MagnetarCluster",
+        "metadata": {"name": "sizes"},
+        "spec": {
+            "bookies": {"storage": {"ledgers": "lots"}},
+            "brokers": {"resources": {"limits": {"cpu": "fast"}}},
+        },
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "magnetar.dev", "v1alpha1", k8s_namespace, "magnetarclusters", body
+    )
+    degraded = wait_for(
+        "Degraded InvalidSpec",
+        lambda: (
+            (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "sizes"), "Degraded"))
+            and c["reason"] == "InvalidSpec"
+            and c
+        ),
+    )
+    assert "'lots' is not a Kubernetes quantity" in degraded["message"]
+    assert ("Warning", "InvalidSpec") in {(t, r) for t, r, _ in events(api, k8s_namespace, "sizes")}
+    assert not client.AppsV1Api(api).list_namespaced_stateful_set(k8s_namespace).items
+    assert op.error is None
+
+
+def test_an_object_the_api_server_refuses_is_a_condition_and_an_event_not_a_retry_loop(
+    api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
+) -> None:
+    """A quota lets one StatefulSet in: the API server refuses the next one (a real refusal, at
+    admission), and the resource says which object and why."""
+    core = client.CoreV1Api(api)
+    hard = {"count/statefulsets.apps": "1"}
+    core.create_namespaced_resource_quota(
+        k8s_namespace, {"metadata": {"name": "one-set"}, "spec": {"hard": hard}}
+    )
+    # What the quota controller would write (no controller-manager runs here): admission reads it.
+    core.patch_namespaced_resource_quota_status(
+        "one-set", k8s_namespace, {"status": {"hard": hard, "used": {"count/statefulsets.apps": "0"}}}
+    )
+    op = start_operator()
+    body = {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "MagnetarCluster",
+        "metadata": {"name": "quota"},
+        "spec": {"metadataStore": {"url": "zk://zk.example:2181/q"}, "brokers": {"replicas": 1}},
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "magnetar.dev", "v1alpha1", k8s_namespace, "magnetarclusters", body
+    )
+    degraded = wait_for(
+        "Degraded Refused",
+        lambda: (
+            (c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "quota"), "Degraded"))
+            and c["reason"] == "Refused"
+            and c
+        ),
+    )
+    assert "the API server refused StatefulSet quota-" in degraded["message"]
+    assert "HTTP 403" in degraded["message"]
+    assert ("Warning", "Refused") in {(t, r) for t, r, _ in events(api, k8s_namespace, "quota")}
+    assert op.error is None
