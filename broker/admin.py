@@ -8,6 +8,7 @@ reached: retry). Bundle operations go to the owning broker
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -19,10 +20,12 @@ from aiohttp import web
 from magnetar.broker.consumer import SubType
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
+from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName
 from magnetar.common.metadata import (
     BadVersionError,
     MetadataError,
+    MetadataStore,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -62,6 +65,19 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except Exception as exc:  # a bug of the broker's: logged with its traceback, answered in JSON
         log.exception("admin %s %s failed", request.method, request.path)
         return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+#: how long an admin call waits for the metadata stores before answering 503
+STORE_PROBE_S = 1.5
+
+
+async def probe(stores: list[MetadataStore]) -> None:
+    """One round trip to each distinct store; MetadataError when one does not answer in time."""
+    distinct = {id(s): s for s in stores}.values()
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.exists("/") for s in distinct)), STORE_PROBE_S)
+    except TimeoutError:
+        raise MetadataError(f"no answer within {STORE_PROBE_S} s") from None
 
 
 async def _object(request: web.Request) -> dict[str, Any]:
@@ -123,11 +139,12 @@ class AdminDeps:
     namespaces: Namespaces
     bundles: BundleAdmin
     topics: TopicAdmin
+    partitioned: PartitionedTopics
     replication_stats: Callable[[Topic], dict[str, dict[str, object]]]
     #: the load manager's leader broker id, None while none is elected
     leader: Callable[[], Awaitable[str | None]]
-    #: one round trip to the metadata stores (MetadataError when they do not answer in time)
-    probe_store: Callable[[], Awaitable[None]]
+    #: the metadata stores an admin call may need (probed before each call)
+    stores: list[MetadataStore]
 
 
 class AdminApi:
@@ -171,7 +188,11 @@ class AdminApi:
         r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/bundle", self.topic_bundle)
         r.add_get("/admin/v2/brokers/leaderBroker", self.leader)
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
+        r.add_get("/admin/v2/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topics)
         r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/partitions", self.partitions)
+        r.add_put("/admin/v2/persistent/{tenant}/{namespace}/{topic}/partitions", self.create_partitioned)
+        r.add_post("/admin/v2/persistent/{tenant}/{namespace}/{topic}/partitions", self.update_partitioned)
+        r.add_delete("/admin/v2/persistent/{tenant}/{namespace}/{topic}/partitions", self.delete_partitioned)
         r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
 
     @web.middleware
@@ -179,7 +200,7 @@ class AdminApi:
         """While the metadata store is out of reach, admin calls answer 503 at once instead of
         hanging until the store client notices (seconds to tens of seconds of a frozen store)."""
         if request.path.startswith(("/admin/", "/lookup/")):
-            await self._deps.probe_store()
+            await probe(self._deps.stores)
         return await handler(request)
 
     @property
@@ -261,7 +282,9 @@ class AdminApi:
         await self._namespaces.policies(namespace)  # 404 for a namespace that does not exist
         if request.query.get("force", "false").lower() == "true":
             return _error(412, "force deletion of a namespace and its topics is not supported yet")
-        topics = await self._topics.topics_of_namespace(namespace)
+        topics = await self._topics.topics_of_namespace(namespace) + await self._deps.partitioned.list(
+            namespace
+        )
         if topics:
             shown = ", ".join(topics[:3]) + (f" and {len(topics) - 3} more" if len(topics) > 3 else "")
             return _error(409, f"cannot delete non-empty namespace {namespace}: it holds {shown}")
@@ -473,10 +496,29 @@ class AdminApi:
             }
         )
 
+    # -- partitioned topics (broker/partitions.py) ------------------------------------------------
     async def partitions(self, request: web.Request) -> web.Response:
-        """Partitioned-topic metadata (HTTP lookups ask it first): every topic is unpartitioned."""
-        self._topic(request)  # a 412 for a name that is not a topic
-        return web.json_response({"partitions": 0})
+        """Partitioned-topic metadata (HTTP lookups ask it first); 0 for a plain topic."""
+        return web.json_response(
+            {"partitions": await self._deps.partitioned.partitions(str(self._topic(request)))}
+        )
+
+    async def create_partitioned(self, request: web.Request) -> web.Response:
+        await self._namespaces.policies(self._ns(request))  # 404 for a namespace that does not exist
+        await self._deps.partitioned.create(str(self._topic(request)), await request.json())
+        return web.Response(status=204)
+
+    async def update_partitioned(self, request: web.Request) -> web.Response:
+        await self._deps.partitioned.update(str(self._topic(request)), await request.json())
+        return web.Response(status=204)
+
+    async def delete_partitioned(self, request: web.Request) -> web.Response:
+        await self._deps.partitioned.delete(str(self._topic(request)))
+        return web.Response(status=204)
+
+    async def partitioned_topics(self, request: web.Request) -> web.Response:
+        await self._namespaces.policies(self._ns(request))
+        return web.json_response(await self._deps.partitioned.list(self._ns(request)))
 
 
 def _type_name(sub_type: int) -> str:

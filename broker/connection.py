@@ -59,6 +59,12 @@ class NamespaceTopics(Protocol):
     async def topics_of_namespace(self, namespace: str) -> list[str]: ...
 
 
+class PartitionCounts(Protocol):
+    """How many partitions a topic has (0: not partitioned): broker/partitions.py."""
+
+    async def partitions(self, topic: str) -> int: ...
+
+
 @dataclass(frozen=True)
 class ConnectionDeps:
     """What a connection is given by the broker."""
@@ -66,6 +72,7 @@ class ConnectionDeps:
     config: BrokerConfig
     topics: TopicSource
     namespace_topics: NamespaceTopics
+    partitioned: PartitionCounts
     lookups: Lookups
     new_producer_name: Callable[[], str]
     #: PIP-63: set on a read-only broker, which refuses producers
@@ -295,12 +302,13 @@ class ServerConnection:
 
     async def _partitioned_metadata(self, frame: Frame) -> None:
         request = frame.command.partitionMetadata
+        partitions = await self._deps.partitioned.partitions(request.topic)
         self.send(
             commands.command(
                 T.PARTITIONED_METADATA_RESPONSE,
                 "partitionMetadataResponse",
                 request_id=request.request_id,
-                partitions=0,
+                partitions=partitions,
                 response=api.CommandPartitionedTopicMetadataResponse.Success,
             )
         )

@@ -32,6 +32,7 @@ from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
 from magnetar.broker.namespace import Bundle, Namespaces
 from magnetar.broker.ownership import READ_ONLY_BROKERS, READ_ONLY_BUNDLES, BrokerInfo, Ownership
+from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.peers import PeerClient
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.refusal import ProducerRefusal
@@ -41,12 +42,9 @@ from magnetar.broker.topic import TopicName
 from magnetar.broker.topic_loader import ReadOnlyOpener, WritableOpener
 from magnetar.broker.topics import Topics
 from magnetar.common.background import BackgroundTasks
-from magnetar.common.metadata import LeaderElection, MetadataError, MetadataStore, open_store
+from magnetar.common.metadata import LeaderElection, MetadataStore, open_store
 
 log = logging.getLogger(__name__)
-
-#: how long an admin call waits for the metadata stores before answering 503
-STORE_PROBE_S = 1.5
 
 
 class BrokerService:
@@ -59,6 +57,7 @@ class BrokerService:
         self.configuration_store: MetadataStore | None = None
         self.ledger_client: LedgerClient | None = None
         self.namespaces: Namespaces | None = None
+        self.partitioned: PartitionedTopics | None = None
         self.ownership: Ownership | None = None
         self.election: LeaderElection | None = None
         self.topics: Topics | None = None
@@ -99,6 +98,7 @@ class BrokerService:
         url = config.configuration_metadata_store_url
         self.configuration_store = await open_store(url) if url else store
         self.namespaces = namespaces = Namespaces(self.configuration_store)
+        self.partitioned = PartitionedTopics(self.configuration_store)
         self.ledger_client = LedgerClient(store, config.ledger_client())
         factory = ManagedLedgerFactory(store, self.ledger_client, config.managed_ledger())
         # Bound now, served once everything is wired: the broker id is its address and port.
@@ -180,6 +180,7 @@ class BrokerService:
         assert self.namespaces is not None
         assert self.load_manager is not None
         assert self.replication is not None
+        assert self.partitioned is not None
         self._metrics = MetricsServer(
             self.topics, config.cluster_name, config.bind_address, config.web_service_port
         )
@@ -189,9 +190,10 @@ class BrokerService:
                 namespaces=self.namespaces,
                 bundles=self.bundles,
                 topics=self.topics,
+                partitioned=self.partitioned,
                 replication_stats=self.replication.stats,
                 leader=self._leader,
-                probe_store=self._probe_stores,
+                stores=[s for s in (self.store, self.configuration_store) if s is not None],
             )
         ).install(self._metrics.app)
         self.load_manager.install(self._metrics.app)
@@ -206,13 +208,6 @@ class BrokerService:
             cursors=not config.read_only_broker,
         )
         me.cursor_rpc_address = f"{config.advertised_address}:{self.rpc_port}"
-
-    async def _probe_stores(self) -> None:
-        stores = {id(s): s for s in (self.store, self.configuration_store) if s is not None}
-        try:
-            await asyncio.wait_for(asyncio.gather(*(s.exists("/") for s in stores.values())), STORE_PROBE_S)
-        except TimeoutError:
-            raise MetadataError(f"no answer within {STORE_PROBE_S} s") from None
 
     async def _leader(self) -> str | None:
         if self.election is None:
@@ -276,6 +271,7 @@ class BrokerService:
         assert self.topics is not None
         assert self.bundles is not None
         assert self.namespaces is not None
+        assert self.partitioned is not None
         read_only = None
         if self._cursor_client is not None:
             read_only = ProducerRefusal(
@@ -289,6 +285,7 @@ class BrokerService:
             config=self.config,
             topics=self.topics,
             namespace_topics=self.topics,
+            partitioned=self.partitioned,
             lookups=self.bundles,
             new_producer_name=self._new_producer_name,
             read_only=read_only,
