@@ -22,6 +22,7 @@ from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies,
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
 from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName
+from magnetar.common.admin_client import AdminError, AsyncAdminClient
 from magnetar.common.metadata import (
     BadVersionError,
     MetadataError,
@@ -345,7 +346,11 @@ class AdminApi:
             if owner is not None and owner.broker_id == self._bundles.broker_id:
                 await self._bundles.unload(namespace, bundle)
             elif owner is not None:
-                await _put(f"{owner.web_service_url}/admin/v2/namespaces/{namespace}/{bundle.name}/unload")
+                path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/unload"
+                try:
+                    await AsyncAdminClient(owner.web_service_url).request("PUT", path)
+                except AdminError as exc:
+                    raise NamespaceError(f"{owner.broker_id}: {exc}", 502) from None
         return web.Response(status=204)
 
     async def _owned_bundle(self, request: web.Request) -> tuple[str, Bundle]:
@@ -523,11 +528,3 @@ class AdminApi:
 
 def _type_name(sub_type: int) -> str:
     return str(SubType.Name(sub_type))
-
-
-async def _put(url: str) -> None:
-    import aiohttp
-
-    async with aiohttp.ClientSession() as session, session.put(url) as response:
-        if response.status >= 300:
-            raise NamespaceError(f"{url}: HTTP {response.status} {await response.text()}", 502)

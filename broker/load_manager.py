@@ -47,6 +47,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.load_report import MB, LoadReport, LoadSampler, split_bundle_key
 from magnetar.broker.namespace import Namespaces
 from magnetar.broker.ownership import Ownership
+from magnetar.common.admin_client import AsyncAdminClient
 from magnetar.common.metadata import LeaderElection, MetadataStore
 
 log = logging.getLogger(__name__)
@@ -313,10 +314,11 @@ class LoadManager:
             destination = place(await self.candidates(), self.config, exclude={shed.source})
             if destination is not None:
                 query = f"?destinationBroker={destination}"
-        url = f"{owner.web_service_url}/admin/v2/namespaces/{namespace}/{bundle.name}/unload{query}"
         verb = f"transfer to {destination}" if destination else "unload"
         log.info("shedding %s from %s (%s): %s", shed.bundle, shed.source, shed.reason, verb)
-        await _put(url)
+        # Through the owner's admin REST, as Pulsar's leader does (the owner unloads or transfers).
+        path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/unload{query}"
+        await AsyncAdminClient(owner.web_service_url).request("PUT", path)
         self.state.recently_shed[shed.bundle] = time.monotonic()
         self.actions.append(f"shed {shed.bundle} from {shed.source}: {verb}")
 
@@ -326,14 +328,6 @@ class LoadManager:
         if owner is None or owner.broker_id != split.owner:
             return
         log.info("splitting %s owned by %s (%s)", split.bundle, split.owner, split.reason)
-        await _put(f"{owner.web_service_url}/admin/v2/namespaces/{namespace}/{bundle.name}/split")
+        path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/split"
+        await AsyncAdminClient(owner.web_service_url).request("PUT", path)
         self.actions.append(f"split {split.bundle}: {split.reason}")
-
-
-async def _put(url: str) -> None:
-    import aiohttp
-
-    timeout = aiohttp.ClientTimeout(total=60)
-    async with aiohttp.ClientSession(timeout=timeout) as session, session.put(url) as response:
-        if response.status >= 300:
-            raise RuntimeError(f"{url}: HTTP {response.status} {await response.text()}")

@@ -1,30 +1,18 @@
-"""A small client of the admin REST, in Pulsar's ``/admin/v2`` shapes: everything the namespace
-and bundle handlers and the broker drain ask of a cluster. Being Pulsar's paths, the same calls
-work against Apache Pulsar.
-
-Bundle operations may be answered with a 307 to the owning broker; aiohttp follows redirects
-only for GET, so this client follows them itself for every method.
+"""The admin REST calls the operator makes, in Pulsar's ``/admin/v2`` shapes: everything the
+namespace and bundle handlers and the broker drain ask of a cluster, over the one admin client
+(magnetar.common.admin_client). Being Pulsar's paths, the same calls work against Apache Pulsar.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
+from magnetar.common.admin_client import AdminError, AsyncAdminClient
 
-_REDIRECTS = 5
-
-
-class AdminError(Exception):
-    """The admin REST refused a request; ``status`` is its HTTP status (0: unreachable)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+__all__ = ["AdminClient", "AdminError", "BundleInfo"]
 
 
 @dataclass(frozen=True)
@@ -36,34 +24,9 @@ class BundleInfo:
     msg_in_counter: int = 0
 
 
-class AdminClient:
+class AdminClient(AsyncAdminClient):
     def __init__(self, base_url: str, *, timeout_s: float = 30.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-
-    async def request(self, method: str, path: str, body: Any = None) -> Any:
-        url = self.base_url + path
-        data = None if body is None else json.dumps(body)
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        try:
-            async with aiohttp.ClientSession(timeout=self._timeout) as session:
-                for _ in range(_REDIRECTS):
-                    async with session.request(
-                        method, url, data=data, headers=headers, allow_redirects=False
-                    ) as response:
-                        if response.status in (307, 308) and "Location" in response.headers:
-                            url = response.headers["Location"]
-                            continue
-                        text = await response.text()
-                        if response.status >= 300:
-                            raise AdminError(response.status, f"{method} {path}: HTTP {response.status} "
-                                             f"{_reason(text)}")  # fmt: skip
-                        return json.loads(text) if text else None
-        except aiohttp.ClientError as exc:
-            raise AdminError(0, f"cannot reach the admin REST at {self.base_url}: {exc}") from None
-        except TimeoutError:
-            raise AdminError(0, f"the admin REST at {self.base_url} did not answer in time") from None
-        raise AdminError(0, f"{method} {path}: too many redirects")
+        super().__init__(base_url, timeout_s=timeout_s)
 
     # -- clusters, tenants, namespaces ----------------------------------------------------------
     async def clusters(self) -> list[str]:
@@ -167,10 +130,3 @@ class AdminClient:
 
 def _q(part: str) -> str:
     return quote(part, safe="")
-
-
-def _reason(text: str) -> str:
-    try:
-        return str(json.loads(text).get("reason", text))
-    except (ValueError, AttributeError):
-        return text[:300]

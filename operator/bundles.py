@@ -49,7 +49,7 @@ class BundleActions:
                 await admin.unload(spec.namespace, spec.range)
                 message = f"Unloaded {spec.range}"
         except AdminError as exc:
-            raise Unresolved("AdminError", str(exc), retry=exc.status == 0 or exc.status >= 500) from None
+            raise Unresolved("AdminError", str(exc), retry=exc.retriable) from None
         kopf.event(body, type="Normal", reason=f"{action.type}Done", message=message)
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         last = {"generation": generation, "type": action.type, "result": message, "at": at}

@@ -77,7 +77,7 @@ class NamespaceReconciler:
         try:
             notes = await self._apply(admin, body, spec, clusters)
         except AdminError as exc:
-            raise Unresolved("AdminError", str(exc), retry=exc.status == 0 or exc.status >= 500) from None
+            raise Unresolved("AdminError", str(exc), retry=exc.retriable) from None
         bundles = len(await admin.bundle_names(spec.full_name))
         message = f"{spec.full_name} in {', '.join(clusters)}" + (f"; {'; '.join(notes)}" if notes else "")
         return conditions.ready(body, "Applied", message) | {
