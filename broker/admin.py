@@ -164,11 +164,15 @@ class AdminApi:
         r.add_get("/admin/v2/tenants", self.tenants)
         r.add_put("/admin/v2/tenants/{tenant}", self.create_tenant)
         r.add_get("/admin/v2/tenants/{tenant}", self.tenant)
+        r.add_delete("/admin/v2/tenants/{tenant}", self.delete_tenant)
         r.add_get("/admin/v2/namespaces/{tenant}", self.namespaces)
         r.add_put("/admin/v2/namespaces/{tenant}/{namespace}", self.create_namespace)
         r.add_get("/admin/v2/namespaces/{tenant}/{namespace}", self.policies)
         r.add_delete("/admin/v2/namespaces/{tenant}/{namespace}", self.delete_namespace)
         r.add_get("/admin/v2/namespaces/{tenant}/{namespace}/replication", self.replication)
+        r.add_get("/admin/v2/namespaces/{tenant}/{namespace}/deduplication", self.deduplication)
+        r.add_post("/admin/v2/namespaces/{tenant}/{namespace}/deduplication", self.set_deduplication)
+        r.add_delete("/admin/v2/namespaces/{tenant}/{namespace}/deduplication", self.remove_deduplication)
         r.add_post("/admin/v2/namespaces/{tenant}/{namespace}/replication", self.set_replication)
         r.add_get("/admin/v2/namespaces/{tenant}/{namespace}/bundles", self.bundles)
         r.add_post(
@@ -248,6 +252,10 @@ class AdminApi:
     async def tenant(self, request: web.Request) -> web.Response:
         return web.json_response(await self._namespaces.tenant(request.match_info["tenant"]))
 
+    async def delete_tenant(self, request: web.Request) -> web.Response:
+        await self._namespaces.delete_tenant(request.match_info["tenant"])
+        return web.Response(status=204)
+
     # -- namespaces -----------------------------------------------------------------------------
     def _ns(self, request: web.Request) -> str:
         return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
@@ -303,6 +311,23 @@ class AdminApi:
             return _error(412, "a namespace needs at least one cluster")
         await self._check_clusters(clusters)
         await self._namespaces.update(self._ns(request), {"replication_clusters": clusters})
+        return web.Response(status=204)
+
+    async def deduplication(self, request: web.Request) -> web.Response:
+        """The namespace's message deduplication (null: the broker's ``broker_deduplication_enabled``)."""
+        return web.json_response((await self._namespaces.policies(self._ns(request))).deduplication_enabled)
+
+    async def set_deduplication(self, request: web.Request) -> web.Response:
+        """Pulsar's ``namespaces set-deduplication``: applies to topics loaded from now on (a
+        topic already loaded keeps its setting until it is unloaded)."""
+        enabled = await request.json()
+        if not isinstance(enabled, bool):
+            return _error(412, f"expected true or false, not {enabled!r}")
+        await self._namespaces.update(self._ns(request), {"deduplication_enabled": enabled})
+        return web.Response(status=204)
+
+    async def remove_deduplication(self, request: web.Request) -> web.Response:
+        await self._namespaces.update(self._ns(request), {"deduplication_enabled": None})
         return web.Response(status=204)
 
     async def set_snapshot_frequency(self, request: web.Request) -> web.Response:

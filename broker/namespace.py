@@ -12,6 +12,7 @@ documented hash; Pulsar uses Murmur3 for the same purpose, and no client depends
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import zlib
@@ -210,6 +211,15 @@ class Namespaces:
             await self._store.delete(f"/admin/policies/{namespace}")
         except NoNodeError:
             raise NamespaceError(f"namespace {namespace} does not exist") from None
+
+    async def delete_tenant(self, tenant: str) -> None:
+        """Pulsar's rule: a tenant that still has namespaces is not deleted."""
+        await self.tenant(tenant)  # 404 for one that does not exist
+        held = await self.namespaces(tenant)
+        if held:
+            raise NamespaceError(f"cannot delete tenant {tenant}: it has namespaces {held}", 409)
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(f"/admin/policies/{tenant}")
 
     async def split(self, namespace: str, bundle: Bundle) -> tuple[Bundle, Bundle]:
         """Split ``bundle`` in the middle of its range."""
