@@ -18,9 +18,11 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from magnetar.broker.consumer import SubType
+from magnetar.broker.managed_ledger import InitialPosition
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
 from magnetar.broker.partitions import PartitionedTopics
+from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName
 from magnetar.common.admin_client import AdminError, AsyncAdminClient
 from magnetar.common.metadata import (
@@ -190,6 +192,11 @@ class AdminApi:
         r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/internalStats", self.internal_stats)
         r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscriptions", self.subscriptions)
         r.add_put("/admin/v2/persistent/{tenant}/{namespace}/{topic}/unload", self.unload_topic)
+        sub = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}"
+        r.add_put(sub, self.create_subscription)
+        r.add_delete(sub, self.delete_subscription)
+        r.add_post(f"{sub}/skip_all", self.clear_backlog)
+        r.add_post(f"{sub}/resetcursor/{{timestamp}}", self.reset_cursor)
         r.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/bundle", self.topic_bundle)
         r.add_get("/admin/v2/brokers/leaderBroker", self.leader)
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
@@ -482,6 +489,56 @@ class AdminApi:
     async def subscriptions(self, request: web.Request) -> web.Response:
         topic = await self._served(request)
         return web.json_response(sorted(topic.subscriptions))
+
+    # -- subscriptions (Pulsar's topics create-subscription, unsubscribe, clear-backlog, reset-cursor)
+    async def create_subscription(self, request: web.Request) -> web.Response:
+        """A durable subscription starting at the end (Shared until a consumer attaches)."""
+        topic = await self._served(request)
+        name = request.match_info["subscription"]
+        if name in topic.subscriptions or name in topic.ledger.cursors:
+            return _error(409, f"subscription {name} already exists on {topic.name}")
+        await topic.subscription(name, SubType.Shared, InitialPosition.LATEST)
+        return web.Response(status=204)
+
+    async def delete_subscription(self, request: web.Request) -> web.Response:
+        topic, subscription = await self._subscription(request)
+        if subscription.consumers and request.query.get("force", "false").lower() != "true":
+            return _error(
+                412, f"subscription {subscription.name} has connected consumers (force=true closes them)"
+            )
+        for consumer in list(subscription.consumers):
+            consumer.close_by_broker()
+            subscription.remove_consumer(consumer)
+        await topic.unsubscribe(subscription.name)
+        return web.Response(status=204)
+
+    async def clear_backlog(self, request: web.Request) -> web.Response:
+        """Everything stored so far counts as acknowledged; consumers reconnect from the end."""
+        topic, subscription = await self._subscription(request)
+        last = topic.ledger.last_confirmed_entry
+        if last is not None:
+            await subscription.seek(topic.ledger.next_position(last))
+        return web.Response(status=204)
+
+    async def reset_cursor(self, request: web.Request) -> web.Response:
+        """Move the subscription to the first message published at or after ``timestamp`` (ms)."""
+        topic, subscription = await self._subscription(request)
+        try:
+            at_ms = int(request.match_info["timestamp"])
+        except ValueError:
+            return _error(
+                412,
+                f"timestamp must be milliseconds since the epoch, not {request.match_info['timestamp']!r}",
+            )
+        await subscription.seek(await topic.position_published_since(at_ms))
+        return web.Response(status=204)
+
+    async def _subscription(self, request: web.Request) -> tuple[Topic, Subscription]:
+        topic = await self._served(request)
+        subscription = topic.subscriptions.get(request.match_info["subscription"])
+        if subscription is None or not subscription.durable:
+            raise NamespaceError(f"no subscription {request.match_info['subscription']} on {topic.name}", 404)
+        return topic, subscription
 
     async def topic_bundle(self, request: web.Request) -> web.Response:
         _, bundle = await self._bundles.bundle_of(self._topic(request))

@@ -223,17 +223,7 @@ class ConsumerCommands:
             return
         topic, subscription, _ = entry
         if request.HasField("message_publish_time"):
-            at = request.message_publish_time
-
-            def published_since(candidate: object) -> bool:
-                try:
-                    return read_metadata(candidate.data).publish_time >= at  # type: ignore[attr-defined]
-                except FrameError:
-                    return False
-
-            found = await topic.ledger.find_first_position(published_since)
-            last = await topic.last_dispatchable_position()
-            position = found or (topic.ledger.next_position(last) if last else topic.ledger.first_position())
+            position = await topic.position_published_since(request.message_publish_time)
         else:
             m = request.message_id
             ledger_id, entry_id = commands.signed(m.ledgerId), commands.signed(m.entryId)

@@ -17,7 +17,7 @@ from typing import Protocol
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_identity
-from magnetar.broker.managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Position
+from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, ManagedLedger, Position
 from magnetar.broker.markers import REPLICATED_PROPERTY, SNAPSHOT, MarkerIndex
 from magnetar.broker.protocol.frames import FrameError, read_metadata
 from magnetar.broker.subscription import Subscription
@@ -160,6 +160,22 @@ class Topic:
                     cursor.name, cursor, api.CommandSubscribe.Shared, replicated=replicated
                 )
         return topic
+
+    async def position_published_since(self, at_ms: int) -> Position:
+        """The first entry published at or after ``at_ms`` (Pulsar's seek and reset-cursor by
+        publish time); past the last message when there is none."""
+
+        def published_since(candidate: Entry) -> bool:
+            try:
+                return read_metadata(candidate.data).publish_time >= at_ms
+            except FrameError:
+                return False
+
+        found = await self.ledger.find_first_position(published_since)
+        if found is not None:
+            return found
+        last = await self.last_dispatchable_position()
+        return self.ledger.next_position(last) if last else self.ledger.first_position()
 
     async def last_dispatchable_position(self) -> Position | None:
         """The last entry a consumer can be given (Pulsar's getLastDispatchablePosition): PIP-33
