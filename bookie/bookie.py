@@ -1,6 +1,6 @@
 """One storage node: journal + ledger storage, recovery at start, periodic checkpoints.
 
-The write path of an add request: check every entry (digest, fencing), put the accepted ones in
+The write path of an add request: check every entry (master key, digest, fencing), put the accepted ones in
 ledger storage (readable at once, LAC updated), queue ONE journal record holding all of them, and
 answer once that record is durable. Fences and explicit LACs go through the journal the same way,
 so they survive ``kill -9``. The gRPC layer (``server.py``) only translates.
@@ -21,7 +21,7 @@ from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.digest import verify
 from magnetar.bookie.entry_log import CorruptEntryError, StoredEntry, encode_record, iter_records
 from magnetar.bookie.journal import Journal, journal_files
-from magnetar.bookie.ledger_storage import LedgerStorage
+from magnetar.bookie.ledger_storage import LedgerStorage, NoSuchLedgerError
 from magnetar.proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,28 @@ ReadOnlyListener = Callable[[bool], None]
 
 class ReadOnlyError(Exception):
     pass
+
+
+class UnauthorizedError(Exception):
+    """The master key given is not the ledger's (BookKeeper's UnauthorizedAccessException)."""
+
+
+class BadRequestError(Exception):
+    """A request no correct client sends (BookKeeper's EBADREQ)."""
+
+
+def _all(waits: list[asyncio.Future[None]]) -> asyncio.Future[None]:
+    if len(waits) == 1:
+        return waits[0]
+    return asyncio.ensure_future(_gather(waits))
+
+
+async def _gather(waits: list[asyncio.Future[None]]) -> None:
+    # Every wait is awaited (none left unretrieved); the first failure is raised.
+    results = await asyncio.gather(*waits, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 @dataclass
@@ -98,6 +120,8 @@ class Bookie:
                 self.storage.fence(journal.decode_fence(body))
             elif record_type == journal.LAC:
                 self.storage.set_lac(*journal.decode_lac(body))
+            elif record_type == journal.KEY:
+                self.storage.set_key(*journal.decode_key(body))
         return len(records)
 
     async def close(self) -> None:
@@ -160,32 +184,75 @@ class Bookie:
     def add(self, request: pb.AddRequest) -> tuple[asyncio.Future[None] | None, pb.AddResponse]:
         """Store the acceptable entries of ``request`` and journal them as one record.
 
-        Returns the journal future (None when nothing was accepted) and the response to send once
-        it completes; refused entries carry their reason in the response already.
+        Returns the future to await (None when nothing was accepted) and the response to send
+        once it completes; refused entries carry their reason in the response already. An entry
+        this bookie already stores is settled after a read of the stored copy (``_settle``).
         """
-        results: list[pb.AddResult] = []
+        response = pb.AddResponse()
         records: list[bytes] = []
+        waits: list[asyncio.Future[None]] = []
+        duplicates: list[tuple[pb.AddResult, pb.Entry]] = []
         read_only = self.read_only
         for entry in request.entries:
-            ledger_id, entry_id, lac = entry.ledger_id, entry.entry_id, entry.last_add_confirmed
-            reason, message = self._check_add(entry, request.recovery, read_only)
-            if reason == pb.OK:
-                record = encode_record(ledger_id, entry_id, lac, entry.digest, entry.payload)
-                self.storage.put(ledger_id, entry_id, lac, record)
-                records.append(record)
-                self.stats.adds += 1
-                self.stats.add_bytes += len(entry.payload)
-            else:
-                self.stats.refused_adds += 1
-            results.append(
-                pb.AddResult(ledger_id=ledger_id, entry_id=entry_id, reason=reason, message=message)
+            ledger_id, entry_id = entry.ledger_id, entry.entry_id
+            key = request.master_keys.get(ledger_id, b"")
+            reason, message = self._check_add(entry, key, request.recovery, read_only)
+            # Added in place: ``_settle`` may still change the result before it is sent.
+            result = response.results.add(
+                ledger_id=ledger_id, entry_id=entry_id, reason=reason, message=message
             )
-        response = pb.AddResponse(results=results)
-        if not records:
+            if reason != pb.OK:
+                self.stats.refused_adds += 1
+                continue
+            if (recorded := self._record_key(ledger_id, key)) is not None:
+                waits.append(recorded)
+            if self.storage.has_entry(ledger_id, entry_id):
+                duplicates.append((result, entry))
+                continue
+            records.append(self._put(entry))
+        if records:
+            waits.append(self.journal.append(journal.ADD, b"".join(records)))
+        if duplicates:
+            waits.append(asyncio.ensure_future(self._settle(duplicates)))
+        if not waits:
             return None, response
-        return self.journal.append(journal.ADD, b"".join(records)), response
+        return _all(waits), response
 
-    def _check_add(self, entry: pb.Entry, recovery: bool, read_only: bool) -> tuple[pb.Reason, str]:
+    def _put(self, entry: pb.Entry) -> bytes:
+        record = encode_record(
+            entry.ledger_id, entry.entry_id, entry.last_add_confirmed, entry.digest, entry.payload
+        )
+        self.storage.put(entry.ledger_id, entry.entry_id, entry.last_add_confirmed, record)
+        self.stats.adds += 1
+        self.stats.add_bytes += len(entry.payload)
+        return record
+
+    async def _settle(self, duplicates: list[tuple[pb.AddResult, pb.Entry]]) -> None:
+        """Adds of entries already stored: the same payload again is accepted (recovery and
+        re-replication send it) and journaled again, so the answer waits until the stored copy
+        is durable too; a different payload is refused and nothing is replaced."""
+        records: list[bytes] = []
+        for result, entry in duplicates:
+            try:
+                stored = await self.storage.read(entry.ledger_id, entry.entry_id)
+            except CorruptEntryError as exc:
+                log.warning("replacing a corrupt stored copy with the one added again: %s", exc)
+            else:
+                if stored.payload != entry.payload:
+                    self.stats.refused_adds += 1
+                    result.reason = pb.DUPLICATE_ENTRY_ID
+                    result.message = (
+                        f"entry {entry.ledger_id}:{entry.entry_id} is stored with another payload; "
+                        "an acknowledged entry is never replaced"
+                    )
+                    continue
+            records.append(self._put(entry))
+        if records:
+            await self.journal.append(journal.ADD, b"".join(records))
+
+    def _check_add(
+        self, entry: pb.Entry, key: bytes, recovery: bool, read_only: bool
+    ) -> tuple[pb.Reason, str]:
         ledger_id, entry_id = entry.ledger_id, entry.entry_id
         if read_only:
             return (
@@ -194,6 +261,13 @@ class Bookie:
             )
         if ledger_id < 0 or entry_id < 0:
             return pb.INVALID_REQUEST, f"entry {ledger_id}:{entry_id}: ledger and entry ids must be >= 0"
+        if not -1 <= entry.last_add_confirmed < entry_id:
+            return pb.INVALID_REQUEST, (
+                f"entry {ledger_id}:{entry_id}: its piggybacked LAC {entry.last_add_confirmed} must lie "
+                "between -1 and the entry before it"
+            )
+        if (refusal := self._key_refusal(ledger_id, key)) is not None:
+            return pb.UNAUTHORIZED_ACCESS, refusal
         if not verify(ledger_id, entry_id, entry.last_add_confirmed, entry.payload, entry.digest):
             return pb.DIGEST_MISMATCH, (
                 f"entry {ledger_id}:{entry_id}: digest {entry.digest:#010x} does not match its bytes; "
@@ -203,17 +277,56 @@ class Bookie:
             return pb.LEDGER_FENCED, f"ledger {ledger_id} is fenced; entry {entry_id} refused"
         return pb.OK, ""
 
-    async def fence(self, ledger_id: int) -> tuple[int, int]:
+    # -- master keys -----------------------------------------------------------------------------
+
+    def _key_refusal(self, ledger_id: int, key: bytes) -> str | None:
+        """Why ``key`` may not act on ``ledger_id``, or None (a ledger not yet keyed takes any)."""
+        state = self.storage.find(ledger_id)
+        if state is None or state.master_key is None or state.master_key == key:
+            return None
+        return f"ledger {ledger_id}: master key does not match the ledger's"
+
+    def check_key(self, ledger_id: int, key: bytes) -> None:
+        if (refusal := self._key_refusal(ledger_id, key)) is not None:
+            raise UnauthorizedError(refusal)
+
+    def _record_key(self, ledger_id: int, key: bytes) -> asyncio.Future[None] | None:
+        """Record the first key seen for a ledger, journaled ahead of what it came with."""
+        state = self.storage.find(ledger_id)
+        if state is not None and state.master_key is not None:
+            return None
+        self.storage.set_key(ledger_id, key)
+        return self.journal.append(journal.KEY, journal.encode_key(ledger_id, key))
+
+    # -- fencing and explicit LAC ----------------------------------------------------------------
+
+    async def fence(self, ledger_id: int, key: bytes) -> tuple[int, int]:
         """Fence durably; returns (LAC, highest stored entry id)."""
+        self.check_key(ledger_id, key)
+        recorded = self._record_key(ledger_id, key)
         state = self.storage.fence(ledger_id)
         await self.journal.append(journal.FENCE, journal.encode_fence(ledger_id))
+        if recorded is not None:
+            await recorded
         return state.lac, state.last_entry
 
-    async def write_lac(self, ledger_id: int, lac: int) -> None:
+    async def write_lac(self, ledger_id: int, lac: int, key: bytes) -> None:
         if self.read_only:
             raise ReadOnlyError(f"bookie is read-only; explicit LAC {lac} of ledger {ledger_id} refused")
+        state = self.storage.find(ledger_id)
+        if state is None:
+            raise NoSuchLedgerError(ledger_id)
+        self.check_key(ledger_id, key)
+        if lac > state.last_entry:
+            raise BadRequestError(
+                f"explicit LAC {lac} of ledger {ledger_id} is past the last entry this bookie "
+                f"stores ({state.last_entry})"
+            )
+        recorded = self._record_key(ledger_id, key)
         self.storage.set_lac(ledger_id, lac)
         await self.journal.append(journal.LAC, journal.encode_lac(ledger_id, lac))
+        if recorded is not None:
+            await recorded
 
     async def read(self, ledger_id: int, entry_id: int) -> StoredEntry:
         try:

@@ -2,7 +2,7 @@
 
 Written (atomically: temp file, fsync, rename, fsync of the directory) into every ledger
 directory after the entry logs are flushed, with the per-ledger state the entry logs cannot
-rebuild on their own (fenced flag, LAC — an explicit LAC may be above every stored entry's).
+rebuild on their own (fenced flag, LAC, master key).
 At start the newest copy wins; journal replay begins at its mark.
 """
 
@@ -20,29 +20,37 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "checkpoint.json"
 
+#: what the checkpoint keeps of one ledger: fenced, LAC, master key
+LedgerSnapshot = tuple[bool, int, bytes | None]
+
 
 @dataclass
 class Checkpoint:
     mark: Mark = field(default_factory=lambda: Mark(0, 0))
-    #: ledger id -> (fenced, LAC)
-    ledgers: dict[int, tuple[bool, int]] = field(default_factory=dict)
+    #: ledger id -> (fenced, LAC, master key or None when no keyed call has been seen)
+    ledgers: dict[int, LedgerSnapshot] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return json.dumps(
             {
                 "journal_file": self.mark.file_id,
                 "journal_offset": self.mark.offset,
-                "ledgers": [[lid, fenced, lac] for lid, (fenced, lac) in sorted(self.ledgers.items())],
+                "ledgers": [
+                    [lid, fenced, lac, None if key is None else key.hex()]
+                    for lid, (fenced, lac, key) in sorted(self.ledgers.items())
+                ],
             }
         ).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> Checkpoint:
         raw = json.loads(data)
-        return cls(
-            Mark(int(raw["journal_file"]), int(raw["journal_offset"])),
-            {int(lid): (bool(fenced), int(lac)) for lid, fenced, lac in raw["ledgers"]},
-        )
+        ledgers: dict[int, LedgerSnapshot] = {}
+        for row in raw["ledgers"]:
+            # Rows written before master keys were recorded have three fields.
+            key = row[3] if len(row) > 3 else None
+            ledgers[int(row[0])] = (bool(row[1]), int(row[2]), None if key is None else bytes.fromhex(key))
+        return cls(Mark(int(raw["journal_file"]), int(raw["journal_offset"])), ledgers)
 
 
 def load(directories: list[Path]) -> Checkpoint:

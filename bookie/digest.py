@@ -8,6 +8,7 @@ damaged in flight) and on every read of its own storage (never serving a corrupt
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 import google_crc32c
@@ -22,3 +23,12 @@ def entry_digest(ledger_id: int, entry_id: int, last_add_confirmed: int, payload
 
 def verify(ledger_id: int, entry_id: int, last_add_confirmed: int, payload: bytes, digest: int) -> bool:
     return entry_digest(ledger_id, entry_id, last_add_confirmed, payload) == digest
+
+
+def master_key(password: bytes) -> bytes:
+    """The ledger's master key, as BookKeeper derives it (SHA-1 of ``b"ledger" + password``).
+
+    The key, not the password, travels with every add, fence, explicit LAC and recovery read;
+    a bookie refuses those calls for a ledger whose recorded key differs.
+    """
+    return hashlib.sha1(b"ledger" + password, usedforsecurity=False).digest()

@@ -1,4 +1,5 @@
-"""The journal: every add, fence and explicit LAC is made durable here before it is acknowledged.
+"""The journal: every add, fence, explicit LAC and master key is made durable here before it is
+acknowledged.
 
 Records are framed ``length u32 | crc u32 | type u8 | body`` (``length`` counts type and body, the
 CRC32C covers them). **Group commit**: ``append`` only queues a record; one writer task hands every
@@ -41,7 +42,9 @@ ADD = 1
 FENCE = 2
 #: body: ledger id, explicit LAC
 LAC = 3
-_TYPES = (ADD, FENCE, LAC)
+#: body: ledger id, master key (journaled before the first add or fence a bookie takes for a ledger)
+KEY = 4
+_TYPES = (ADD, FENCE, LAC, KEY)
 
 
 class JournalError(Exception):
@@ -75,6 +78,14 @@ def encode_lac(ledger_id: int, lac: int) -> bytes:
 def decode_lac(body: bytes) -> tuple[int, int]:
     ledger_id, lac = _LEDGER_LAC.unpack(body)
     return int(ledger_id), int(lac)
+
+
+def encode_key(ledger_id: int, master_key: bytes) -> bytes:
+    return _LEDGER.pack(ledger_id) + master_key
+
+
+def decode_key(body: bytes) -> tuple[int, bytes]:
+    return int(_LEDGER.unpack_from(body)[0]), bytes(body[_LEDGER.size :])
 
 
 def frame(record_type: int, body: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""Ledger storage: entry log + index + per-ledger state (fenced, LAC, highest entry).
+"""Ledger storage: entry log + index + per-ledger state (fenced, LAC, highest entry, master key).
 
 Everything here is in memory or buffered; durability comes from the journal (see ``bookie.py``),
 and the checkpoint makes the entry logs durable so older journal files can go. The LAC of a ledger
@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from magnetar.bookie.checkpoint import LedgerSnapshot
 from magnetar.bookie.entry_log import EntryLog, ScannedRecord, StoredEntry
 from magnetar.bookie.index import Index
 
@@ -31,12 +32,14 @@ class NoSuchEntryError(Exception):
 
 
 class LedgerState:
-    __slots__ = ("fenced", "lac", "last_entry")
+    __slots__ = ("fenced", "lac", "last_entry", "master_key")
 
     def __init__(self, fenced: bool = False, lac: int = -1, last_entry: int = -1) -> None:
         self.fenced = fenced
         self.lac = lac
         self.last_entry = last_entry
+        #: recorded from the first keyed call; None for a ledger only known from its entry logs
+        self.master_key: bytes | None = None
 
 
 class LedgerStorage:
@@ -81,6 +84,12 @@ class LedgerStorage:
         state = self.state(ledger_id)
         state.fenced = True
         return state
+
+    def set_key(self, ledger_id: int, master_key: bytes) -> None:
+        self.state(ledger_id).master_key = master_key
+
+    def has_entry(self, ledger_id: int, entry_id: int) -> bool:
+        return self.index.get(ledger_id, entry_id) is not None
 
     def set_lac(self, ledger_id: int, lac: int) -> None:
         state = self.state(ledger_id)
@@ -137,15 +146,17 @@ class LedgerStorage:
 
     # -- checkpoint and deletion ---------------------------------------------------------------------
 
-    def snapshot(self) -> dict[int, tuple[bool, int]]:
-        """What the entry logs cannot tell on their own: fenced flag and LAC per ledger."""
-        return {ledger_id: (s.fenced, s.lac) for ledger_id, s in self._states.items()}
+    def snapshot(self) -> dict[int, LedgerSnapshot]:
+        """What the entry logs cannot tell on their own: fenced flag, LAC and master key."""
+        return {ledger_id: (s.fenced, s.lac, s.master_key) for ledger_id, s in self._states.items()}
 
-    def restore(self, saved: dict[int, tuple[bool, int]]) -> None:
-        for ledger_id, (fenced, lac) in saved.items():
+    def restore(self, saved: dict[int, LedgerSnapshot]) -> None:
+        for ledger_id, (fenced, lac, master_key) in saved.items():
             state = self.state(ledger_id)
             state.fenced = state.fenced or fenced
             state.lac = max(state.lac, lac)
+            if master_key is not None:
+                state.master_key = master_key
 
     async def flush(self) -> None:
         await self.entry_log.flush(sync=True)

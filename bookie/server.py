@@ -5,7 +5,9 @@
     await server.stop()
 
 Unary failures carry the ``Reason`` name in the trailing metadata key ``magnetar-reason``
-(``bookie/errors.py``); add failures travel in-band, one ``AddResult`` per entry.
+(``bookie/errors.py``); add failures travel in-band, one ``AddResult`` per entry. Requests are
+decoded here rather than by gRPC, so that bytes no client could have sent answer INVALID_ARGUMENT
+with what was wrong instead of gRPC's generic UNKNOWN.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncIterator
-from typing import NoReturn, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, Protocol
 
 import grpc
+from google.protobuf.message import DecodeError, Message
 
 from magnetar.bookie.autorecovery.service import AutoRecovery
-from magnetar.bookie.bookie import Bookie, ReadOnlyError
+from magnetar.bookie.bookie import BadRequestError, Bookie, ReadOnlyError, UnauthorizedError
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.disk_monitor import DiskMonitor
 from magnetar.bookie.entry_log import CorruptEntryError
@@ -53,6 +56,63 @@ async def _fail(
 ) -> NoReturn:
     await context.abort(code, message, trailing_metadata=((REASON_METADATA_KEY, pb.Reason.Name(reason)),))
     raise AssertionError("abort returned")  # pragma: no cover - abort always raises
+
+
+_ServiceContext = grpc.aio.ServicerContext[Any, Any]
+
+
+async def _decoded(message_type: type[Message], raw: bytes, context: _ServiceContext) -> Any:
+    try:
+        return message_type.FromString(raw)
+    except DecodeError as exc:
+        await _fail(
+            context,
+            grpc.StatusCode.INVALID_ARGUMENT,
+            pb.INVALID_REQUEST,
+            f"cannot decode {message_type.__name__} ({len(raw)} bytes): {exc}",
+        )
+
+
+def _unary(
+    method: Callable[[Any, _ServiceContext], Awaitable[Message]],
+    request_type: type[Message],
+    response_type: type[Message],
+) -> grpc.RpcMethodHandler[Any, Any]:
+    async def handle(raw: bytes, context: _ServiceContext) -> Message:
+        return await method(await _decoded(request_type, raw, context), context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        handle, request_deserializer=None, response_serializer=response_type.SerializeToString
+    )
+
+
+def _add_entries(service: BookieService) -> grpc.RpcMethodHandler[Any, Any]:
+    async def handle(
+        raw_requests: AsyncIterator[bytes], context: _ServiceContext
+    ) -> AsyncIterator[pb.AddResponse]:
+        async def requests() -> AsyncIterator[pb.AddRequest]:
+            async for raw in raw_requests:
+                yield await _decoded(pb.AddRequest, raw, context)
+
+        async for response in service.AddEntries(requests(), context):
+            yield response
+
+    return grpc.stream_stream_rpc_method_handler(
+        handle, request_deserializer=None, response_serializer=pb.AddResponse.SerializeToString
+    )
+
+
+def _register(service: BookieService, server: grpc.aio.Server) -> None:
+    handlers = {
+        "AddEntries": _add_entries(service),
+        "ReadEntry": _unary(service.ReadEntry, pb.ReadRequest, pb.ReadResponse),
+        "ReadLac": _unary(service.ReadLac, pb.ReadLacRequest, pb.ReadLacResponse),
+        "WriteLac": _unary(service.WriteLac, pb.WriteLacRequest, pb.WriteLacResponse),
+        "Fence": _unary(service.Fence, pb.FenceRequest, pb.FenceResponse),
+        "GetInfo": _unary(service.GetInfo, pb.GetInfoRequest, pb.GetInfoResponse),
+    }
+    name = pb.DESCRIPTOR.services_by_name["Bookie"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
 
 
 class BookieService(pb_grpc.BookieServicer):
@@ -101,6 +161,8 @@ class BookieService(pb_grpc.BookieServicer):
                 pb.INVALID_REQUEST,
                 f"read {ledger_id}:{entry_id}: ledger and entry ids must be >= 0",
             )
+        if request.master_key:
+            await self._authorize(ledger_id, request.master_key, context)
         if request.long_poll_timeout_ms:
             lac = self._bookie.lac(ledger_id)
             if lac is None or lac < entry_id:
@@ -175,7 +237,13 @@ class BookieService(pb_grpc.BookieServicer):
                 "ledger id must be >= 0 and LAC >= -1",
             )
         try:
-            await self._bookie.write_lac(ledger_id, request.last_add_confirmed)
+            await self._bookie.write_lac(ledger_id, request.last_add_confirmed, request.master_key)
+        except NoSuchLedgerError as exc:
+            await _fail(context, grpc.StatusCode.NOT_FOUND, pb.NO_SUCH_LEDGER, str(exc))
+        except UnauthorizedError as exc:
+            await _fail(context, grpc.StatusCode.PERMISSION_DENIED, pb.UNAUTHORIZED_ACCESS, str(exc))
+        except BadRequestError as exc:
+            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, pb.INVALID_REQUEST, str(exc))
         except ReadOnlyError as exc:
             await _fail(context, grpc.StatusCode.UNAVAILABLE, pb.BOOKIE_READ_ONLY, str(exc))
         except JournalError as exc:
@@ -191,7 +259,9 @@ class BookieService(pb_grpc.BookieServicer):
                 context, grpc.StatusCode.INVALID_ARGUMENT, pb.INVALID_REQUEST, f"ledger id {ledger_id} is < 0"
             )
         try:
-            lac, last_entry = await self._bookie.fence(ledger_id)
+            lac, last_entry = await self._bookie.fence(ledger_id, request.master_key)
+        except UnauthorizedError as exc:
+            await _fail(context, grpc.StatusCode.PERMISSION_DENIED, pb.UNAUTHORIZED_ACCESS, str(exc))
         except JournalError as exc:
             await _fail(
                 context,
@@ -200,6 +270,12 @@ class BookieService(pb_grpc.BookieServicer):
                 f"fence of ledger {ledger_id} not durable: {exc}",
             )
         return pb.FenceResponse(last_add_confirmed=lac, last_entry_id=last_entry)
+
+    async def _authorize(self, ledger_id: int, key: bytes, context: _ServiceContext) -> None:
+        try:
+            self._bookie.check_key(ledger_id, key)
+        except UnauthorizedError as exc:
+            await _fail(context, grpc.StatusCode.PERMISSION_DENIED, pb.UNAUTHORIZED_ACCESS, str(exc))
 
     async def GetInfo(
         self, request: pb.GetInfoRequest, context: grpc.aio.ServicerContext[object, object]
@@ -258,9 +334,7 @@ class BookieServer:
             raise OSError(f"cannot bind the bookie's gRPC server to {bind}")
         self.bookie_id = self.config.id_for(self.port)
         self.address = self.config.address_for(self.port)
-        pb_grpc.add_BookieServicer_to_server(  # type: ignore[no-untyped-call]
-            BookieService(self.bookie, self.bookie_id), self._grpc
-        )
+        _register(BookieService(self.bookie, self.bookie_id), self._grpc)
         await self._grpc.start()
         self._services = await _start_services(self)
         log.info("bookie %s listening on %s", self.bookie_id, self.address)

@@ -124,6 +124,7 @@ def ledger_metadata(uri: str, ledger_id: int) -> None:
     async def action(client: LedgerClient) -> None:
         md = await client.ledger_metadata(ledger_id)
         doc: dict[str, Any] = json.loads(md.encode())
+        doc.pop("password")  # a secret: printed nowhere
         doc["ledger_id"] = ledger_id
         console.print_json(data=doc)
 

@@ -211,7 +211,7 @@ class ReplicationWorker:
         for bookie in destinations:
             connection = await self._client.pool.get(bookie)
             # A recovery add: the ledger may be fenced or closed, and the copy must still land.
-            await connection.add(entry, recovery=True)
+            await connection.add(entry, metadata.master_key, recovery=True)
         self.progress.entries += 1
         self.progress.bytes += len(entry.payload) * len(destinations)
 

@@ -20,9 +20,11 @@ from magnetar.bookie.client.errors import (
     BKError,
     BookieUnavailableError,
     DigestMismatchError,
+    DuplicateEntryIdError,
     LedgerFencedError,
     NoSuchEntryError,
     NoSuchLedgerError,
+    UnauthorizedAccessError,
 )
 from magnetar.bookie.errors import REASON_METADATA_KEY
 from magnetar.proto import bookie_pb2 as pb
@@ -61,6 +63,10 @@ def add_failure(bookie: str, ledger_id: int, entry_id: int, reason: int, message
         return BookieReadOnlyError(bookie, message or "read-only")
     if reason == pb.DIGEST_MISMATCH:
         return DigestMismatchError(ledger_id, entry_id, bookie)
+    if reason == pb.UNAUTHORIZED_ACCESS:
+        return UnauthorizedAccessError(ledger_id, bookie, message)
+    if reason == pb.DUPLICATE_ENTRY_ID:
+        return DuplicateEntryIdError(ledger_id, entry_id, bookie)
     return BookieUnavailableError(
         bookie, f"add {ledger_id}:{entry_id} failed: {pb.Reason.Name(reason)} {message}"
     )
@@ -79,6 +85,8 @@ def rpc_failure(bookie: str, ledger_id: int, entry_id: int, error: grpc.aio.AioR
         return CorruptEntryError(bookie, ledger_id, entry_id, detail)
     if reason == "LEDGER_FENCED":
         return LedgerFencedError(ledger_id)
+    if reason == "UNAUTHORIZED_ACCESS":
+        return UnauthorizedAccessError(ledger_id, bookie, detail)
     return BookieUnavailableError(bookie, f"{error.code().name}: {detail}")
 
 
@@ -89,7 +97,7 @@ class BookieConnection:
         self._rpc_timeout_s = rpc_timeout_s
         self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.BookieStub(self._channel)  # type: ignore[no-untyped-call]
-        self._outbox: deque[tuple[pb.Entry, bool]] = deque()
+        self._outbox: deque[tuple[pb.Entry, bool, bytes]] = deque()
         self._waiting: defaultdict[tuple[int, int], deque[asyncio.Future[None]]] = defaultdict(deque)
         self._wakeup = asyncio.Event()
         self._stream_task: asyncio.Task[None] | None = None
@@ -97,14 +105,14 @@ class BookieConnection:
 
     # -- adds ------------------------------------------------------------------------------------
 
-    def add(self, entry: pb.Entry, *, recovery: bool = False) -> asyncio.Future[None]:
+    def add(self, entry: pb.Entry, master_key: bytes, *, recovery: bool = False) -> asyncio.Future[None]:
         """Queue an add; the future completes when the bookie has made the entry durable."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._closed:
             future.set_exception(BookieUnavailableError(self.bookie_id, "connection closed"))
             return future
         self._waiting[(entry.ledger_id, entry.entry_id)].append(future)
-        self._outbox.append((entry, recovery))
+        self._outbox.append((entry, recovery, master_key))
         self._wakeup.set()
         if self._stream_task is None or self._stream_task.done():
             self._stream_task = asyncio.create_task(self._run_stream(), name=f"add-stream-{self.bookie_id}")
@@ -139,9 +147,14 @@ class BookieConnection:
         while self._outbox:
             recovery = self._outbox[0][1]
             entries: list[pb.Entry] = []
+            keys: dict[int, bytes] = {}
             while self._outbox and self._outbox[0][1] == recovery and len(entries) < _MAX_BATCH_ENTRIES:
-                entries.append(self._outbox.popleft()[0])
-            requests.append(pb.AddRequest(entries=entries, recovery=recovery))
+                entry, _, key = self._outbox[0]
+                if keys.setdefault(entry.ledger_id, key) != key:
+                    break  # one key per ledger in a request: another key starts the next one
+                self._outbox.popleft()
+                entries.append(entry)
+            requests.append(pb.AddRequest(entries=entries, recovery=recovery, master_keys=keys))
         return requests
 
     async def _read_results(self, call: grpc.aio.StreamStreamCall[pb.AddRequest, pb.AddResponse]) -> None:
@@ -182,8 +195,13 @@ class BookieConnection:
 
     # -- unary RPCs --------------------------------------------------------------------------------
 
-    async def read_entry(self, ledger_id: int, entry_id: int, *, long_poll_ms: int = 0) -> pb.ReadResponse:
-        request = pb.ReadRequest(ledger_id=ledger_id, entry_id=entry_id, long_poll_timeout_ms=long_poll_ms)
+    async def read_entry(
+        self, ledger_id: int, entry_id: int, *, long_poll_ms: int = 0, master_key: bytes = b""
+    ) -> pb.ReadResponse:
+        """Read one entry; recovery reads pass the ledger's ``master_key`` for the bookie to check."""
+        request = pb.ReadRequest(
+            ledger_id=ledger_id, entry_id=entry_id, long_poll_timeout_ms=long_poll_ms, master_key=master_key
+        )
         try:
             response: pb.ReadResponse = await self._stub.ReadEntry(
                 request, timeout=self._rpc_timeout_s + long_poll_ms / 1000
@@ -204,18 +222,19 @@ class BookieConnection:
             raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None
         return response.last_add_confirmed
 
-    async def write_lac(self, ledger_id: int, lac: int) -> None:
+    async def write_lac(self, ledger_id: int, lac: int, master_key: bytes) -> None:
         try:
             await self._stub.WriteLac(
-                pb.WriteLacRequest(ledger_id=ledger_id, last_add_confirmed=lac), timeout=self._rpc_timeout_s
+                pb.WriteLacRequest(ledger_id=ledger_id, last_add_confirmed=lac, master_key=master_key),
+                timeout=self._rpc_timeout_s,
             )
         except grpc.aio.AioRpcError as exc:
             raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None
 
-    async def fence(self, ledger_id: int) -> pb.FenceResponse:
+    async def fence(self, ledger_id: int, master_key: bytes) -> pb.FenceResponse:
         try:
             response: pb.FenceResponse = await self._stub.Fence(
-                pb.FenceRequest(ledger_id=ledger_id), timeout=self._rpc_timeout_s
+                pb.FenceRequest(ledger_id=ledger_id, master_key=master_key), timeout=self._rpc_timeout_s
             )
         except grpc.aio.AioRpcError as exc:
             raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None

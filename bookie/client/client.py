@@ -11,6 +11,8 @@ async with LedgerClient(store, LedgerClientConfig(ensemble_size=3, write_quorum=
 
 from __future__ import annotations
 
+import secrets
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from magnetar.bookie.client.bookie_connection import BookieConnectionPool
@@ -73,7 +75,11 @@ class LedgerClient:
         ack_quorum: int | None = None,
         *,
         custom: dict[str, str] | None = None,
+        password: bytes | None = None,
     ) -> LedgerHandle:
+        """A new ledger, open for writing. Its master key is derived from ``password``; without
+        one a random password is chosen (and kept in the ledger metadata, where recovery finds
+        it), so no caller of a bookie's port can guess the key."""
         e = ensemble_size or self.config.ensemble_size
         qw = write_quorum or min(self.config.write_quorum, e)
         ensemble = await self.placement.new_ensemble(e, write_quorum=qw)
@@ -83,6 +89,7 @@ class LedgerClient:
             ack_quorum=ack_quorum or min(self.config.ack_quorum, e),
             ensembles=((0, ensemble),),
             custom=dict(custom or {}),
+            password=secrets.token_bytes(16) if password is None else password,
         )
         ledger_id = await self.manager.new_ledger_id()
         versioned = await self.manager.create(ledger_id, metadata)

@@ -40,6 +40,25 @@ class LedgerFencedError(BKError):
         super().__init__(f"ledger {ledger_id} is fenced: another client opened it for recovery")
 
 
+class UnauthorizedAccessError(BKError):
+    """The bookie holds the ledger under another master key (BookKeeper's
+    BKUnauthorizedAccessException): this client was given the wrong password."""
+
+    def __init__(self, ledger_id: int, bookie: str, detail: str = "") -> None:
+        self.ledger_id, self.bookie = ledger_id, bookie
+        why = f": {detail}" if detail else ""
+        super().__init__(f"bookie {bookie} refuses access to ledger {ledger_id}: wrong master key{why}")
+
+
+class DuplicateEntryIdError(BKError):
+    """The bookie stores this entry with another payload and never replaces it (BookKeeper's
+    BKDuplicateEntryIdException)."""
+
+    def __init__(self, ledger_id: int, entry_id: int, bookie: str) -> None:
+        self.ledger_id, self.entry_id, self.bookie = ledger_id, entry_id, bookie
+        super().__init__(f"bookie {bookie} already stores entry {ledger_id}:{entry_id} with another payload")
+
+
 class LedgerClosedError(BKError):
     def __init__(self, ledger_id: int) -> None:
         self.ledger_id = ledger_id

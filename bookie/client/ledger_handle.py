@@ -67,6 +67,7 @@ class LedgerHandle:
         self.ledger_id = ledger_id
         self._metadata = versioned.metadata
         self._version = versioned.version
+        self._master_key = versioned.metadata.master_key
         self._manager = manager
         self._pool = pool
         self._placement = placement
@@ -162,13 +163,17 @@ class LedgerHandle:
         return self._metadata
 
     async def write_lac(self) -> None:
-        """Send the LAC explicitly to the ensemble, so readers can see the last entry while no
-        further add carries it (BookKeeper's explicit LAC)."""
+        """Send the LAC explicitly to the bookies that store its entry, so readers can see the
+        last entry while no further add carries it (BookKeeper's explicit LAC). Other bookies
+        would refuse it: a bookie takes no LAC past the entries it stores."""
         lac = self._lac
-        ensemble = self._metadata.last_ensemble
-        await self._connect(ensemble)
+        if lac < 0:
+            return
+        write_set = self._metadata.write_set(lac)
+        await self._connect(tuple(write_set))
         results = await asyncio.gather(
-            *(self._connections[b].write_lac(self.ledger_id, lac) for b in ensemble), return_exceptions=True
+            *(self._connections[b].write_lac(self.ledger_id, lac, self._master_key) for b in write_set),
+            return_exceptions=True,
         )
         if any(not isinstance(r, BaseException) for r in results):
             self._lac_written = max(self._lac_written, lac)
@@ -190,7 +195,7 @@ class LedgerHandle:
             positions if positions is not None else self._metadata.write_positions(pending.entry_id)
         ):
             bookie = ensemble[position]
-            result = self._connections[bookie].add(pending.message, recovery=self._recovery)
+            result = self._connections[bookie].add(pending.message, self._master_key, recovery=self._recovery)
             result.add_done_callback(functools.partial(self._on_bookie_result, pending, position, bookie))
 
     def _on_bookie_result(

@@ -4,16 +4,23 @@ Ensembles are keyed by the first entry they hold: ``[(0, [b1, b2, b3]), (1042, [
 means entries 0..1041 were written to the first ensemble and 1042.. to the second. Entry ``e`` of
 an ensemble of E bookies goes to the Qw bookies at positions ``e, e+1, …, e+Qw-1`` (mod E):
 BookKeeper's round-robin striping, which spreads a ledger's load over all E bookies.
+
+The password the ledger was created with is kept here too, as BookKeeper keeps it, so that
+recovery and re-replication can derive the master key the bookies check: whoever may read the
+metadata store may act on the ledger; a caller of a bookie's port alone may not.
 """
 
 from __future__ import annotations
 
+import base64
 import bisect
 import enum
 import json
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from magnetar.bookie.digest import master_key
 
 FORMAT_VERSION = 1
 
@@ -36,6 +43,7 @@ class LedgerMetadata:
     digest_type: str = "CRC32C"
     ctime_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     custom: dict[str, str] = field(default_factory=dict)
+    password: bytes = field(default=b"", repr=False)  # kept out of logs
 
     def __post_init__(self) -> None:
         if not self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1:
@@ -46,6 +54,10 @@ class LedgerMetadata:
         for _, bookies in self.ensembles:
             if len(bookies) != self.ensemble_size or len(set(bookies)) != self.ensemble_size:
                 raise ValueError(f"ensemble {list(bookies)} must hold {self.ensemble_size} distinct bookies")
+
+    @property
+    def master_key(self) -> bytes:
+        return master_key(self.password)
 
     def ensemble_for(self, entry_id: int) -> tuple[str, ...]:
         firsts = [first for first, _ in self.ensembles]
@@ -105,6 +117,7 @@ class LedgerMetadata:
             "ctime_ms": self.ctime_ms,
             "ensembles": [[first, list(bookies)] for first, bookies in self.ensembles],
             "custom": self.custom,
+            "password": base64.b64encode(self.password).decode(),
         }
         return json.dumps(doc, sort_keys=True).encode()
 
@@ -126,6 +139,7 @@ class LedgerMetadata:
                 ctime_ms=int(doc["ctime_ms"]),
                 ensembles=tuple((int(first), tuple(bookies)) for first, bookies in doc["ensembles"]),
                 custom=dict(doc.get("custom", {})),
+                password=base64.b64decode(doc.get("password", ""), validate=True),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{where}: unreadable metadata: {exc}") from exc

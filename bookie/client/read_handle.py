@@ -36,9 +36,11 @@ class LedgerEntry:
 class EntryReader:
     """Reads single entries from their replicas, checking digests; shared by readers and recovery."""
 
-    def __init__(self, ledger_id: int, pool: BookieConnectionPool) -> None:
+    def __init__(self, ledger_id: int, pool: BookieConnectionPool, *, master_key: bytes = b"") -> None:
         self.ledger_id = ledger_id
         self._pool = pool
+        #: given by recovery, whose reads the bookies check (plain reads carry no key)
+        self._master_key = master_key
 
     async def read(self, metadata: LedgerMetadata, entry_id: int) -> LedgerEntry:
         failures: dict[str, str] = {}
@@ -57,7 +59,7 @@ class EntryReader:
 
     async def read_from(self, bookie: str, entry_id: int) -> LedgerEntry:
         connection = await self._pool.get(bookie)
-        response = await connection.read_entry(self.ledger_id, entry_id)
+        response = await connection.read_entry(self.ledger_id, entry_id, master_key=self._master_key)
         entry = response.entry
         if (entry.ledger_id, entry.entry_id) != (self.ledger_id, entry_id) or not verify(
             entry.ledger_id, entry.entry_id, entry.last_add_confirmed, entry.payload, entry.digest

@@ -1,8 +1,10 @@
 """Open with recovery: fence the ledger, find where it really ends, close it there.
 
 As in BookKeeper: mark the ledger IN_RECOVERY, fence it on the bookies of its last ensemble (so the
-old writer's next add fails), start from the highest LAC they report, then read forward entry by
-entry. An entry found on any bookie of its write set is written again (recovery adds, allowed on
+old writer's next add fails), start from the highest LAC they report that some bookie's entries
+back (a LAC from a bookie that stores no entry that far is not believed: starting lower only
+costs reads, starting past the real end would lose acknowledged entries), then read forward entry
+by entry. An entry found on any bookie of its write set is written again (recovery adds, allowed on
 fenced ledgers) until it has Qa copies; the first entry that is missing from enough bookies that it
 can never have reached Qa is the end. The ledger is then closed at the last recovered entry, which
 is at or past the last entry the old writer had acknowledged.
@@ -21,6 +23,7 @@ from magnetar.bookie.client.errors import (
     LedgerRecoveryError,
     NoSuchEntryError,
     NoSuchLedgerError,
+    UnauthorizedAccessError,
 )
 from magnetar.bookie.client.ledger_handle import LedgerHandle
 from magnetar.bookie.client.ledger_manager import LedgerManager, VersionedMetadata
@@ -47,6 +50,7 @@ class LedgerRecovery:
         self._manager = manager
         self._pool = pool
         self._placement = placement
+        self._key = b""  # the ledger's master key, known once its metadata is read
         self._reader = EntryReader(ledger_id, pool)
 
     async def run(self) -> LedgerMetadata:
@@ -54,6 +58,8 @@ class LedgerRecovery:
         if versioned.metadata.state == LedgerState.CLOSED:
             return versioned.metadata
         metadata = versioned.metadata
+        self._key = metadata.master_key
+        self._reader = EntryReader(self.ledger_id, self._pool, master_key=self._key)
         start = await self._fence(metadata)
         writer = LedgerHandle(
             self.ledger_id,
@@ -92,24 +98,36 @@ class LedgerRecovery:
         """Fence the last ensemble; return the entry to start reading after."""
         ensemble = metadata.last_ensemble
         answers = await asyncio.gather(*(self._fence_one(b) for b in ensemble), return_exceptions=True)
-        answered = {pos for pos, a in enumerate(answers) if isinstance(a, int)}
+        fenced = {pos: a for pos, a in enumerate(answers) if isinstance(a, tuple)}
         failures = {ensemble[pos]: str(a) for pos, a in enumerate(answers) if isinstance(a, BaseException)}
-        if not _covers_every_ack_quorum(metadata, answered):
+        if unauthorized := [a for a in answers if isinstance(a, UnauthorizedAccessError)]:
+            raise unauthorized[0]
+        if not _covers_every_ack_quorum(metadata, set(fenced)):
             raise LedgerRecoveryError(
                 self.ledger_id,
                 f"too few bookies of {list(ensemble)} answered the fencing request to be sure where "
                 f"the ledger ends ({failures})",
             )
-        lacs = [a for a in answers if isinstance(a, int)]
         # Entries before the last ensemble's first entry were confirmed before the ensemble changed.
-        return max(*lacs, metadata.ensembles[-1][0] - 1)
+        floor = metadata.ensembles[-1][0] - 1
+        return max(floor, *(self._backed(metadata, lac, fenced) for lac, _ in fenced.values()))
 
-    async def _fence_one(self, bookie: str) -> int:
+    def _backed(self, metadata: LedgerMetadata, lac: int, fenced: dict[int, tuple[int, int]]) -> int:
+        """``lac`` if a bookie that answered and stores entry ``lac`` has entries that far; else -1."""
+        if lac < 0 or any(fenced[pos][1] >= lac for pos in metadata.write_positions(lac) if pos in fenced):
+            return lac
+        log.warning(
+            "ledger %d: a bookie reports LAC %d, which no stored entry backs; recovering from below it",
+            self.ledger_id,
+            lac,
+        )
+        return -1
+
+    async def _fence_one(self, bookie: str) -> tuple[int, int]:
+        """(LAC, last stored entry) of one bookie, which is fenced from now on."""
         connection = await self._pool.get(bookie)
-        try:
-            return (await connection.fence(self.ledger_id)).last_add_confirmed
-        except NoSuchLedgerError:
-            return -1
+        response = await connection.fence(self.ledger_id, self._key)
+        return response.last_add_confirmed, response.last_entry_id
 
     async def _read_for_recovery(self, metadata: LedgerMetadata, entry_id: int) -> bytes | None:
         """The entry's payload if any replica has it; None if it cannot have reached Qa."""

@@ -51,13 +51,19 @@ class Client:
         self.channel = grpc.aio.insecure_channel(address)
         self.stub = pb_grpc.BookieStub(self.channel)  # type: ignore[no-untyped-call]
 
-    async def add(self, *entries: pb.Entry, recovery: bool = False) -> list[pb.AddResult]:
-        """One AddRequest on a fresh stream; every result."""
-        call = self.stub.AddEntries(iter([pb.AddRequest(entries=list(entries), recovery=recovery)]))
+    async def add(self, *entries: pb.Entry, recovery: bool = False, key: bytes = b"") -> list[pb.AddResult]:
+        """One AddRequest on a fresh stream, every ledger's entries under ``key``; every result."""
+        keys = {e.ledger_id: key for e in entries}
+        request = pb.AddRequest(entries=list(entries), recovery=recovery, master_keys=keys)
+        call = self.stub.AddEntries(iter([request]))
         return [result async for response in call for result in response.results]
 
-    async def read(self, ledger_id: int, entry_id: int, long_poll_ms: int = 0) -> pb.ReadResponse:
-        request = pb.ReadRequest(ledger_id=ledger_id, entry_id=entry_id, long_poll_timeout_ms=long_poll_ms)
+    async def read(
+        self, ledger_id: int, entry_id: int, long_poll_ms: int = 0, key: bytes = b""
+    ) -> pb.ReadResponse:
+        request = pb.ReadRequest(
+            ledger_id=ledger_id, entry_id=entry_id, long_poll_timeout_ms=long_poll_ms, master_key=key
+        )
         response: pb.ReadResponse = await self.stub.ReadEntry(request, timeout=30)
         return response
 

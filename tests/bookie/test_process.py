@@ -25,6 +25,7 @@ async def test_kill_9_then_restart_keeps_every_acknowledged_entry_and_the_fence(
         acked += [r.entry_id for r in response.results if r.reason == pb.OK]
     assert acked == list(range(2000))
     await client.stub.Fence(pb.FenceRequest(ledger_id=1))
+    await client.add(*(entry(2, i) for i in range(42)))  # piggybacked LAC 40
     await client.stub.WriteLac(pb.WriteLacRequest(ledger_id=2, last_add_confirmed=41))
     await client.close()
 
