@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from kazoo import exceptions as kx
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
 
 from magnetar.common.metadata import paths
 from magnetar.common.metadata.election import StoreLeaderElection
@@ -300,9 +301,19 @@ def _settle_exception(future: asyncio.Future[Any], error: BaseException) -> None
         future.set_exception(error)
 
 
+def _reconnects() -> KazooRetry:
+    """Reconnect without end, at most half a second apart, as ZooKeeper's own Java client does.
+
+    kazoo's default backs off up to an hour: after a 40 s ZooKeeper outage a broker or bookie
+    waited seconds more to notice the server was back (and that its session had expired), so
+    its bundles and registration came back late and publishing stalled well past the outage.
+    """
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.1, max_delay=0.5)
+
+
 async def open_zookeeper_store(hosts: str, chroot: str, session_timeout_s: float) -> ZooKeeperStore:
     """Connect, create the chroot if it is missing, and return a store rooted there."""
-    client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+    client = KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=_reconnects())
     try:
         await asyncio.to_thread(client.start, min(session_timeout_s, 15.0))
     except Exception as exc:
