@@ -30,3 +30,28 @@ def duplicates(logged: list[dict[str, Any]]) -> tuple[int, int]:
 def postmortem_headline(run_dir: Path) -> dict[str, Any]:
     headline: dict[str, Any] = json.loads((run_dir / "report" / "summary.json").read_text())["headline"]
     return headline
+
+
+def producer_windows(logged: list[dict[str, Any]], threshold_ms: float = 50) -> list[tuple[int, int]]:
+    """(start, end) in ns of every closed producer window longer than the threshold, worked out
+    the plain way from DESIGN §6: a producer's sends outstanding and no ``send_ok``."""
+    steps: dict[tuple[str, str], list[tuple[int, int, bool]]] = {}
+    for e in logged:
+        if e.get("role") == "producer" and e["event"] in ("send", "send_ok", "send_err"):
+            delta = 1 if e["event"] == "send" else -1
+            steps.setdefault((str(e["client"]), str(e["topic"])), []).append(
+                (int(e["ts"]), delta, e["event"] == "send_ok")
+            )
+    found: list[tuple[int, int]] = []
+    for key_steps in steps.values():
+        key_steps.sort(key=lambda s: (s[0], s[1]))  # at equal times, answers before new sends
+        pending, start = 0, None
+        for ts, delta, success in key_steps:
+            pending += delta
+            if success or pending <= 0:
+                if start is not None and ts - start > threshold_ms * 1_000_000:
+                    found.append((start, ts))
+                start = ts if pending > 0 else None
+            elif start is None:
+                start = ts
+    return sorted(found)

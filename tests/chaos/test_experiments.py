@@ -2,13 +2,12 @@
 workload (examples/one-region.yaml; two small regions for the geo experiments): the hypothesis
 holds before and after, the faults really happened, and the event log shows no acknowledged
 message lost. The geo runs are also analysed by the Spark post-mortem, which must agree.
-(replicated-subscription-failover runs in tests/chaos/test_demo.py, through `make demo`.)"""
+(replicated-subscription-failover runs in tests/chaos/test_demo.py, through `make demo`;
+metadata-store-outage in tests/chaos/test_metadata_store_outage.py.)"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,9 @@ from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import Supervisor, alive
 from magnetar.spark import postmortem
 from tests.chaos.eventlog import duplicates, events
+from tests.chaos.lab import ROOT, run
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
-EXPERIMENTS = ROOT / "chaos" / "experiments"
 
 
 @pytest.fixture(scope="module")
@@ -34,16 +31,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     supervisor.up(ClusterSpec.load(ROOT / "examples" / "one-region.yaml"))
     yield directory
     supervisor.down()
-
-
-def run(experiment: str, cluster: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
-    workdir = cluster.parent
-    result = subprocess.run(
-        [sys.executable, "-m", "magnetar", "chaos", "run", str(EXPERIMENTS / f"{experiment}.yaml"),
-         "--cluster-dir", str(cluster), "--run-id", experiment, "--no-postmortem"],
-        capture_output=True, text=True, timeout=600, cwd=workdir,
-    )  # fmt: skip
-    return result, workdir / "runs" / experiment
 
 
 @pytest.mark.parametrize(
@@ -152,27 +139,3 @@ def test_partition_regions(geo_cluster: Path, spark: SparkSession) -> None:
             if e["event"] == "receive" and e["subscription"] == subscription
         }
         assert len(origins) == 2, f"{subscription} received from {origins}"
-
-
-def test_metadata_store_outage(cluster: Path, spark: SparkSession) -> None:
-    """ZooKeeper frozen for 20 s under 500 msg/s (issue 22): no acknowledged message lost, no
-    broker fences its own topic, no traceback, and the post-mortem agrees with the event log.
-    Last of the module: the brokers' and bookies' sessions expire, and every bundle moves."""
-    result, run_dir = run("metadata-store-outage", cluster)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    journal = json.loads((run_dir / "journal.json").read_text())
-    assert journal["status"] == "completed"
-    assert journal["steady_states"]["after"]["steady_state_met"]
-    outage = next(r for r in journal["run"] if r["activity"]["name"] == "metadata-store-outage")
-    assert outage["output"]["thawed_at"] - outage["output"]["frozen_at"] >= 19, "ZooKeeper was frozen"
-    logged = events(run_dir)
-    acked = {e["uid"] for e in logged if e["event"] == "send_ok"}
-    assert len(acked) > 10_000
-    assert acked <= {e["uid"] for e in logged if e["event"] == "receive"}
-    for log in (run_dir / "cluster").glob("*broker*.log"):
-        text = log.read_text()
-        assert "rewritten by another broker" not in text, f"{log.name}: a broker fenced its own topic"
-        assert "Traceback" not in text, log.name
-    headline = postmortem.run(run_dir, spark, html=False).summary["headline"]
-    assert headline["losses"] == 0
-    assert (headline["duplicates_same_region"], headline["duplicates_cross_region"]) == duplicates(logged)
