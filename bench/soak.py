@@ -75,9 +75,11 @@ def experiment(minutes: float, rate: int, outage_s: float) -> dict[str, Any]:
         {"type": "probe", "name": "no-acked-loss", "tolerance": True,
          "provider": _python("workload.probes", "no_acked_loss")},
     ]  # fmt: skip
-    method = [
-        _action("start-workload", _python("workload.actions", "start_workload", topic=TOPIC, rate=rate), 10)
-    ]
+    # The workload must outlive the method (its default is 10 minutes): stop_workload ends it.
+    workload = _python(
+        "workload.actions", "start_workload", topic=TOPIC, rate=rate, duration=minutes * 60 + 600
+    )
+    method = [_action("start-workload", workload, 10)]
     for index in range(rounds):
         method += _round(index, outage_s)
     method.append(
