@@ -43,7 +43,7 @@ def gaps(events: DataFrame, faults: list[Fault], shortest_ns: int, *, slotted: b
 
 def _attributed(spaced: DataFrame, faults: list[Fault]) -> DataFrame:
     return spaced.select(
-        fault_of(F.col("start"), F.col("ts"), faults).alias("fault"),
+        fault_of(F.col("start"), faults).alias("fault"),
         "topic",
         "start",
         F.col("ts").alias("end"),

@@ -135,6 +135,6 @@ def disruption_windows(
     )
     return (
         found.withColumn("duration_ms", (F.col("end") - F.col("start")) / 1e6)
-        .withColumn("fault", fault_of(F.col("start"), F.col("end"), faults))
+        .withColumn("fault", fault_of(F.col("start"), faults))
         .select(*COLUMNS)
     )

@@ -65,3 +65,23 @@ CLEAN = Scenario(
     run="clean",
     topics=(TopicSpec("t", "p", 200, consumers=(ConsumerSpec("c", "s"),)),),
 )
+
+OUTAGE, RESTORE = "region-outage", "restore-region"
+
+#: make demo's region-outage, in small: the producer stalls 4 ms after a region is frozen and
+#: stays stalled until after the region is restored, so its window overlaps the restore's
+#: activity; it is still the outage's. The consumer's later stall begins after the restore
+#: began: the restore's.
+REGION_OUTAGE = Scenario(
+    run="region-outage",
+    topics=(
+        TopicSpec(
+            "orders",
+            "p-orders",
+            1000,
+            stalls=(Stall(5004, 6200, OUTAGE),),
+            consumers=(ConsumerSpec("c-a", "sub-a", stalls=(Stall(6500, 6900, RESTORE),)),),
+        ),
+    ),
+    faults=(FaultSpec(OUTAGE, 5000, 5010), FaultSpec(RESTORE, 6000, 6020)),
+)
