@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
 from typing import Protocol
 
 from magnetar.broker.namespace import Bundle, NamespacePolicies, Namespaces
@@ -117,6 +118,16 @@ class BundleGate:
                     held.set_result(None)
 
 
+@dataclass
+class LookupStats:
+    """Lookups answered since start, binary and HTTP alike (Pulsar's ``pulsar_broker_lookup_*``):
+    what shows whether clients looked a topic up again after a bundle moved."""
+
+    answers: int = 0
+    redirects: int = 0
+    failures: int = 0
+
+
 class Bundles:
     def __init__(
         self,
@@ -142,6 +153,7 @@ class Bundles:
         self._outgoing: dict[tuple[str, Bundle], BrokerInfo] = {}
         self._session_expired = False
         self._background = BackgroundTasks()
+        self.lookup_stats = LookupStats()
 
     @property
     def broker_id(self) -> str:
@@ -172,6 +184,16 @@ class Bundles:
     ) -> tuple[str, bool]:
         """(service URL, redirect?) for ``topic``: its owner, or a broker chosen to own it; the
         address of the ``listener`` when one is named (UnknownListenerError if not advertised)."""
+        try:
+            url, redirect = await self._lookup(topic, authoritative, listener)
+        except Exception:
+            self.lookup_stats.failures += 1
+            raise
+        self.lookup_stats.answers += 1
+        self.lookup_stats.redirects += redirect
+        return url, redirect
+
+    async def _lookup(self, topic: str, authoritative: bool, listener: str | None) -> tuple[str, bool]:
         name = TopicName.parse(topic)
         if self.gate.incoming(name):  # a transfer brings it here: its clients wait here
             me = self._ownership.owner_record

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -92,10 +93,37 @@ class TopicCollector(Collector):
         yield from metrics.values()
 
 
+class LookupCounts(Protocol):
+    answers: int
+    redirects: int
+    failures: int
+
+
+class LookupCollector(Collector):
+    """Pulsar's broker-level lookup counters."""
+
+    def __init__(self, stats: LookupCounts, cluster: str) -> None:
+        self._stats = stats
+        self._cluster = cluster
+
+    def collect(self) -> Iterator[Metric]:
+        for name, value, help_text in (
+            ("pulsar_broker_lookup_answers", self._stats.answers, "Lookups answered"),
+            ("pulsar_broker_lookup_redirects", self._stats.redirects, "Lookups answered with a redirect"),
+            ("pulsar_broker_lookup_failures", self._stats.failures, "Lookups that failed"),
+        ):
+            counter = CounterMetricFamily(name, help_text, labels=["cluster"])
+            counter.add_metric([self._cluster], float(value))
+            yield counter
+
+
 class MetricsServer:
-    def __init__(self, topics: LoadedTopics, cluster: str, host: str, port: int) -> None:
+    def __init__(
+        self, topics: LoadedTopics, lookups: LookupCounts, cluster: str, host: str, port: int
+    ) -> None:
         self._registry = CollectorRegistry()
         self._registry.register(TopicCollector(topics, cluster))
+        self._registry.register(LookupCollector(lookups, cluster))
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self.app = web.Application()

@@ -182,7 +182,11 @@ class BrokerService:
         assert self.replication is not None
         assert self.partitioned is not None
         self._metrics = MetricsServer(
-            self.topics, config.cluster_name, config.bind_address, config.web_service_port
+            self.topics,
+            self.bundles.lookup_stats,
+            config.cluster_name,
+            config.bind_address,
+            config.web_service_port,
         )
         AdminApi(
             AdminDeps(

@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,20 @@ def _bundle_of(cluster: Cluster, topic: str) -> str:
     raise AssertionError("no bundle")
 
 
+def _lookups(cluster: Cluster) -> int:
+    """Lookups answered by every broker since it started (pulsar_broker_lookup_answers)."""
+    total = 0
+    for index in range(len(cluster.state.find("broker"))):
+        with urllib.request.urlopen(cluster.admin_url(index) + "/metrics", timeout=30) as response:
+            text = response.read().decode()
+        total += sum(
+            int(float(line.rsplit(" ", 1)[1]))
+            for line in text.splitlines()
+            if line.startswith("pulsar_broker_lookup_answers_total")
+        )
+    return total
+
+
 @pytest.mark.parametrize("move", ["unload", "transfer"])
 def test_moving_a_bundle_under_load_loses_nothing(cluster: Cluster, move: str) -> None:
     topic = "persistent://public/default/moving"
@@ -228,9 +243,15 @@ def test_moving_a_bundle_under_load_loses_nothing(cluster: Cluster, move: str) -
     if move == "transfer":
         others = [b for b in cluster.brokers() if b.endpoints["service_url"] != owner]
         query = f"?destinationBroker={others[0].address}"
+    lookups = _lookups(cluster)
     status, _ = cluster.admin("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload{query}")
     assert status == 200
     time.sleep(3)
+    if move == "transfer":
+        # the clients went straight to the new owner (assignedBrokerServiceUrl): no lookup at all
+        assert _lookups(cluster) == lookups
+    else:
+        assert _lookups(cluster) > lookups  # after an unload, clients look their topic up again
     workload.stop()
     assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
     assert len(workload.acked) > 3000  # it ran (a loaded machine sends fewer than 2,000/s)
