@@ -92,6 +92,10 @@ class ZooKeeperServer:
                     f"minSessionTimeout={2 * self.tick_time_ms}",
                     f"maxSessionTimeout={self.max_session_timeout_ms}",
                     "maxClientCnxns=0",
+                    # While ZooKeeper is paused (a long GC, a frozen host), every client retries
+                    # its connection and the default backlog of 50 fills; later SYNs are dropped and
+                    # their clients reconnect seconds after ZooKeeper is back (TCP's SYN backoff).
+                    "clientPortListenBacklog=4096",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,stat,mntr",
                     "",
