@@ -32,7 +32,6 @@ _PUBLISH = re.compile(
     r" - max\s*([\d.]+)",
     re.S,
 )
-_CONSUME = re.compile(r"Consume rate:\s*([\d.]+) msg/s")
 console = Console()
 
 
@@ -112,11 +111,6 @@ def produce(
         max_ms=max(i[5] for i in intervals),
         intervals=len(intervals),
     )
-
-
-def consume_rate(output: str) -> float:
-    rates = [float(m.group(1)) for m in _CONSUME.finditer(output)][1:]
-    return sum(rates) / len(rates) if rates else 0.0
 
 
 def main() -> None:
