@@ -150,6 +150,11 @@ class Namespaces:
             if not exist_ok:
                 raise NamespaceError(f"tenant {tenant} already exists", 409) from None
 
+    async def update_tenant(self, tenant: str, allowed_clusters: list[str]) -> None:
+        await self.tenant(tenant)  # 404 for one that does not exist
+        doc = {"allowedClusters": allowed_clusters, "adminRoles": []}
+        await self._store.put(f"/admin/policies/{tenant}", json.dumps(doc).encode())
+
     async def tenants(self) -> list[str]:
         try:
             return await self._store.children("/admin/policies")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from magnetar.broker.channel import CommandChannel, TopicSource
-from magnetar.broker.managed_ledger import ManagedLedgerError, Position
+from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError, Position
 from magnetar.broker.ownership import NotServedError
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
@@ -75,6 +75,11 @@ class ProducerCommands:
             return
         except (ManagedLedgerError, NotServedError) as exc:
             self._channel.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
+            return
+        if topic.ledger.is_terminated:
+            self._channel.send(
+                commands.error(request.request_id, E.TopicTerminatedError, f"{topic.name} was terminated")
+            )
             return
         name = request.producer_name or self._new_producer_name()
         if name.startswith("pulsar.repl."):
@@ -140,6 +145,9 @@ class ProducerCommands:
             return
         except TopicFencedError:
             return  # as a send that arrives once fenced: resent to the next owner after the close
+        except ManagedLedgerTerminatedError as exc:
+            self._send_error(send, E.TopicTerminatedError, str(exc))
+            return
         except ManagedLedgerError as exc:
             self._send_error(send, E.PersistenceError, str(exc))
             return

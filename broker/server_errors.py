@@ -8,7 +8,7 @@ goes on. Anything else is a bug of the broker's, answered too but logged with it
 
 from __future__ import annotations
 
-from magnetar.broker.managed_ledger import ManagedLedgerError
+from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError
 from magnetar.broker.namespace import NamespaceError
 from magnetar.broker.ownership import NotServedError, UnknownListenerError
 from magnetar.broker.subscription import ConsumerAssignError, SubscriptionBusyError
@@ -27,6 +27,7 @@ _KNOWN: list[tuple[type[Exception], int]] = [
     (NotServedError, E.ServiceNotReady),
     (UnknownListenerError, E.ServiceNotReady),
     (MetadataError, E.ServiceNotReady),
+    (ManagedLedgerTerminatedError, E.TopicTerminatedError),
     (ManagedLedgerError, E.ServiceNotReady),
 ]
 

@@ -143,6 +143,26 @@ class Subscription:
         self.dispatcher.reset()
         self.cursor.rewind()
 
+    def pending(self, limit: int) -> list[Position]:
+        """The first ``limit`` entries not acknowledged, in order, markers left out (what
+        Pulsar's peek-messages and skip count)."""
+        ledger = self.cursor.ledger
+        markers = set(self.markers.positions) if self.markers is not None else set()
+        found: list[Position] = []
+        position = ledger.next_position(self.cursor.mark_delete_position)
+        while len(found) < limit and ledger.has_entry(position):
+            if not self.cursor.is_acknowledged(position) and position not in markers:
+                found.append(position)
+            position = ledger.next_position(position)
+        return found
+
+    async def skip(self, count: int) -> None:
+        """Acknowledge the first ``count`` pending entries (all of them when fewer are left);
+        consumers that were given them have their acknowledgements ignored."""
+        skipped = self.pending(count)
+        if skipped:
+            await self.acknowledge_cumulative(skipped[-1])
+
     @property
     def backlog(self) -> int:
         """Entries not acknowledged, markers left out (they are no messages of the user's)."""

@@ -25,6 +25,7 @@ from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)
 
+_PARTITION = re.compile(r"-partition-(\d+)$")
 _TOPIC = re.compile(r"^(persistent|non-persistent)://([^/]+)/([^/]+)/(.+)$")
 #: cursors of the broker's own (deduplication, replicators), never subscriptions users see
 _INTERNAL_CURSORS = ("pulsar.dedup", "pulsar.repl.")
@@ -82,6 +83,12 @@ class TopicName:
     @property
     def namespace_name(self) -> str:
         return f"{self.tenant}/{self.namespace}"
+
+    @property
+    def partition_index(self) -> int:
+        """N for a partition ``…-partition-N`` of a partitioned topic, else -1."""
+        match = _PARTITION.search(self.local)
+        return int(match.group(1)) if match else -1
 
 
 @dataclass(eq=False)
@@ -334,6 +341,11 @@ class Topic:
             await subscription.close()
             if subscription.durable:
                 await self.ledger.delete_cursor(name)
+
+    async def terminate(self) -> Position:
+        """No message may be published any more (Pulsar's topic termination); the last one."""
+        last = await self.ledger.terminate()
+        return last if last is not None else self.ledger.before_first()
 
     def consumers(self) -> list[Consumer]:
         return [c for s in self.subscriptions.values() for c in s.consumers]

@@ -198,6 +198,17 @@ class Topics:
         if not told:
             self._clients.close_clients(_names(topics), url)
 
+    async def delete(self, topic: Topic) -> None:
+        """Evict ``topic`` and delete its managed ledger for good: ledgers, cursors, metadata.
+
+        Deleted before its clients are told to go, so none of them re-creates it from the old
+        data when it looks the topic up again."""
+
+        async def delete_ledger() -> None:
+            await topic.ledger.delete()
+
+        await self.evict([topic], after_close=delete_ledger)
+
     async def _bounded(self, seal: Awaitable[None], topics: list[Topic]) -> None:
         try:
             await asyncio.wait_for(seal, self._close_timeout_s)

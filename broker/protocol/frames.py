@@ -77,6 +77,12 @@ def verify_payload(headers_and_payload: bytes) -> api.MessageMetadata:
 
 def read_metadata(headers_and_payload: bytes) -> api.MessageMetadata:
     """The MessageMetadata of a stored entry (magic and checksum skipped, not verified)."""
+    return split_entry(headers_and_payload)[0]
+
+
+def split_entry(headers_and_payload: bytes) -> tuple[api.MessageMetadata, bytes]:
+    """A stored entry's MessageMetadata and the payload after it (as the producer sent it:
+    compressed, or a batch, as its metadata says)."""
     offset = 6 if len(headers_and_payload) >= 2 and headers_and_payload[:2] == b"\x0e\x01" else 0
     if len(headers_and_payload) < offset + 4:
         raise FrameError("payload section too short for a metadata size", fatal=False)
@@ -89,7 +95,7 @@ def read_metadata(headers_and_payload: bytes) -> api.MessageMetadata:
         metadata.ParseFromString(headers_and_payload[start : start + size])
     except DecodeError as exc:
         raise FrameError(f"message metadata is not valid: {exc}", fatal=False) from exc
-    return metadata
+    return metadata, headers_and_payload[start + size :]
 
 
 def encode(command: api.BaseCommand, headers_and_payload: bytes = b"") -> bytes:

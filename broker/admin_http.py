@@ -1,0 +1,202 @@
+"""What every part of the admin REST shares: Pulsar's JSON errors, body checks, the metadata-store
+probe, the dependencies it is built from, and finding the broker that serves a topic.
+
+Errors are JSON ``{"reason": "..."}`` with Pulsar's status codes (404 unknown resource, 409
+already exists, 412 invalid name or state, 400 malformed body, 503 while the metadata store
+cannot be reached: retry). A call about a topic or bundle that reaches another broker than its
+owner is answered with a 307 redirect to the owner, as Pulsar does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
+from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
+from magnetar.broker.partitions import PartitionedTopics
+from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName
+from magnetar.common.admin_client import AdminError, AsyncAdminClient
+from magnetar.common.metadata import (
+    BadVersionError,
+    MetadataError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_NODE_STATE_ERRORS = (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError)
+
+
+def error(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except NamespaceError as exc:
+        return error(exc.status, str(exc))
+    except InvalidTopicNameError as exc:
+        return error(412, str(exc))
+    except NotServedError as exc:
+        return error(503, str(exc))
+    except MetadataError as exc:
+        if isinstance(exc, _NODE_STATE_ERRORS):
+            raise  # a bug of the handler, not the store's state
+        # a session being renewed or expired, ZooKeeper unreachable: the client may retry
+        return error(503, f"metadata store unavailable: {exc}")
+    except (json.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
+        return error(400, f"malformed request: {exc}")
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise  # redirects, and errors already in JSON
+        return error(exc.status, exc.reason)  # aiohttp's own (no such route, method not allowed)
+    except Exception as exc:  # a bug of the broker's: logged with its traceback, answered in JSON
+        log.exception("admin %s %s failed", request.method, request.path)
+        return error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+#: how long an admin call waits for the metadata stores before answering 503
+STORE_PROBE_S = 1.5
+
+
+async def probe(stores: list[MetadataStore]) -> None:
+    """One round trip to each distinct store; MetadataError when one does not answer in time."""
+    distinct = {id(s): s for s in stores}.values()
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.exists("/") for s in distinct)), STORE_PROBE_S)
+    except TimeoutError:
+        raise MetadataError(f"no answer within {STORE_PROBE_S} s") from None
+
+
+async def json_object(request: web.Request, *, nullable: bool = False) -> dict[str, Any]:
+    """The request's JSON object ({} without a body, or for ``null`` when ``nullable``); 400
+    for any other JSON value."""
+    body = await request.json() if request.can_read_body else {}
+    if body is None and nullable:
+        return {}
+    if not isinstance(body, dict):
+        raise NamespaceError(f"expected a JSON object, not {type(body).__name__}", 400)
+    return body
+
+
+def query_flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() == "true"
+
+
+def cluster_names(body: dict[str, Any], key: str, default: list[str]) -> list[str]:
+    value = body.get(key, default)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise NamespaceError(f"{key} must be a list of cluster names, not {value!r}", 400)
+    return value
+
+
+class BundleAdmin(Protocol):
+    """The bundles' side of the admin API (broker/bundles.py)."""
+
+    @property
+    def broker_id(self) -> str: ...
+
+    def owns(self, namespace: str, bundle: Bundle) -> bool: ...
+
+    async def owner(self, namespace: str, bundle: Bundle) -> Owner | None: ...
+
+    async def brokers(self) -> list[BrokerInfo]: ...
+
+    async def bundle_of(self, topic: TopicName) -> tuple[str, Bundle]: ...
+
+    async def lookup(
+        self, topic: str, *, authoritative: bool = False, listener: str | None = None
+    ) -> tuple[str, bool]: ...
+
+    async def unload(self, namespace: str, bundle: Bundle) -> list[str]: ...
+
+    async def transfer(self, namespace: str, bundle: Bundle, destination: str) -> list[str]: ...
+
+
+class TopicAdmin(Protocol):
+    """The topics' side of the admin API (broker/topics.py)."""
+
+    def get(self, name: str) -> Topic | None: ...
+
+    async def get_or_load(self, name: str) -> Topic: ...
+
+    async def evict(self, topics: list[Topic]) -> None: ...
+
+    async def delete(self, topic: Topic) -> None: ...
+
+    async def topics_of_namespace(self, namespace: str) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class AdminDeps:
+    cluster_name: str
+    namespaces: Namespaces
+    bundles: BundleAdmin
+    topics: TopicAdmin
+    partitioned: PartitionedTopics
+    replication_stats: Callable[[Topic], dict[str, dict[str, object]]]
+    #: the load manager's leader broker id, None while none is elected
+    leader: Callable[[], Awaitable[str | None]]
+    #: the metadata stores an admin call may need (probed before each call)
+    stores: list[MetadataStore]
+
+
+def namespace_of(request: web.Request) -> str:
+    return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+
+
+def topic_of(request: web.Request) -> TopicName:
+    return TopicName.parse(f"persistent://{namespace_of(request)}/{request.match_info['topic']}")
+
+
+class Owners:
+    """Where a call about a bundle or a topic is served: here, or at the owner's (a 307)."""
+
+    def __init__(self, bundles: BundleAdmin, topics: TopicAdmin) -> None:
+        self._bundles = bundles
+        self._topics = topics
+
+    async def forward(self, request: web.Request, namespace: str, bundle: Bundle) -> None:
+        """Raise a 307 to the owning broker's same URL unless this broker owns the bundle."""
+        owner = await self._bundles.owner(namespace, bundle)
+        if owner is not None and owner.broker_id != self._bundles.broker_id:
+            raise web.HTTPTemporaryRedirect(f"{owner.web_service_url}{request.rel_url}")
+
+    async def topic(self, request: web.Request) -> Topic:
+        """The request's topic, loaded here (created if new) when this broker owns its bundle; a
+        bundle nobody owns is assigned first."""
+        name = topic_of(request)
+        topic = self._topics.get(str(name))
+        if topic is None:
+            namespace, bundle = await self._bundles.bundle_of(name)
+            if await self._bundles.owner(namespace, bundle) is None:
+                await self._bundles.lookup(str(name))  # assigns the bundle, as a client's lookup does
+            await self.forward(request, namespace, bundle)
+            topic = await self._topics.get_or_load(str(name))
+        return topic
+
+    async def delete_topic(self, name: str, *, force: bool) -> None:
+        """Pulsar's ``topics delete`` of ``name`` through the admin REST, so it runs where the
+        topic is served; one already gone is what was asked."""
+        me = next((b for b in await self._bundles.brokers() if b.broker_id == self._bundles.broker_id), None)
+        if me is None:
+            raise NamespaceError("this broker is not registered: cannot delete topics", 503)
+        path = f"/admin/v2/{name.replace('://', '/', 1)}?force={str(force).lower()}"
+        try:
+            await AsyncAdminClient(me.web_service_url).request("DELETE", path)
+        except AdminError as exc:
+            if exc.status != 404:
+                raise NamespaceError(f"deleting {name}: {exc}", exc.status or 502) from None

@@ -1,0 +1,237 @@
+"""The admin REST API's topic level, as Pulsar's ``/admin/v2/persistent/…`` answers it: topics
+(list, create, delete, terminate, last message id, stats, unload), partitioned topics, and the
+HTTP lookup the official clients use with an ``http://`` service URL."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.broker.admin_http import (
+    AdminDeps,
+    Owners,
+    error,
+    json_object,
+    namespace_of,
+    query_flag,
+    topic_of,
+)
+from magnetar.broker.admin_messages import message_id
+from magnetar.broker.consumer import SubType
+from magnetar.broker.topic import Topic
+
+
+class TopicAdminApi:
+    def __init__(self, deps: AdminDeps, owners: Owners) -> None:
+        self._deps = deps
+        self._owners = owners
+        self._topics = deps.topics
+        self._bundles = deps.bundles
+
+    def install(self, app: web.Application) -> None:
+        r = app.router
+        ns = "/admin/v2/persistent/{tenant}/{namespace}"
+        topic = f"{ns}/{{topic}}"
+        r.add_get(ns, self.topics)
+        r.add_get(f"{ns}/partitioned", self.partitioned_topics)
+        r.add_put(topic, self.create_topic)
+        r.add_delete(topic, self.delete_topic)
+        r.add_post(f"{topic}/terminate", self.terminate)
+        r.add_get(f"{topic}/lastMessageId", self.last_message_id)
+        r.add_get(f"{topic}/stats", self.topic_stats)
+        r.add_get(f"{topic}/internalStats", self.internal_stats)
+        r.add_put(f"{topic}/unload", self.unload_topic)
+        r.add_get(f"{topic}/bundle", self.topic_bundle)
+        r.add_get(f"{topic}/partitions", self.partitions)
+        r.add_put(f"{topic}/partitions", self.create_partitioned)
+        r.add_post(f"{topic}/partitions", self.update_partitioned)
+        r.add_delete(f"{topic}/partitions", self.delete_partitioned)
+        r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
+        # no non-persistent topics exist yet: their lists (which admin clients ask with the others)
+        r.add_get("/admin/v2/non-persistent/{tenant}/{namespace}", self.no_topics)
+        r.add_get("/admin/v2/non-persistent/{tenant}/{namespace}/partitioned", self.no_topics)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def topics(self, request: web.Request) -> web.Response:
+        """Every stored topic of the namespace, partitions included (as Pulsar lists them)."""
+        await self._deps.namespaces.policies(namespace_of(request))
+        return web.json_response(await self._topics.topics_of_namespace(namespace_of(request)))
+
+    async def no_topics(self, request: web.Request) -> web.Response:
+        await self._deps.namespaces.policies(namespace_of(request))
+        return web.json_response([])
+
+    async def _exists(self, name: str) -> bool:
+        namespace = name.split("://", 1)[1].rsplit("/", 1)[0]
+        return self._topics.get(name) is not None or name in await self._topics.topics_of_namespace(namespace)
+
+    async def create_topic(self, request: web.Request) -> web.Response:
+        """A non-partitioned topic (Pulsar's ``topics create``); 409 when it, or a partitioned
+        topic of that name, exists."""
+        name = str(topic_of(request))
+        properties = await json_object(request, nullable=True)
+        if properties:
+            return error(412, "topic properties are not supported")
+        await self._deps.namespaces.policies(namespace_of(request))  # 404 for an unknown namespace
+        if await self._deps.partitioned.partitions(name) > 0:
+            return error(409, f"{name} already exists as a partitioned topic")
+        if await self._exists(name):
+            return error(409, f"topic {name} already exists")
+        await self._owners.topic(request)
+        return web.Response(status=204)
+
+    async def delete_topic(self, request: web.Request) -> web.Response:
+        """Pulsar's ``topics delete``: refused (412) while producers or consumers are connected
+        unless ``force``, which disconnects them; the topic's data is deleted for good."""
+        name = str(topic_of(request))
+        if await self._deps.partitioned.partitions(name) > 0:
+            return error(409, f"{name} is a partitioned topic: delete it with …/partitions")
+        if not await self._exists(name):
+            return error(404, f"topic {name} does not exist")
+        topic = await self._owners.topic(request)
+        if (topic.producers or topic.consumers()) and not query_flag(request, "force"):
+            return error(412, f"topic {name} has active producers or consumers (force=true disconnects them)")
+        await self._topics.delete(topic)
+        return web.Response(status=204)
+
+    async def terminate(self, request: web.Request) -> web.Response:
+        """No more messages may be published (producers get TopicTerminated); the last one's id."""
+        topic = await self._owners.topic(request)
+        last = await topic.terminate()
+        return web.json_response(message_id(last, topic.name.partition_index))
+
+    async def last_message_id(self, request: web.Request) -> web.Response:
+        topic = await self._owners.topic(request)
+        last = await topic.last_dispatchable_position() or topic.ledger.before_first()
+        return web.json_response(message_id(last, topic.name.partition_index))
+
+    async def unload_topic(self, request: web.Request) -> web.Response:
+        name = topic_of(request)
+        namespace, bundle = await self._bundles.bundle_of(name)
+        await self._owners.forward(request, namespace, bundle)
+        topic = self._topics.get(str(name))
+        if topic is not None:
+            await self._topics.evict([topic])
+        return web.Response(status=204)
+
+    async def topic_bundle(self, request: web.Request) -> web.Response:
+        _, bundle = await self._bundles.bundle_of(topic_of(request))
+        return web.json_response(bundle.name)
+
+    # -- stats ----------------------------------------------------------------------------------
+    async def topic_stats(self, request: web.Request) -> web.Response:
+        topic = await self._owners.topic(request)
+        return web.json_response(
+            {
+                "msgInCounter": topic.messages_in - topic.markers_in,
+                # PIP-33 markers stored, apart from user messages (never in msgInCounter/backlogs)
+                "markerMessagesCounter": topic.markers.count,
+                "bytesInCounter": topic.ledger.bytes_added,
+                "storageSize": topic.ledger.total_size,
+                "replication": self._deps.replication_stats(topic),
+                "replicatedSubscriptions": (
+                    topic.replicated_subscriptions.stats() if topic.replicated_subscriptions else None
+                ),
+                "publishers": [
+                    {"producerName": p.name, "msgInCounter": p.messages_in} for p in topic.producers.values()
+                ],
+                "subscriptions": _subscription_stats(topic),
+            }
+        )
+
+    async def internal_stats(self, request: web.Request) -> web.Response:
+        topic = await self._owners.topic(request)
+        ledger = topic.ledger
+        last = ledger.last_confirmed_entry
+        return web.json_response(
+            {
+                "entriesAddedCounter": ledger.entries_added,
+                "numberOfEntries": ledger.number_of_entries,
+                "totalSize": ledger.total_size,
+                "lastConfirmedEntry": str(last) if last else "-1:-1",
+                "state": "Terminated" if ledger.is_terminated else "LedgerOpened",
+                "ledgers": [
+                    {"ledgerId": i.ledger_id, "entries": i.entries, "size": i.size} for i in ledger.ledgers
+                ],
+                "cursors": {
+                    name: {
+                        "markDeletePosition": str(c.mark_delete_position),
+                        "readPosition": str(c.read_position),
+                        "individuallyDeletedMessages": str([str(p) for p in c.individually_deleted]),
+                    }
+                    for name, c in ledger.cursors.items()
+                },
+            }
+        )
+
+    # -- HTTP lookups ---------------------------------------------------------------------------
+    async def lookup(self, request: web.Request) -> web.Response:
+        url, _ = await self._bundles.lookup(str(topic_of(request)))
+        owner = next((b for b in await self._bundles.brokers() if b.service_url == url), None)
+        # Pulsar's LookupData: the official clients need every field, TLS ones empty without TLS
+        # (the C++ client refuses the answer without brokerUrlTls, and the Python client crashed).
+        return web.json_response(
+            {
+                "brokerUrl": url,
+                "brokerUrlTls": "",
+                "httpUrl": owner.web_service_url if owner else "",
+                "httpUrlTls": "",
+                "nativeUrl": url,
+            }
+        )
+
+    # -- partitioned topics (broker/partitions.py) ----------------------------------------------
+    async def partitions(self, request: web.Request) -> web.Response:
+        """Partitioned-topic metadata (HTTP lookups ask it first); 0 for a plain topic."""
+        count = await self._deps.partitioned.partitions(str(topic_of(request)))
+        return web.json_response({"partitions": count})
+
+    async def create_partitioned(self, request: web.Request) -> web.Response:
+        name = str(topic_of(request))
+        await self._deps.namespaces.policies(namespace_of(request))  # 404 for an unknown namespace
+        if await self._exists(name):
+            return error(409, f"{name} already exists as a non-partitioned topic")
+        body = await request.json()
+        if isinstance(body, dict):  # PartitionedTopicMetadata, as newer admin clients send it
+            if body.get("properties"):
+                return error(412, "topic properties are not supported")
+            body = body.get("partitions")
+        await self._deps.partitioned.create(name, body)
+        return web.Response(status=204)
+
+    async def update_partitioned(self, request: web.Request) -> web.Response:
+        await self._deps.partitioned.update(str(topic_of(request)), await request.json())
+        return web.Response(status=204)
+
+    async def delete_partitioned(self, request: web.Request) -> web.Response:
+        """The partitioned topic and every partition's data (``force`` disconnects clients)."""
+        name = str(topic_of(request))
+        count = await self._deps.partitioned.partitions(name)
+        if count == 0:
+            return error(404, f"partitioned topic {name} does not exist")
+        for index in range(count):
+            await self._owners.delete_topic(f"{name}-partition-{index}", force=query_flag(request, "force"))
+        await self._deps.partitioned.delete(name)
+        return web.Response(status=204)
+
+    async def partitioned_topics(self, request: web.Request) -> web.Response:
+        await self._deps.namespaces.policies(namespace_of(request))
+        return web.json_response(await self._deps.partitioned.list(namespace_of(request)))
+
+
+def _subscription_stats(topic: Topic) -> dict[str, object]:
+    return {
+        name: {
+            "msgBacklog": sub.backlog,
+            "type": str(SubType.Name(sub.sub_type)),
+            "isReplicated": sub.replicated,
+            "consumers": [
+                {
+                    "consumerName": c.name,
+                    "availablePermits": c.permits,
+                    "unackedMessages": sum(c.pending.values()),
+                }
+                for c in sub.consumers
+            ],
+        }
+        for name, sub in topic.subscriptions.items()
+    }
