@@ -5,29 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.console import Console
 
-from magnetar.common import admin_client
-
-console = Console()
-
-
-class AdminClient(admin_client.AdminClient):
-    """The shared admin client, failing as a command does (a ClickException saying why)."""
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        try:
-            return super().call(method, path, body)
-        except admin_client.AdminError as exc:
-            raise click.ClickException(str(exc)) from None
-
-
-def _show(value: Any) -> None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        for item in value:
-            console.print(item, markup=False)
-    elif value is not None:
-        console.print_json(data=value)
+from magnetar.broker.admin_cli_common import AdminClient
+from magnetar.broker.admin_cli_common import show as _show
+from magnetar.broker.admin_cli_topics import topics
 
 
 @click.group(
@@ -40,6 +21,8 @@ Examples:
   magnetar admin namespaces unload public/default --bundle 0x00000000_0x40000000
   magnetar admin namespaces unload public/default -b 0x00000000_0x40000000 -d 127.0.0.1:6651
   magnetar admin topics stats persistent://public/default/orders
+  magnetar admin topics create-partitioned-topic persistent://public/default/orders -p 8
+  magnetar admin namespaces delete acme/orders --force
   magnetar admin brokers leader-broker""",
 )
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default="http://127.0.0.1:8080", show_default=True,
@@ -48,6 +31,9 @@ Examples:
 def admin(ctx: click.Context, admin_url: str) -> None:
     """Administer clusters, tenants, namespaces, bundles, topics and brokers (pulsar-admin shapes)."""
     ctx.obj = AdminClient(admin_url)
+
+
+admin.add_command(topics)
 
 
 @admin.group()
@@ -97,6 +83,23 @@ def tenants_create(client: AdminClient, tenant: str, allowed_clusters: str) -> N
     client.call("PUT", f"/admin/v2/tenants/{tenant}", {"allowedClusters": clusters} if clusters else {})
 
 
+@tenants.command("update")
+@click.argument("tenant")
+@click.option("--allowed-clusters", "-c", required=True, help="Comma-separated clusters.")
+@click.pass_obj
+def tenants_update(client: AdminClient, tenant: str, allowed_clusters: str) -> None:
+    clusters = [c for c in allowed_clusters.split(",") if c]
+    client.call("POST", f"/admin/v2/tenants/{tenant}", {"allowedClusters": clusters})
+
+
+@tenants.command("delete")
+@click.argument("tenant")
+@click.pass_obj
+def tenants_delete(client: AdminClient, tenant: str) -> None:
+    """A tenant without namespaces."""
+    client.call("DELETE", f"/admin/v2/tenants/{tenant}")
+
+
 @admin.group()
 def namespaces() -> None:
     """Namespaces and their bundles."""
@@ -121,6 +124,14 @@ def namespaces_create(client: AdminClient, namespace: str, clusters: str, bundle
     if bundles is not None:
         body["bundles"] = {"numBundles": bundles}
     client.call("PUT", f"/admin/v2/namespaces/{namespace}", body)
+
+
+@namespaces.command("delete")
+@click.argument("namespace")
+@click.option("--force", "-f", is_flag=True, help="Delete its topics and their data with it.")
+@click.pass_obj
+def namespaces_delete(client: AdminClient, namespace: str, force: bool) -> None:
+    client.call("DELETE", f"/admin/v2/namespaces/{namespace}?force={str(force).lower()}")
 
 
 @namespaces.command("policies")
@@ -187,60 +198,6 @@ def namespaces_unload(
 @click.pass_obj
 def namespaces_split(client: AdminClient, namespace: str, bundle: str) -> None:
     _show(client.call("PUT", f"/admin/v2/namespaces/{namespace}/{bundle}/split"))
-
-
-@admin.group()
-def topics() -> None:
-    """Topics."""
-
-
-def _topic_path(topic: str) -> str:
-    prefix = "persistent://"
-    if not topic.startswith(prefix):
-        raise click.BadParameter(f"expected persistent://tenant/namespace/topic, got {topic!r}")
-    return topic[len(prefix) :]
-
-
-@topics.command("list")
-@click.argument("namespace")
-@click.pass_obj
-def topics_list(client: AdminClient, namespace: str) -> None:
-    _show(client.call("GET", f"/admin/v2/persistent/{namespace}"))
-
-
-@topics.command("stats")
-@click.argument("topic")
-@click.pass_obj
-def topics_stats(client: AdminClient, topic: str) -> None:
-    _show(client.call("GET", f"/admin/v2/persistent/{_topic_path(topic)}/stats"))
-
-
-@topics.command("stats-internal")
-@click.argument("topic")
-@click.pass_obj
-def topics_stats_internal(client: AdminClient, topic: str) -> None:
-    _show(client.call("GET", f"/admin/v2/persistent/{_topic_path(topic)}/internalStats"))
-
-
-@topics.command("subscriptions")
-@click.argument("topic")
-@click.pass_obj
-def topics_subscriptions(client: AdminClient, topic: str) -> None:
-    _show(client.call("GET", f"/admin/v2/persistent/{_topic_path(topic)}/subscriptions"))
-
-
-@topics.command("unload")
-@click.argument("topic")
-@click.pass_obj
-def topics_unload(client: AdminClient, topic: str) -> None:
-    client.call("PUT", f"/admin/v2/persistent/{_topic_path(topic)}/unload")
-
-
-@topics.command("lookup")
-@click.argument("topic")
-@click.pass_obj
-def topics_lookup(client: AdminClient, topic: str) -> None:
-    _show(client.call("GET", f"/lookup/v2/topic/persistent/{_topic_path(topic)}"))
 
 
 @admin.group()

@@ -13,6 +13,7 @@ import asyncio
 import json
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urljoin
 
@@ -38,13 +39,23 @@ class AdminError(Exception):
         return self.status is None or self.status >= 500
 
 
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message as the admin API shows it (peek, get-message-by-id, examine): its payload, and
+    its metadata in ``X-Pulsar-*`` headers."""
+
+    headers: dict[str, str]
+    payload: bytes
+
+
 class AsyncAdminClient:
     def __init__(self, url: str, *, timeout_s: float = 60) -> None:
         self.url = url.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:
-        """The decoded JSON answer of ``method path`` (None for an empty one)."""
+        """The decoded JSON answer of ``method path`` (None for an empty one; a StoredMessage for
+        a message)."""
         url = f"{self.url}{path}"
         data = None if body is None else json.dumps(body)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -57,12 +68,15 @@ class AsyncAdminClient:
                         if response.status in (307, 308) and "Location" in response.headers:
                             url = urljoin(url, response.headers["Location"])
                             continue
-                        text = await response.text()
+                        raw = await response.read()
                         if response.status >= 300:
+                            reason = _reason(raw.decode(errors="replace"))
                             raise AdminError(
-                                f"{method} {path}: HTTP {response.status}: {_reason(text)}", response.status
+                                f"{method} {path}: HTTP {response.status}: {reason}", response.status
                             )
-                        return json.loads(text) if text else None
+                        if response.content_type == "application/octet-stream":
+                            return StoredMessage(dict(response.headers), raw)
+                        return json.loads(raw) if raw else None
         except aiohttp.ClientError as exc:
             raise AdminError(f"cannot reach the admin API at {self.url}: {exc}") from None
         except TimeoutError:

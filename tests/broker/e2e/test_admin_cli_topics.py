@@ -1,0 +1,65 @@
+"""``magnetar admin topics`` in pulsar-admin's shapes against a real standalone (issue 20): what
+each command does is checked with the official client."""
+
+from __future__ import annotations
+
+import pulsar
+from click.testing import CliRunner
+
+from magnetar.broker.admin_cli import admin
+from tests.broker.e2e.conftest import Standalone
+
+TOPIC = "persistent://public/default/cli"
+
+
+def test_topic_commands_do_what_pulsar_admin_does(standalone: Standalone) -> None:
+    def cli(*args: str, ok: bool = True) -> str:
+        result = CliRunner().invoke(admin, ["--admin-url", standalone.web_service_url, *args])
+        assert (result.exit_code == 0) is ok, result.output
+        return result.output
+
+    cli("topics", "create-partitioned-topic", "persistent://public/default/wide", "-p", "8")
+    assert '"partitions": 8' in cli(
+        "topics", "get-partitioned-topic-metadata", "persistent://public/default/wide"
+    )
+    assert "HTTP 409" in cli("topics", "create", "persistent://public/default/wide", ok=False)
+    assert "persistent://public/default/wide" in cli("topics", "list-partitioned-topics", "public/default")
+
+    cli("topics", "create", TOPIC)
+    cli("topics", "create-subscription", TOPIC, "-s", "audit", "-m", "earliest")
+    client = standalone.client()
+    producer = client.create_producer(TOPIC, batching_enabled=False)
+    ids = [producer.send(f"order-{i}".encode(), properties={"n": str(i)}) for i in range(4)]
+
+    peeked = cli("topics", "peek-messages", TOPIC, "-s", "audit", "-n", "2")
+    assert "order-0" in peeked
+    assert "order-1" in peeked
+    assert "order-2" not in peeked
+    assert f"Message ID: {ids[0].ledger_id()}:{ids[0].entry_id()}" in peeked
+    cli("topics", "skip", TOPIC, "-s", "audit", "-n", "3")
+    assert "order-3" in cli("topics", "peek-messages", TOPIC, "-s", "audit")
+    cli("topics", "reset-cursor", TOPIC, "-s", "audit", "-t", "1h")
+    assert "order-0" in cli("topics", "peek-messages", TOPIC, "-s", "audit")
+    cli("topics", "reset-cursor", TOPIC, "-s", "audit", "-m", f"{ids[2].ledger_id()}:{ids[2].entry_id()}")
+    assert "order-2" in cli("topics", "peek-messages", TOPIC, "-s", "audit")
+    assert "order-3" in cli("topics", "examine-message", TOPIC)
+    assert "order-0" in cli("topics", "examine-message", TOPIC, "-i", "earliest")
+    cli("topics", "expire-messages", TOPIC, "-s", "audit", "-t", "0s")
+    assert "HTTP 404" in cli("topics", "peek-messages", TOPIC, "-s", "audit", ok=False)
+    assert "expected a duration" in cli(
+        "topics", "expire-messages", TOPIC, "-s", "audit", "-t", "soon", ok=False
+    )
+
+    assert f'"entryId": {ids[3].entry_id()}' in cli("topics", "terminate", TOPIC)
+    try:
+        producer.send(b"late")
+        raise AssertionError("a terminated topic took a message")
+    except pulsar.TopicTerminated:
+        pass
+    client.subscribe(TOPIC, "watcher")
+    assert "HTTP 412" in cli("topics", "delete", TOPIC, ok=False)  # a consumer is attached
+    cli("topics", "delete", TOPIC, "--force")
+    assert TOPIC not in cli("topics", "list", "public/default")
+    cli("topics", "delete-partitioned-topic", "persistent://public/default/wide")
+    assert "wide" not in cli("topics", "list-partitioned-topics", "public/default")
+    client.close()
