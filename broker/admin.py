@@ -19,6 +19,7 @@ from magnetar.broker.admin_http import (
     probe,
     query_flag,
 )
+from magnetar.broker.admin_policies import PolicyAdminApi
 from magnetar.broker.admin_subscriptions import SubscriptionAdminApi
 from magnetar.broker.admin_topics import TopicAdminApi
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
@@ -66,6 +67,7 @@ class AdminApi:
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
         TopicAdminApi(self._deps, self._owners).install(app)
         SubscriptionAdminApi(self._owners).install(app)
+        PolicyAdminApi(self._deps).install(app)
 
     @web.middleware
     async def _store_reachable(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -170,6 +172,7 @@ class AdminApi:
             await self._deps.partitioned.delete(name)
         for name in topics:
             await self._owners.delete_topic(name, force=True)
+        await self._deps.policies.store.delete_namespace(namespace)
         await self._namespaces.delete(namespace)
         return web.Response(status=204)
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
 from magnetar.broker.partitions import PartitionedTopics
@@ -148,6 +149,8 @@ class AdminDeps:
     topics: TopicAdmin
     partitioned: PartitionedTopics
     replication_stats: Callable[[Topic], dict[str, dict[str, object]]]
+    #: the topics' policies: topic-level ones stored and applied to loaded topics
+    policies: PolicyUpdates
     #: the load manager's leader broker id, None while none is elected
     leader: Callable[[], Awaitable[str | None]]
     #: the metadata stores an admin call may need (probed before each call)

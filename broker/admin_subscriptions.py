@@ -4,10 +4,9 @@ publish time or message id), peek-messages, get-message-by-id and examine-messag
 
 from __future__ import annotations
 
-import time
-
 from aiohttp import web
 
+from magnetar.broker import message_expiry
 from magnetar.broker.admin_http import Owners, error, query_flag
 from magnetar.broker.admin_messages import message_response, parse_message_id
 from magnetar.broker.consumer import SubType
@@ -104,24 +103,14 @@ class SubscriptionAdminApi:
         await subscription.skip(_count(request, "count"))
         return web.Response(status=204)
 
-    async def _expire(self, topic: Topic, subscription: Subscription, seconds: int) -> None:
-        """Acknowledge every message published more than ``seconds`` ago (Pulsar's expiry)."""
-        first_kept = await topic.position_published_since(int(time.time() * 1000) - seconds * 1000)
-        expired = topic.ledger.previous_position(first_kept)
-        if expired is not None and expired > subscription.cursor.mark_delete_position:
-            await subscription.acknowledge_cumulative(expired)
-
     async def expire(self, request: web.Request) -> web.Response:
         topic, subscription = await self._subscription(request)
-        await self._expire(topic, subscription, _count(request, "seconds"))
+        await message_expiry.expire(topic, subscription, _count(request, "seconds"))
         return web.Response(status=204)
 
     async def expire_all(self, request: web.Request) -> web.Response:
         topic = await self._owners.topic(request)
-        seconds = _count(request, "seconds")
-        for subscription in list(topic.subscriptions.values()):
-            if subscription.durable:
-                await self._expire(topic, subscription, seconds)
+        await message_expiry.expire_all(topic, _count(request, "seconds"))
         return web.Response(status=204)
 
     async def reset_cursor(self, request: web.Request) -> web.Response:

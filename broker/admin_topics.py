@@ -91,6 +91,7 @@ class TopicAdminApi:
         if (topic.producers or topic.consumers()) and not query_flag(request, "force"):
             return error(412, f"topic {name} has active producers or consumers (force=true disconnects them)")
         await self._topics.delete(topic)
+        await self._deps.policies.store.delete(name)
         return web.Response(status=204)
 
     async def terminate(self, request: web.Request) -> web.Response:
@@ -211,6 +212,7 @@ class TopicAdminApi:
         for index in range(count):
             await self._owners.delete_topic(f"{name}-partition-{index}", force=query_flag(request, "force"))
         await self._deps.partitioned.delete(name)
+        await self._deps.policies.store.delete(name)
         return web.Response(status=204)
 
     async def partitioned_topics(self, request: web.Request) -> web.Response:

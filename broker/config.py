@@ -9,6 +9,7 @@ from pydantic import Field
 
 from magnetar.bookie.client import LedgerClientConfig
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
+from magnetar.broker.policies import BacklogPolicy, BacklogQuota, DispatchRate, Policies
 from magnetar.common.config import ComponentConfig
 
 
@@ -100,6 +101,26 @@ class BrokerConfig(ComponentConfig):
     managed_ledger_cache_size_mb: int = Field(default=64, ge=0)
     default_retention_time_in_minutes: float = 0
     default_retention_size_in_mb: float = 0
+    # -- topic policies' broker defaults (a namespace's or a topic's own setting wins) ---------
+    #: ttlDurationDefaultInSeconds: unacknowledged messages older than this are expired (0: never)
+    ttl_duration_default_in_seconds: int = Field(default=0, ge=0)
+    #: messageExpiryCheckIntervalInMinutes: how often TTLs are enforced (fractions allowed)
+    message_expiry_check_interval_in_minutes: float = Field(default=5, gt=0)
+    #: backlogQuotaDefaultLimitBytes (-1: no quota) and backlogQuotaDefaultRetentionPolicy
+    backlog_quota_default_limit_bytes: int = Field(default=-1, ge=-1)
+    backlog_quota_default_retention_policy: BacklogPolicy = "producer_request_hold"
+    #: backlogQuotaCheckEnabled / backlogQuotaCheckIntervalInSeconds: producers of a topic over
+    #: its quota are disconnected (hold, exception) or its slowest subscriptions skipped (eviction)
+    backlog_quota_check_enabled: bool = True
+    backlog_quota_check_interval_in_seconds: float = Field(default=60, gt=0)
+    #: maxProducersPerTopic / maxConsumersPerTopic (0: no limit)
+    max_producers_per_topic: int = Field(default=0, ge=0)
+    max_consumers_per_topic: int = Field(default=0, ge=0)
+    #: dispatchThrottlingRatePerTopicInMsg / InByte (0: no limit)
+    dispatch_throttling_rate_per_topic_in_msg: int = Field(default=0, ge=0)
+    dispatch_throttling_rate_per_topic_in_byte: int = Field(default=0, ge=0)
+    #: Magnetar: how often loaded topics re-read their namespace's policies
+    topic_policies_check_interval_seconds: float = Field(default=2.0, gt=0)
     #: rpc timeout of the ledger client (bookkeeperClientTimeoutInSeconds)
     bookkeeper_client_timeout_in_seconds: int = Field(default=30, gt=0)
     #: how often an idle writer sends its LAC explicitly (bookkeeperExplicitLacIntervalInMills;
@@ -167,6 +188,22 @@ class BrokerConfig(ComponentConfig):
             cache_size_mb=self.managed_ledger_cache_size_mb,
             retention_time_minutes=self.default_retention_time_in_minutes,
             retention_size_mb=self.default_retention_size_in_mb,
+        )
+
+    def topic_policy_defaults(self) -> Policies:
+        """The broker's topic policies (retention stays the managed ledgers' own default)."""
+        return Policies(
+            messageTTL=self.ttl_duration_default_in_seconds,
+            backlogQuota=BacklogQuota(
+                limitSize=self.backlog_quota_default_limit_bytes,
+                policy=self.backlog_quota_default_retention_policy,
+            ),
+            maxProducers=self.max_producers_per_topic,
+            maxConsumers=self.max_consumers_per_topic,
+            dispatchRate=DispatchRate(
+                dispatchThrottlingRateInMsg=self.dispatch_throttling_rate_per_topic_in_msg,
+                dispatchThrottlingRateInByte=self.dispatch_throttling_rate_per_topic_in_byte,
+            ),
         )
 
     def listeners(self) -> dict[str, str]:

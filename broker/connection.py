@@ -402,6 +402,10 @@ class ServerConnection:
         self._producers.close_by_broker(topics, assigned_broker_url)
         self._consumers.close_by_broker(topics, assigned_broker_url)
 
+    def close_producers(self, topics: set[str]) -> None:
+        """Producers of ``topics`` reconnect (a backlog quota: they are held or refused then)."""
+        self._producers.close_by_broker(topics, None)
+
     async def refuse(self, reason: str) -> None:
         """Turn the connection away before reading anything (a connection limit): say why."""
         log.warning("refusing connection %s: %s", self._remote, reason)
@@ -457,6 +461,10 @@ class Connections:
     def close_clients(self, topics: set[str] | None, assigned_broker_url: str | None) -> None:
         for connection in list(self._open):
             connection.close_producers_and_consumers(topics, assigned_broker_url)
+
+    def close_producers(self, topics: set[str]) -> None:
+        for connection in list(self._open):
+            connection.close_producers(topics)
 
     def attached_topics(self) -> list[Topic]:
         return [t for connection in list(self._open) for t in connection.attached_topics()]

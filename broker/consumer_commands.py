@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
+from magnetar.broker.admission import consumer_refusal
 from magnetar.broker.channel import CommandChannel, TopicSource
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.managed_ledger import InitialPosition, ManagedLedgerError, Position
@@ -40,6 +41,9 @@ class ConsumerCommands:
             self.drop(request.consumer_id)
         try:
             topic = await self._topics.get_or_load(request.topic)
+            refusal = consumer_refusal(topic)
+            if refusal is not None:
+                raise SubscriptionBusyError(refusal)
             subscription = await self._subscription(topic, request)
             consumer = Consumer(
                 request.consumer_id,

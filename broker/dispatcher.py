@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.managed_ledger import Entry, ManagedCursor, ManagedLedgerError, Position
 from magnetar.broker.protocol.frames import FrameError, read_metadata
+from magnetar.broker.rate_limiter import RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class Dispatcher:
         #: acknowledges them) with their marker type
         self._markers: list[tuple[Entry, int]] = []
         self.on_markers: Callable[[list[tuple[Entry, int]]], Awaitable[None]] | None = None
+        #: the topic's dispatch rate limit (shared by its subscriptions), if any
+        self.limiter: RateLimiter | None = None
 
     # -- consumers ------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -240,6 +243,8 @@ class Dispatcher:
             elif buffered:
                 entries = [e for e in self._ready if not self.cursor.is_acknowledged(e.position)]
                 self._ready = []
+            elif self._throttled():
+                return
             else:
                 entries = await self.cursor.read_entries(self._entries_to_read())
             if not entries:
@@ -248,6 +253,9 @@ class Dispatcher:
                 self._wait_for_entries()
                 return
             deferred = self._send(entries)
+            if self.limiter is not None:
+                sent = [e for e in entries if e not in deferred]
+                self.limiter.consume(len(sent), sum(len(e.data) for e in sent))
             if self._markers:
                 await self._settle_markers()
             if deferred:
@@ -382,9 +390,20 @@ class Dispatcher:
         return any(c.permits > 0 for c in self._receivers())
 
     def _entries_to_read(self) -> int:
-        """About as many entries as the permits cover (Pulsar's avgMessagesPerEntry estimate)."""
+        """About as many entries as the permits cover (Pulsar's avgMessagesPerEntry estimate),
+        and no more than the dispatch rate limit lets out in this window."""
         permits = sum(max(0, c.permits) for c in self._receivers())
-        return max(1, min(MAX_READ_BATCH, math.ceil(permits / max(1.0, self._messages_per_entry))))
+        wanted = max(1, min(MAX_READ_BATCH, math.ceil(permits / max(1.0, self._messages_per_entry))))
+        left = self.limiter.messages_left() if self.limiter is not None else None
+        return wanted if left is None else max(1, min(wanted, left))
+
+    def _throttled(self) -> bool:
+        """True when the dispatch rate limit is used up for this window; the dispatcher is woken
+        when the next one starts."""
+        wait_s = self.limiter.wait_s() if self.limiter is not None else 0.0
+        if wait_s > 0:
+            asyncio.get_running_loop().call_later(wait_s, self.wake)
+        return wait_s > 0
 
     def _wait_for_entries(self) -> None:
         future = self.cursor.ledger.wait_for_new_entries()

@@ -229,6 +229,10 @@ class LoadManager:
         #: what the leader did, newest last (shown in logs and useful to tests through the admin)
         self.actions: list[str] = []
 
+    async def leader(self) -> str | None:
+        """The leader broker's id (None while none is elected, and in the read-only pool)."""
+        return await self._election.leader() if self._election is not None else None
+
     def install(self, app: web.Application) -> None:
         app.router.add_get("/admin/v2/broker-stats/load-report", self._get_report)
         app.router.add_put("/admin/v2/internal/load", self._inject)

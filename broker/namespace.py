@@ -16,10 +16,13 @@ import contextlib
 import json
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from magnetar.broker.policies import Policies
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
 FULL_RANGE = 0x1_0000_0000
@@ -71,8 +74,8 @@ class NamespacePolicies(BaseModel):
     replication_clusters: list[str] = Field(default_factory=list)
     #: bundle boundaries, first 0, last 2**32
     boundaries: list[int] = Field(default_factory=lambda: even_boundaries(DEFAULT_BUNDLES))
-    retention_time_in_minutes: float | None = None
-    retention_size_in_mb: float | None = None
+    #: namespace-level topic policies (retention, TTL, backlog quota, limits, rates)
+    topic_policies: Policies = Field(default_factory=Policies)
     deduplication_enabled: bool | None = None
     replicate_subscription_state: bool = False
     #: PIP-33 snapshot frequency of the namespace's topics (default: the broker's
@@ -195,12 +198,24 @@ class Namespaces:
 
     async def update(self, namespace: str, change: dict[str, object]) -> NamespacePolicies:
         """Apply ``change`` to the policies by compare-and-set (concurrent admins both land)."""
+        return await self._modify(namespace, lambda _doc: change)
+
+    async def set_topic_policy(self, namespace: str, name: str, value: object) -> NamespacePolicies:
+        """Set one of the namespace's topic policies (None: not set), by compare-and-set."""
+        return await self._modify(
+            namespace, lambda doc: {"topic_policies": {**doc.get("topic_policies", {}), name: value}}
+        )
+
+    async def _modify(
+        self, namespace: str, change: Callable[[dict[str, Any]], dict[str, object]]
+    ) -> NamespacePolicies:
         while True:
             try:
                 data, stat = await self._store.get(f"/admin/policies/{namespace}")
             except NoNodeError:
                 raise NamespaceError(f"namespace {namespace} does not exist") from None
-            updated = NamespacePolicies.model_validate({**json.loads(data), **change})
+            doc = json.loads(data)
+            updated = NamespacePolicies.model_validate({**doc, **change(doc)})
             try:
                 await self._store.put(
                     f"/admin/policies/{namespace}",

@@ -7,9 +7,11 @@ reading; the read loop pauses once ``max_pending_publish_requests_per_connection
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Protocol
 
+from magnetar.broker.admission import producer_refusal
 from magnetar.broker.channel import CommandChannel, TopicSource
 from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError, Position
 from magnetar.broker.ownership import NotServedError
@@ -52,11 +54,17 @@ class ProducerCommands:
         self._publishing = 0
         self._room = asyncio.Event()
         self._room.set()
+        #: a publish rate limit was used up: reading waits until then (monotonic)
+        self._throttled_until = 0.0
 
     async def room(self) -> None:
-        """Until fewer than the limit of sends are being written."""
+        """Until fewer than the limit of sends are being written, and a topic's publish rate
+        limit used up by this connection has a new window (Pulsar stops reading the connection)."""
         if not self._room.is_set():
             await self._room.wait()
+        pause_s = self._throttled_until - time.monotonic()
+        if pause_s > 0:
+            await asyncio.sleep(pause_s)
 
     def wake(self) -> None:
         """Let a read loop waiting for room go on (the connection is closing)."""
@@ -75,6 +83,10 @@ class ProducerCommands:
             return
         except (ManagedLedgerError, NotServedError) as exc:
             self._channel.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
+            return
+        refused = producer_refusal(topic)
+        if refused is not None:
+            self._channel.send(commands.error(request.request_id, *refused))
             return
         if topic.ledger.is_terminated:
             self._channel.send(
@@ -130,6 +142,10 @@ class ProducerCommands:
             return  # being handed over: the client resends it to the new owner after reconnecting
         producer.messages_in += max(1, send.num_messages)
         producer.bytes_in += len(frame.headers_and_payload)
+        limiter = topic.settings.publish
+        if limiter.limited:
+            limiter.consume(max(1, send.num_messages), len(frame.headers_and_payload))
+            self._throttled_until = max(self._throttled_until, time.monotonic() + limiter.wait_s())
         self._publishing += 1
         if self._publishing >= self._max_pending:
             self._room.clear()

@@ -22,6 +22,7 @@ import grpc
 from magnetar.bookie.client import LedgerClient
 from magnetar.broker import load_report
 from magnetar.broker.admin import AdminApi, AdminDeps
+from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.bundles import BundleGate, Bundles
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ConnectionDeps, Connections, ServerConnection
@@ -34,6 +35,7 @@ from magnetar.broker.namespace import Bundle, Namespaces
 from magnetar.broker.ownership import READ_ONLY_BROKERS, READ_ONLY_BUNDLES, BrokerInfo, Ownership
 from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.peers import PeerClient
+from magnetar.broker.policy_checks import policy_loops
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.refusal import ProducerRefusal
 from magnetar.broker.replication.manager import ReplicationManager
@@ -58,6 +60,7 @@ class BrokerService:
         self.ledger_client: LedgerClient | None = None
         self.namespaces: Namespaces | None = None
         self.partitioned: PartitionedTopics | None = None
+        self.policies: PolicyUpdates | None = None
         self.ownership: Ownership | None = None
         self.election: LeaderElection | None = None
         self.topics: Topics | None = None
@@ -99,6 +102,7 @@ class BrokerService:
         self.configuration_store = await open_store(url) if url else store
         self.namespaces = namespaces = Namespaces(self.configuration_store)
         self.partitioned = PartitionedTopics(self.configuration_store)
+        self.policies = policies = PolicyUpdates.for_broker(config, namespaces, self.configuration_store)
         self.ledger_client = LedgerClient(store, config.ledger_client())
         factory = ManagedLedgerFactory(store, self.ledger_client, config.managed_ledger())
         # Bound now, served once everything is wired: the broker id is its address and port.
@@ -121,7 +125,11 @@ class BrokerService:
         ownership = self.ownership
         gate = BundleGate(namespaces, ownership)
         self.topics = topics = Topics(
-            gate, self._opener(factory, me), self.connections, factory, close_timeout_s=session_timeout_s
+            gate,
+            self._opener(factory, me, policies),
+            self.connections,
+            factory,
+            close_timeout_s=session_timeout_s,
         )
         sampler = LoadSampler(
             self.broker_id,
@@ -150,10 +158,14 @@ class BrokerService:
         await self._join_cluster()
         log.info("broker serving %s (metrics on %s/metrics)", self.service_url, self.web_service_url)
 
-    def _opener(self, factory: ManagedLedgerFactory, me: BrokerInfo) -> WritableOpener | ReadOnlyOpener:
+    def _opener(
+        self, factory: ManagedLedgerFactory, me: BrokerInfo, policies: PolicyUpdates
+    ) -> WritableOpener | ReadOnlyOpener:
         config = self.config
         if not config.read_only_broker:
-            return WritableOpener(factory, deduplication_default=config.broker_deduplication_enabled)
+            return WritableOpener(
+                factory, policies, deduplication_default=config.broker_deduplication_enabled
+            )
         assert self.store is not None
         assert self.ledger_client is not None
         # A view of the writable pool's registry and ownership, to find where cursors live.
@@ -181,6 +193,7 @@ class BrokerService:
         assert self.load_manager is not None
         assert self.replication is not None
         assert self.partitioned is not None
+        assert self.policies is not None
         self._metrics = MetricsServer(
             self.topics,
             self.bundles.lookup_stats,
@@ -196,7 +209,8 @@ class BrokerService:
                 topics=self.topics,
                 partitioned=self.partitioned,
                 replication_stats=self.replication.stats,
-                leader=self._leader,
+                policies=self.policies,
+                leader=self.load_manager.leader,
                 stores=[s for s in (self.store, self.configuration_store) if s is not None],
             )
         ).install(self._metrics.app)
@@ -213,11 +227,6 @@ class BrokerService:
         )
         me.cursor_rpc_address = f"{config.advertised_address}:{self.rpc_port}"
 
-    async def _leader(self) -> str | None:
-        if self.election is None:
-            return None
-        return await self.election.leader()
-
     async def _join_cluster(self) -> None:
         """Make sure the cluster and public/default exist, register, campaign for leadership."""
         assert self.store is not None
@@ -226,6 +235,7 @@ class BrokerService:
         assert self.bundles is not None
         assert self.load_manager is not None
         assert self.replication is not None
+        assert self.policies is not None
         cluster = self.config.cluster_name
         if not self.config.read_only_broker:  # the cluster's URLs are the writable brokers'
             await self.namespaces.set_cluster(
@@ -243,8 +253,10 @@ class BrokerService:
             return  # No load-manager leader: the read-only pool places bundles by lookups alone.
         self._reporting.spawn(self.election.campaign())
         self._reporting.spawn(self.load_manager.run())
-        self._loops.spawn(self.replication.run())
         assert self.topics is not None
+        self._loops.spawn(self.replication.run())
+        for loop in policy_loops(self.topics, self.connections, self.policies, self.config):
+            self._loops.spawn(loop)
         watchdog = FencedTopicWatchdog(
             self.topics, self.connections, self.config.topic_fencing_timeout_seconds
         )

@@ -21,6 +21,7 @@ from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor
 from magnetar.broker.markers import REPLICATED_PROPERTY, SNAPSHOT, MarkerIndex
 from magnetar.broker.protocol.frames import FrameError, read_metadata
 from magnetar.broker.subscription import Subscription
+from magnetar.broker.topic_settings import TopicSettings
 from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,8 @@ class Topic:
     markers_in: int = 0
     #: PIP-33 snapshots and updates, while the topic replicates to other clusters
     replicated_subscriptions: MarkerListener | None = None
+    #: its policies (retention, TTL, backlog quota, limits) and rate limiters
+    settings: TopicSettings = field(default_factory=TopicSettings)
 
     @classmethod
     async def load(cls, name: TopicName, ledger: ManagedLedger, *, deduplication: bool) -> Topic:
@@ -311,6 +314,7 @@ class Topic:
         subscription = Subscription(
             name, cursor, sub_type, replicated=replicated, markers=self.markers, listener=self
         )
+        subscription.dispatcher.limiter = self.settings.dispatch
         if self.replicated_subscriptions is not None:
             subscription.snapshots.size = self.replicated_subscriptions.cache_size
         return subscription

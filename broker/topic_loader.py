@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from magnetar.bookie.client import LedgerClient
+from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.broker.namespace import NamespacePolicies
 from magnetar.broker.read_only.cursor_client import CursorClient
@@ -12,8 +13,11 @@ from magnetar.common.metadata import MetadataStore
 
 
 class WritableOpener:
-    def __init__(self, factory: ManagedLedgerFactory, *, deduplication_default: bool) -> None:
+    def __init__(
+        self, factory: ManagedLedgerFactory, policies: PolicyUpdates, *, deduplication_default: bool
+    ) -> None:
         self._factory = factory
+        self._policies = policies
         self._deduplication_default = deduplication_default
 
     async def open(self, name: TopicName, policies: NamespacePolicies) -> Topic:
@@ -22,7 +26,9 @@ class WritableOpener:
         if dedup is None:
             dedup = self._deduplication_default
         ledger = await self._factory.open(name.managed_ledger_name)
-        return await Topic.load(name, ledger, deduplication=dedup)
+        topic = await Topic.load(name, ledger, deduplication=dedup)
+        await self._policies.loaded(topic, policies)
+        return topic
 
 
 class ReadOnlyOpener:

@@ -34,6 +34,14 @@ type call struct {
 	Position       string            `json:"position"` // "earliest", "latest" or "" (ledgerId/entryId)
 	Clusters       []string          `json:"clusters"`
 	Properties     map[string]string `json:"properties"`
+	Value          int64             `json:"value"`
+	Applied        bool              `json:"applied"`
+	RetentionMin   int               `json:"retentionMinutes"`
+	RetentionMB    int64             `json:"retentionMB"`
+	LimitSize      int64             `json:"limitSize"`
+	Policy         string            `json:"policy"`
+	RateMsg        int64             `json:"rateMsg"`
+	RateBytes      int64             `json:"rateBytes"`
 }
 
 type answer struct {
@@ -128,6 +136,63 @@ func run(admin pulsaradmin.Client, c call) (interface{}, error) {
 	case "subscriptions.getMessageById":
 		found, err := subs.GetMessagesByID(*topic, c.LedgerID, c.EntryID)
 		return messages(found), err
+	case "topics.setMessageTTL":
+		return nil, topics.SetMessageTTL(*topic, int(c.Value))
+	case "topics.getMessageTTL":
+		return topics.GetMessageTTL(*topic)
+	case "topics.removeMessageTTL":
+		return nil, topics.RemoveMessageTTL(*topic)
+	case "topics.setRetention":
+		return nil, topics.SetRetention(*topic, utils.NewRetentionPolicies(c.RetentionMin, int(c.RetentionMB)))
+	case "topics.getRetention":
+		return topics.GetRetention(*topic, c.Applied)
+	case "topics.setBacklogQuota":
+		quota := utils.NewBacklogQuota(c.LimitSize, -1, utils.RetentionPolicy(c.Policy))
+		return nil, topics.SetBacklogQuota(*topic, quota, utils.DestinationStorage)
+	case "topics.getBacklogQuotaMap":
+		return topics.GetBacklogQuotaMap(*topic, c.Applied)
+	case "topics.removeBacklogQuota":
+		return nil, topics.RemoveBacklogQuota(*topic, utils.DestinationStorage)
+	case "topics.setMaxProducers":
+		return nil, topics.SetMaxProducers(*topic, int(c.Value))
+	case "topics.getMaxProducers":
+		return topics.GetMaxProducers(*topic)
+	case "topics.setMaxConsumers":
+		return nil, topics.SetMaxConsumers(*topic, int(c.Value))
+	case "topics.setPublishRate":
+		rate := utils.PublishRateData{PublishThrottlingRateInMsg: c.RateMsg, PublishThrottlingRateInByte: c.RateBytes}
+		return nil, topics.SetPublishRate(*topic, rate)
+	case "topics.getPublishRate":
+		return topics.GetPublishRate(*topic)
+	case "topics.setDispatchRate":
+		rate := utils.DispatchRateData{
+			DispatchThrottlingRateInMsg: c.RateMsg, DispatchThrottlingRateInByte: c.RateBytes, RatePeriodInSecond: 1,
+		}
+		return nil, topics.SetDispatchRate(*topic, rate)
+	case "namespaces.setMessageTTL":
+		return nil, admin.Namespaces().SetNamespaceMessageTTL(c.Namespace, int(c.Value))
+	case "namespaces.getMessageTTL":
+		return admin.Namespaces().GetNamespaceMessageTTL(c.Namespace)
+	case "namespaces.setRetention":
+		policy := utils.NewRetentionPolicies(c.RetentionMin, int(c.RetentionMB))
+		return nil, admin.Namespaces().SetRetention(c.Namespace, policy)
+	case "namespaces.getRetention":
+		return admin.Namespaces().GetRetention(c.Namespace)
+	case "namespaces.setBacklogQuota":
+		quota := utils.NewBacklogQuota(c.LimitSize, -1, utils.RetentionPolicy(c.Policy))
+		return nil, admin.Namespaces().SetBacklogQuota(c.Namespace, quota, utils.DestinationStorage)
+	case "namespaces.getBacklogQuotaMap":
+		return admin.Namespaces().GetBacklogQuotaMap(c.Namespace)
+	case "namespaces.setMaxProducersPerTopic", "namespaces.setPublishRate":
+		ns, err := utils.GetNamespaceName(c.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if c.Op == "namespaces.setPublishRate" {
+			rate := utils.PublishRate{PublishThrottlingRateInMsg: int(c.RateMsg), PublishThrottlingRateInByte: c.RateBytes}
+			return nil, admin.Namespaces().SetPublishRate(*ns, rate)
+		}
+		return nil, admin.Namespaces().SetMaxProducersPerTopic(*ns, int(c.Value))
 	case "tenants.create":
 		return nil, admin.Tenants().Create(utils.TenantData{Name: c.Tenant, AllowedClusters: c.Clusters})
 	case "tenants.update":

@@ -1,0 +1,78 @@
+"""Policies the broker enforces over time, as Pulsar's BrokerService does: message TTLs every
+``message_expiry_check_interval_in_minutes`` and backlog quotas every
+``backlog_quota_check_interval_in_seconds`` (producers of a topic over its quota are disconnected,
+to be held or refused when they come back; with eviction, the oldest messages are acknowledged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol
+
+from magnetar.broker import message_expiry
+from magnetar.broker.applied_policies import PolicyUpdates
+from magnetar.broker.backlog_quota import EVICTION, evict, exceeded
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.topic import Topic
+
+log = logging.getLogger(__name__)
+
+
+class LoadedTopics(Protocol):
+    def loaded(self) -> list[Topic]: ...
+
+
+class ProducerCloser(Protocol):
+    def close_producers(self, topics: set[str]) -> None: ...
+
+
+class PolicyChecks:
+    def __init__(self, topics: LoadedTopics, producers: ProducerCloser) -> None:
+        self._topics = topics
+        self._producers = producers
+
+    async def expire_messages(self) -> None:
+        for topic in self._topics.loaded():
+            ttl = topic.settings.policies.messageTTL or 0
+            if ttl > 0:
+                try:
+                    await message_expiry.expire_all(topic, ttl)
+                except Exception as exc:  # the next round tries again
+                    log.warning("message expiry of %s failed: %s", topic.name, exc)
+
+    async def check_backlog_quotas(self) -> None:
+        for topic in self._topics.loaded():
+            quota = exceeded(topic)
+            if quota is None:
+                continue
+            if quota.policy == EVICTION:
+                try:
+                    skipped = await evict(topic, quota.limitSize)
+                    log.info("%s over its backlog quota: %d oldest entries evicted", topic.name, skipped)
+                except Exception as exc:
+                    log.warning("backlog eviction of %s failed: %s", topic.name, exc)
+            elif topic.producers:
+                log.info("%s over its backlog quota: its producers are disconnected", topic.name)
+                self._producers.close_producers({str(topic.name)})
+
+
+async def every(interval_s: float, check: Callable[[], Awaitable[None]]) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        await check()
+
+
+def policy_loops(
+    topics: LoadedTopics, producers: ProducerCloser, updates: PolicyUpdates, config: BrokerConfig
+) -> list[Coroutine[Any, Any, None]]:
+    """The loops that keep topic policies applied and enforced, for a broker to run."""
+    checks = PolicyChecks(topics, producers)
+    loops = [
+        updates.run(topics),
+        every(config.message_expiry_check_interval_in_minutes * 60, checks.expire_messages),
+    ]
+    if config.backlog_quota_check_enabled:
+        loops.append(every(config.backlog_quota_check_interval_in_seconds, checks.check_backlog_quotas))
+    return loops
