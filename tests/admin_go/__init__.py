@@ -29,7 +29,7 @@ def build() -> Path:
     built = subprocess.run(
         ["go", "build", "-o", str(binary) + ".tmp", "."],
         cwd=HERE,
-        env={**os.environ, "GOFLAGS": "-mod=readonly"},
+        env={**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false"},
         capture_output=True,
         text=True,
         timeout=1200,
