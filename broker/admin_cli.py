@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from magnetar.broker import admin_cli_policies
 from magnetar.broker.admin_cli_common import AdminClient
 from magnetar.broker.admin_cli_common import show as _show
 from magnetar.broker.admin_cli_topics import topics
@@ -23,6 +24,8 @@ Examples:
   magnetar admin topics stats persistent://public/default/orders
   magnetar admin topics create-partitioned-topic persistent://public/default/orders -p 8
   magnetar admin namespaces delete acme/orders --force
+  magnetar admin namespaces set-retention acme/orders --size 1G --time 3d
+  magnetar admin topics set-backlog-quota persistent://acme/orders/placed -l 2G -p producer_request_hold
   magnetar admin brokers leader-broker""",
 )
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default="http://127.0.0.1:8080", show_default=True,
@@ -216,3 +219,6 @@ def brokers_list(client: AdminClient, cluster: str) -> None:
 @click.pass_obj
 def brokers_leader(client: AdminClient) -> None:
     _show(client.call("GET", "/admin/v2/brokers/leaderBroker"))
+
+
+admin_cli_policies.install(namespaces, topics)

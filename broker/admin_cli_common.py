@@ -3,6 +3,7 @@ does, and how answers are shown."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
@@ -11,6 +12,25 @@ from rich.console import Console
 from magnetar.common import admin_client
 
 console = Console()
+
+_DURATION = re.compile(r"^(\d+)([smhdw]?)$")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def topic_path(topic: str) -> str:
+    """``tenant/ns/topic`` of a ``persistent://`` name, as the admin paths take it."""
+    prefix = "persistent://"
+    if not topic.startswith(prefix):
+        raise click.BadParameter(f"expected persistent://tenant/namespace/topic, got {topic!r}")
+    return f"persistent/{topic[len(prefix) :]}"
+
+
+def duration_seconds(value: str) -> int:
+    """pulsar-admin's durations: 30, 30s, 10m, 2h, 3d, 1w."""
+    match = _DURATION.match(value.strip())
+    if match is None:
+        raise click.BadParameter(f"expected a duration such as 30s, 10m, 2h or 3d, not {value!r}")
+    return int(match.group(1)) * _SECONDS[match.group(2)]
 
 
 class AdminClient(admin_client.AdminClient):

@@ -3,31 +3,11 @@
 
 from __future__ import annotations
 
-import re
 import time
 
 import click
 
-from magnetar.broker.admin_cli_common import AdminClient, show
-
-_DURATION = re.compile(r"^(\d+)([smhdw]?)$")
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def _topic_path(topic: str) -> str:
-    """``tenant/ns/topic`` of a ``persistent://`` name, as the admin paths take it."""
-    prefix = "persistent://"
-    if not topic.startswith(prefix):
-        raise click.BadParameter(f"expected persistent://tenant/namespace/topic, got {topic!r}")
-    return f"persistent/{topic[len(prefix) :]}"
-
-
-def _seconds(value: str) -> int:
-    """pulsar-admin's durations: 30, 30s, 10m, 2h, 3d, 1w."""
-    match = _DURATION.match(value.strip())
-    if match is None:
-        raise click.BadParameter(f"expected a duration such as 30s, 10m, 2h or 3d, not {value!r}")
-    return int(match.group(1)) * _SECONDS[match.group(2)]
+from magnetar.broker.admin_cli_common import AdminClient, duration_seconds, show, topic_path
 
 
 def _message_id(value: str) -> dict[str, int]:
@@ -75,7 +55,7 @@ def topics_list_partitioned(client: AdminClient, namespace: str) -> None:
 @click.pass_obj
 def topics_create(client: AdminClient, topic: str) -> None:
     """A non-partitioned topic."""
-    client.call("PUT", f"/admin/v2/{_topic_path(topic)}")
+    client.call("PUT", f"/admin/v2/{topic_path(topic)}")
 
 
 @topics.command("create-partitioned-topic")
@@ -84,7 +64,7 @@ def topics_create(client: AdminClient, topic: str) -> None:
 @click.pass_obj
 def topics_create_partitioned(client: AdminClient, topic: str, partitions: int) -> None:
     """A partitioned topic of N partitions."""
-    client.call("PUT", f"/admin/v2/{_topic_path(topic)}/partitions", partitions)
+    client.call("PUT", f"/admin/v2/{topic_path(topic)}/partitions", partitions)
 
 
 @topics.command("update-partitioned-topic")
@@ -93,7 +73,7 @@ def topics_create_partitioned(client: AdminClient, topic: str, partitions: int) 
 @click.pass_obj
 def topics_update_partitioned(client: AdminClient, topic: str, partitions: int) -> None:
     """More partitions (never fewer)."""
-    client.call("POST", f"/admin/v2/{_topic_path(topic)}/partitions", partitions)
+    client.call("POST", f"/admin/v2/{topic_path(topic)}/partitions", partitions)
 
 
 @topics.command("get-partitioned-topic-metadata")
@@ -101,7 +81,7 @@ def topics_update_partitioned(client: AdminClient, topic: str, partitions: int) 
 @click.pass_obj
 def topics_partitioned_metadata(client: AdminClient, topic: str) -> None:
     """The number of partitions (0 for a non-partitioned topic)."""
-    show(client.call("GET", f"/admin/v2/{_topic_path(topic)}/partitions"))
+    show(client.call("GET", f"/admin/v2/{topic_path(topic)}/partitions"))
 
 
 @topics.command("delete")
@@ -110,7 +90,7 @@ def topics_partitioned_metadata(client: AdminClient, topic: str) -> None:
 @click.pass_obj
 def topics_delete(client: AdminClient, topic: str, force: bool) -> None:
     """A non-partitioned topic and its data, for good."""
-    client.call("DELETE", f"/admin/v2/{_topic_path(topic)}?force={str(force).lower()}")
+    client.call("DELETE", f"/admin/v2/{topic_path(topic)}?force={str(force).lower()}")
 
 
 @topics.command("delete-partitioned-topic")
@@ -119,7 +99,7 @@ def topics_delete(client: AdminClient, topic: str, force: bool) -> None:
 @click.pass_obj
 def topics_delete_partitioned(client: AdminClient, topic: str, force: bool) -> None:
     """A partitioned topic and every partition's data, for good."""
-    client.call("DELETE", f"/admin/v2/{_topic_path(topic)}/partitions?force={str(force).lower()}")
+    client.call("DELETE", f"/admin/v2/{topic_path(topic)}/partitions?force={str(force).lower()}")
 
 
 @topics.command("terminate")
@@ -127,7 +107,7 @@ def topics_delete_partitioned(client: AdminClient, topic: str, force: bool) -> N
 @click.pass_obj
 def topics_terminate(client: AdminClient, topic: str) -> None:
     """No more messages may be published; prints the last message's id."""
-    show(client.call("POST", f"/admin/v2/{_topic_path(topic)}/terminate"))
+    show(client.call("POST", f"/admin/v2/{topic_path(topic)}/terminate"))
 
 
 @topics.command("last-message-id")
@@ -135,7 +115,7 @@ def topics_terminate(client: AdminClient, topic: str) -> None:
 @click.pass_obj
 def topics_last_message_id(client: AdminClient, topic: str) -> None:
     """The id of the last message a consumer can be given."""
-    show(client.call("GET", f"/admin/v2/{_topic_path(topic)}/lastMessageId"))
+    show(client.call("GET", f"/admin/v2/{topic_path(topic)}/lastMessageId"))
 
 
 @topics.command("stats")
@@ -143,7 +123,7 @@ def topics_last_message_id(client: AdminClient, topic: str) -> None:
 @click.pass_obj
 def topics_stats(client: AdminClient, topic: str) -> None:
     """Rates, backlogs, publishers and subscriptions."""
-    show(client.call("GET", f"/admin/v2/{_topic_path(topic)}/stats"))
+    show(client.call("GET", f"/admin/v2/{topic_path(topic)}/stats"))
 
 
 @topics.command("stats-internal")
@@ -151,7 +131,7 @@ def topics_stats(client: AdminClient, topic: str) -> None:
 @click.pass_obj
 def topics_stats_internal(client: AdminClient, topic: str) -> None:
     """The managed ledger: ledgers, cursors and positions."""
-    show(client.call("GET", f"/admin/v2/{_topic_path(topic)}/internalStats"))
+    show(client.call("GET", f"/admin/v2/{topic_path(topic)}/internalStats"))
 
 
 @topics.command("unload")
@@ -159,7 +139,7 @@ def topics_stats_internal(client: AdminClient, topic: str) -> None:
 @click.pass_obj
 def topics_unload(client: AdminClient, topic: str) -> None:
     """Close the topic here; its next lookup places it again."""
-    client.call("PUT", f"/admin/v2/{_topic_path(topic)}/unload")
+    client.call("PUT", f"/admin/v2/{topic_path(topic)}/unload")
 
 
 @topics.command("lookup")
@@ -167,7 +147,7 @@ def topics_unload(client: AdminClient, topic: str) -> None:
 @click.pass_obj
 def topics_lookup(client: AdminClient, topic: str) -> None:
     """The broker that serves the topic."""
-    show(client.call("GET", f"/lookup/v2/topic/{_topic_path(topic)}"))
+    show(client.call("GET", f"/lookup/v2/topic/{topic_path(topic)}"))
 
 
 @topics.command("examine-message")
@@ -180,7 +160,7 @@ def topics_lookup(client: AdminClient, topic: str) -> None:
 def topics_examine(client: AdminClient, topic: str, initial: str, position: int) -> None:
     """One message, counted from the first or from the last."""
     query = f"initialPosition={initial}&messagePosition={position}"
-    show(client.call("GET", f"/admin/v2/{_topic_path(topic)}/examinemessage?{query}"))
+    show(client.call("GET", f"/admin/v2/{topic_path(topic)}/examinemessage?{query}"))
 
 
 @topics.command("get-message-by-id")
@@ -190,7 +170,7 @@ def topics_examine(client: AdminClient, topic: str, initial: str, position: int)
 @click.pass_obj
 def topics_get_message(client: AdminClient, topic: str, ledger_id: int, entry_id: int) -> None:
     """One message by its id."""
-    show(client.call("GET", f"/admin/v2/{_topic_path(topic)}/ledger/{ledger_id}/entry/{entry_id}"))
+    show(client.call("GET", f"/admin/v2/{topic_path(topic)}/ledger/{ledger_id}/entry/{entry_id}"))
 
 
 # -- subscriptions ---------------------------------------------------------------------------------
@@ -199,11 +179,11 @@ def topics_get_message(client: AdminClient, topic: str, ledger_id: int, entry_id
 @click.pass_obj
 def topics_subscriptions(client: AdminClient, topic: str) -> None:
     """The topic's subscriptions."""
-    show(client.call("GET", f"/admin/v2/{_topic_path(topic)}/subscriptions"))
+    show(client.call("GET", f"/admin/v2/{topic_path(topic)}/subscriptions"))
 
 
 def _subscription(topic: str, subscription: str) -> str:
-    return f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}"
+    return f"/admin/v2/{topic_path(topic)}/subscription/{subscription}"
 
 
 @topics.command("create-subscription")
@@ -254,7 +234,9 @@ def topics_skip(client: AdminClient, topic: str, subscription: str, count: int) 
 @click.pass_obj
 def topics_expire(client: AdminClient, topic: str, subscription: str, expire_time: str) -> None:
     """Acknowledge what was published longer ago than the expire time."""
-    client.call("POST", f"{_subscription(topic, subscription)}/expireMessages/{_seconds(expire_time)}")
+    client.call(
+        "POST", f"{_subscription(topic, subscription)}/expireMessages/{duration_seconds(expire_time)}"
+    )
 
 
 @topics.command("reset-cursor")
@@ -274,7 +256,7 @@ def topics_reset_cursor(
     if message_id is not None:
         client.call("POST", path, _message_id(message_id))
         return
-    client.call("POST", f"{path}/{int((time.time() - _seconds(ago or '0')) * 1000)}")
+    client.call("POST", f"{path}/{int((time.time() - duration_seconds(ago or '0')) * 1000)}")
 
 
 @topics.command("peek-messages")

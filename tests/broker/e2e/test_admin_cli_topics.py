@@ -63,3 +63,27 @@ def test_topic_commands_do_what_pulsar_admin_does(standalone: Standalone) -> Non
     cli("topics", "delete-partitioned-topic", "persistent://public/default/wide")
     assert "wide" not in cli("topics", "list-partitioned-topics", "public/default")
     client.close()
+
+
+def test_policy_commands_take_pulsar_admin_sizes_and_times(standalone: Standalone) -> None:
+    def cli(*args: str, ok: bool = True) -> str:
+        result = CliRunner().invoke(admin, ["--admin-url", standalone.web_service_url, *args])
+        assert (result.exit_code == 0) is ok, result.output
+        return result.output
+
+    cli("namespaces", "set-retention", "public/default", "--size", "1G", "--time", "3d")
+    shown = cli("namespaces", "get-retention", "public/default")
+    assert '"retentionTimeInMinutes": 4320' in shown
+    assert '"retentionSizeInMB": 1024' in shown
+    cli("topics", "create", TOPIC)
+    cli("topics", "set-message-ttl", TOPIC, "-t", "1h")
+    assert cli("topics", "get-message-ttl", TOPIC).strip() == "3600"
+    assert '"retentionTimeInMinutes": 4320' in cli("topics", "get-retention", TOPIC, "--applied")
+    cli("topics", "set-backlog-quota", TOPIC, "-l", "10M", "-p", "producer_exception")
+    assert '"limitSize": 10485760' in cli("topics", "get-backlog-quotas", TOPIC)
+    cli("topics", "remove-message-ttl", TOPIC)
+    assert cli("topics", "get-message-ttl", TOPIC).strip() == ""
+    assert "expected a size" in cli(
+        "namespaces", "set-retention", "public/default", "-s", "lots", "-t", "1d", ok=False
+    )
+    assert "HTTP 412" in cli("topics", "set-max-producers", TOPIC, "-p", "-3", ok=False)
