@@ -43,8 +43,16 @@ def error(status: int, reason: str) -> web.Response:
     return web.json_response({"reason": reason}, status=status)
 
 
+#: Jetty's (Pulsar's web server's) limit on a request line
+MAX_PATH_BYTES = 8192
+
+
 @web.middleware
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if len(request.raw_path) > MAX_PATH_BYTES:
+        return error(
+            414, f"the request path has {len(request.raw_path)} bytes, over the limit of {MAX_PATH_BYTES}"
+        )
     try:
         return await handler(request)
     except NamespaceError as exc:

@@ -131,7 +131,9 @@ class MetricsServer:
         self.port = 0
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None)
+        # Lines up to 1 MiB are parsed, so the admin API answers an over-long path in JSON (414)
+        # rather than aiohttp answering plain text at its 8 KB default.
+        self._runner = web.AppRunner(self.app, access_log=None, max_line_size=1 << 20)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
         await site.start()

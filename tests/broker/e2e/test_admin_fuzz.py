@@ -67,6 +67,20 @@ PATHS = [
     "/admin/v2/persistent/{a}/{b}/{a}/unload",
     "/admin/v2/brokers/{a}",
     "/lookup/v2/topic/persistent/{a}/{b}/{a}",
+    "/admin/v2/persistent/{a}/{b}/{a}",
+    "/admin/v2/persistent/{a}/{b}/{a}/terminate",
+    "/admin/v2/persistent/{a}/{b}/{a}/lastMessageId",
+    "/admin/v2/persistent/{a}/{b}/{a}/partitions",
+    "/admin/v2/persistent/{a}/{b}/{a}/subscription/{b}",
+    "/admin/v2/persistent/{a}/{b}/{a}/subscription/{b}/skip/{a}",
+    "/admin/v2/persistent/{a}/{b}/{a}/subscription/{b}/resetcursor",
+    "/admin/v2/persistent/{a}/{b}/{a}/subscription/{b}/position/{a}",
+    "/admin/v2/persistent/{a}/{b}/{a}/ledger/{a}/entry/{b}",
+    "/admin/v2/persistent/{a}/{b}/{a}/examinemessage?messagePosition={a}",
+    "/admin/v2/persistent/{a}/{b}/{a}/messageTTL",
+    "/admin/v2/persistent/{a}/{b}/{a}/backlogQuota?backlogQuotaType={a}",
+    "/admin/v2/namespaces/{a}/{b}/retention",
+    "/admin/v2/namespaces/{a}/{b}/publishRate",
 ]
 
 
@@ -120,3 +134,11 @@ def test_names_outside_pulsars_alphabet_are_refused(standalone: Standalone) -> N
     status, data, _ = _call(standalone, "PUT", "/admin/v2/tenants/acme", b'["standalone"]')
     assert status == 400, data
     assert "JSON object" in json.loads(data)["reason"]
+
+
+def test_an_over_long_path_gets_a_json_error(standalone: Standalone) -> None:
+    status, data, content_type = _call(standalone, "GET", "/admin/v2/tenants/" + "x" * 9000, b"")
+    assert status == 414, data[:200]
+    assert content_type.startswith("application/json")
+    assert "over the limit" in json.loads(data)["reason"]
+    assert _call(standalone, "GET", "/admin/v2/tenants", b"")[0] == 200  # and the broker goes on
