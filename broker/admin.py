@@ -6,6 +6,7 @@ admin_subscriptions.py; what all of them share (errors, redirects to owners) in 
 from __future__ import annotations
 
 from aiohttp import web
+from pydantic import ValidationError
 
 from magnetar.broker.admin_http import (
     AdminDeps,
@@ -23,6 +24,7 @@ from magnetar.broker.admin_policies import PolicyAdminApi
 from magnetar.broker.admin_subscriptions import SubscriptionAdminApi
 from magnetar.broker.admin_topics import TopicAdminApi
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
+from magnetar.broker.policies import AutoTopicCreationOverride
 from magnetar.common.admin_client import AdminError, AsyncAdminClient
 
 __all__ = ["AdminApi", "AdminDeps", "errors"]
@@ -58,6 +60,9 @@ class AdminApi:
         r.add_post(f"{ns}/deduplication", self.set_deduplication)
         r.add_delete(f"{ns}/deduplication", self.remove_deduplication)
         r.add_get(f"{ns}/bundles", self.bundles)
+        r.add_get(f"{ns}/autoTopicCreation", self.auto_topic_creation)
+        r.add_post(f"{ns}/autoTopicCreation", self.set_auto_topic_creation)
+        r.add_delete(f"{ns}/autoTopicCreation", self.remove_auto_topic_creation)
         r.add_post(f"{ns}/replicatedSubscriptionsSnapshotFrequency", self.set_snapshot_frequency)
         r.add_post(f"{ns}/replicatedSubscriptionsCarryAcks", self.set_carry_acks)
         r.add_put(f"{ns}/unload", self.unload_namespace)
@@ -206,6 +211,23 @@ class AdminApi:
 
     async def remove_deduplication(self, request: web.Request) -> web.Response:
         await self._namespaces.update(namespace_of(request), {"deduplication_enabled": None})
+        return web.Response(status=204)
+
+    async def auto_topic_creation(self, request: web.Request) -> web.Response:
+        override = (await self._namespaces.policies(namespace_of(request))).auto_topic_creation
+        return web.json_response(override.model_dump() if override is not None else None)
+
+    async def set_auto_topic_creation(self, request: web.Request) -> web.Response:
+        """Pulsar's ``namespaces set-auto-topic-creation``: the namespace's own rule."""
+        try:
+            override = AutoTopicCreationOverride.model_validate(await json_object(request))
+        except ValidationError as exc:
+            return error(412, f"invalid autoTopicCreationOverride: {exc.errors()[0]['msg']}")
+        await self._namespaces.update(namespace_of(request), {"auto_topic_creation": override.model_dump()})
+        return web.Response(status=204)
+
+    async def remove_auto_topic_creation(self, request: web.Request) -> web.Response:
+        await self._namespaces.update(namespace_of(request), {"auto_topic_creation": None})
         return web.Response(status=204)
 
     async def set_snapshot_frequency(self, request: web.Request) -> web.Response:

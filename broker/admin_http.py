@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from magnetar.broker.applied_policies import PolicyUpdates
+from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
 from magnetar.broker.partitions import PartitionedTopics
@@ -159,6 +160,8 @@ class AdminDeps:
     replication_stats: Callable[[Topic], dict[str, dict[str, object]]]
     #: the topics' policies: topic-level ones stored and applied to loaded topics
     policies: PolicyUpdates
+    #: partition counts that create a partitioned topic when auto creation says so
+    auto_creation: AutoTopicCreation
     #: the load manager's leader broker id, None while none is elected
     leader: Callable[[], Awaitable[str | None]]
     #: the metadata stores an admin call may need (probed before each call)

@@ -183,7 +183,11 @@ class TopicAdminApi:
     # -- partitioned topics (broker/partitions.py) ----------------------------------------------
     async def partitions(self, request: web.Request) -> web.Response:
         """Partitioned-topic metadata (HTTP lookups ask it first); 0 for a plain topic."""
-        count = await self._deps.partitioned.partitions(str(topic_of(request)))
+        name = str(topic_of(request))
+        if query_flag(request, "checkAllowAutoCreation"):  # a client's HTTP lookup: may create it
+            count = await self._deps.auto_creation.partitions(name)
+        else:
+            count = await self._deps.partitioned.partitions(name)
         return web.json_response({"partitions": count})
 
     async def create_partitioned(self, request: web.Request) -> web.Response:

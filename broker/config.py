@@ -9,7 +9,13 @@ from pydantic import Field
 
 from magnetar.bookie.client import LedgerClientConfig
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
-from magnetar.broker.policies import BacklogPolicy, BacklogQuota, DispatchRate, Policies
+from magnetar.broker.policies import (
+    AutoTopicCreationOverride,
+    BacklogPolicy,
+    BacklogQuota,
+    DispatchRate,
+    Policies,
+)
 from magnetar.common.config import ComponentConfig
 
 
@@ -119,6 +125,12 @@ class BrokerConfig(ComponentConfig):
     #: dispatchThrottlingRatePerTopicInMsg / InByte (0: no limit)
     dispatch_throttling_rate_per_topic_in_msg: int = Field(default=0, ge=0)
     dispatch_throttling_rate_per_topic_in_byte: int = Field(default=0, ge=0)
+    #: allowAutoTopicCreation / allowAutoTopicCreationType / defaultNumPartitions: whether a
+    #: topic a client uses before anyone created it comes into being, and as what (a namespace's
+    #: autoTopicCreation override wins)
+    allow_auto_topic_creation: bool = True
+    allow_auto_topic_creation_type: Literal["non-partitioned", "partitioned"] = "non-partitioned"
+    default_num_partitions: int = Field(default=1, ge=1)
     #: Magnetar: how often loaded topics re-read their namespace's policies
     topic_policies_check_interval_seconds: float = Field(default=2.0, gt=0)
     #: rpc timeout of the ledger client (bookkeeperClientTimeoutInSeconds)
@@ -188,6 +200,13 @@ class BrokerConfig(ComponentConfig):
             cache_size_mb=self.managed_ledger_cache_size_mb,
             retention_time_minutes=self.default_retention_time_in_minutes,
             retention_size_mb=self.default_retention_size_in_mb,
+        )
+
+    def auto_topic_creation(self) -> AutoTopicCreationOverride:
+        return AutoTopicCreationOverride(
+            allowAutoTopicCreation=self.allow_auto_topic_creation,
+            topicType=self.allow_auto_topic_creation_type,
+            defaultNumPartitions=self.default_num_partitions,
         )
 
     def topic_policy_defaults(self) -> Policies:

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from magnetar.broker.policies import Policies
+from magnetar.broker.policies import AutoTopicCreationOverride, Policies
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
 FULL_RANGE = 0x1_0000_0000
@@ -76,6 +76,8 @@ class NamespacePolicies(BaseModel):
     boundaries: list[int] = Field(default_factory=lambda: even_boundaries(DEFAULT_BUNDLES))
     #: namespace-level topic policies (retention, TTL, backlog quota, limits, rates)
     topic_policies: Policies = Field(default_factory=Policies)
+    #: Pulsar's autoTopicCreationOverride (None: the broker's allow_auto_topic_creation settings)
+    auto_topic_creation: AutoTopicCreationOverride | None = None
     deduplication_enabled: bool | None = None
     replicate_subscription_state: bool = False
     #: PIP-33 snapshot frequency of the namespace's topics (default: the broker's

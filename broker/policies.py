@@ -58,6 +58,16 @@ class DispatchRate(_Shape):
     relativeToPublishRate: bool = False
 
 
+class AutoTopicCreationOverride(BaseModel):
+    """A namespace's override, in Pulsar's JSON shape."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowAutoTopicCreation: bool
+    topicType: Literal["non-partitioned", "partitioned"] = "non-partitioned"
+    defaultNumPartitions: int | None = Field(default=None, ge=1)
+
+
 class Policies(BaseModel):
     """One level's settings; None: not set at this level."""
 

@@ -23,6 +23,7 @@ from magnetar.bookie.client import LedgerClient
 from magnetar.broker import load_report
 from magnetar.broker.admin import AdminApi, AdminDeps
 from magnetar.broker.applied_policies import PolicyUpdates
+from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.bundles import BundleGate, Bundles
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ConnectionDeps, Connections, ServerConnection
@@ -73,6 +74,7 @@ class BrokerService:
         self._rpc_server: grpc.aio.Server | None = None
         self._peers = PeerClient()
         self._cursor_client: CursorClient | None = None
+        self._auto_creation: AutoTopicCreation | None = None
         self._deps: ConnectionDeps | None = None
         #: what keeps the broker listed (registry, load reports, the campaign): stopped first
         self._reporting = BackgroundTasks()
@@ -130,6 +132,9 @@ class BrokerService:
             self.connections,
             factory,
             close_timeout_s=session_timeout_s,
+        )
+        self._auto_creation = AutoTopicCreation(
+            config.auto_topic_creation(), namespaces, self.partitioned, topics
         )
         sampler = LoadSampler(
             self.broker_id,
@@ -194,6 +199,7 @@ class BrokerService:
         assert self.replication is not None
         assert self.partitioned is not None
         assert self.policies is not None
+        assert self._auto_creation is not None
         self._metrics = MetricsServer(
             self.topics,
             self.bundles.lookup_stats,
@@ -210,6 +216,7 @@ class BrokerService:
                 partitioned=self.partitioned,
                 replication_stats=self.replication.stats,
                 policies=self.policies,
+                auto_creation=self._auto_creation,
                 leader=self.load_manager.leader,
                 stores=[s for s in (self.store, self.configuration_store) if s is not None],
             )
@@ -287,7 +294,7 @@ class BrokerService:
         assert self.topics is not None
         assert self.bundles is not None
         assert self.namespaces is not None
-        assert self.partitioned is not None
+        assert self._auto_creation is not None
         read_only = None
         if self._cursor_client is not None:
             read_only = ProducerRefusal(
@@ -299,9 +306,9 @@ class BrokerService:
             )
         return ConnectionDeps(
             config=self.config,
-            topics=self.topics,
+            topics=self._auto_creation,
             namespace_topics=self.topics,
-            partitioned=self.partitioned,
+            partitioned=self._auto_creation,
             lookups=self.bundles,
             new_producer_name=self._new_producer_name,
             read_only=read_only,
