@@ -137,6 +137,40 @@ def namespaces_delete(client: AdminClient, namespace: str, force: bool) -> None:
     client.call("DELETE", f"/admin/v2/namespaces/{namespace}?force={str(force).lower()}")
 
 
+@namespaces.command("set-auto-topic-creation")
+@click.argument("namespace")
+@click.option(
+    "--enable/--disable", "-e/-d", default=True, show_default=True, help="Whether clients create topics."
+)
+@click.option("--type", "-t", "topic_type", type=click.Choice(["non-partitioned", "partitioned"]),
+              default="non-partitioned", show_default=True)  # fmt: skip
+@click.option("--num-partitions", "-n", type=int, default=None, help="Partitions of a new partitioned topic.")
+@click.pass_obj
+def namespaces_set_auto_topic_creation(
+    client: AdminClient, namespace: str, enable: bool, topic_type: str, num_partitions: int | None
+) -> None:
+    """The namespace's own auto topic creation rule."""
+    body: dict[str, Any] = {"allowAutoTopicCreation": enable, "topicType": topic_type}
+    if num_partitions is not None:
+        body["defaultNumPartitions"] = num_partitions
+    client.call("POST", f"/admin/v2/namespaces/{namespace}/autoTopicCreation", body)
+
+
+@namespaces.command("get-auto-topic-creation")
+@click.argument("namespace")
+@click.pass_obj
+def namespaces_get_auto_topic_creation(client: AdminClient, namespace: str) -> None:
+    _show(client.call("GET", f"/admin/v2/namespaces/{namespace}/autoTopicCreation"))
+
+
+@namespaces.command("remove-auto-topic-creation")
+@click.argument("namespace")
+@click.pass_obj
+def namespaces_remove_auto_topic_creation(client: AdminClient, namespace: str) -> None:
+    """Back to the broker's rule."""
+    client.call("DELETE", f"/admin/v2/namespaces/{namespace}/autoTopicCreation")
+
+
 @namespaces.command("policies")
 @click.argument("namespace")
 @click.pass_obj

@@ -87,3 +87,14 @@ def test_policy_commands_take_pulsar_admin_sizes_and_times(standalone: Standalon
         "namespaces", "set-retention", "public/default", "-s", "lots", "-t", "1d", ok=False
     )
     assert "HTTP 412" in cli("topics", "set-max-producers", TOPIC, "-p", "-3", ok=False)
+
+    cli("namespaces", "set-auto-topic-creation", "public/default", "-e", "-t", "partitioned", "-n", "2")
+    assert '"defaultNumPartitions": 2' in cli("namespaces", "get-auto-topic-creation", "public/default")
+    client = standalone.client()
+    client.create_producer("persistent://public/default/auto").send(b"x")
+    assert '"partitions": 2' in cli(
+        "topics", "get-partitioned-topic-metadata", "persistent://public/default/auto"
+    )
+    cli("namespaces", "remove-auto-topic-creation", "public/default")
+    assert cli("namespaces", "get-auto-topic-creation", "public/default").strip() == ""
+    client.close()
