@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from magnetar.spark.errors import BadInputError
-from magnetar.spark.schema import CORRUPT, EVENT_SCHEMA, EVENTS, KEPT, REQUIRED, SCHEMA_VERSION
+from magnetar.spark.schema import CORRUPT, EVENT_SCHEMA, EVENTS, KEPT, PARTITION, REQUIRED, SCHEMA_VERSION
 
 #: the longest excerpt of a bad line kept for the report
 EXCERPT = 160
@@ -29,7 +29,7 @@ OK, BLANK, BAD, NEWER = 0, 1, 2, 3
 
 @dataclass(frozen=True)
 class EventLog:
-    events: DataFrame  # the valid events, columns KEPT
+    events: DataFrame  # the valid events, columns KEPT and PARTITION
     bad_lines: DataFrame  # file, line, reason, text
     lines: int
     bad: int
@@ -70,6 +70,7 @@ def read_events(spark: SparkSession, run_dir: Path, staging: Path) -> EventLog:
         F.when(status >= BAD, reason).alias("reason"),
         F.when(status >= BAD, F.substring("value", 1, EXCERPT)).alias("text"),
         *[F.col(f"e.{name}").alias(name) for name in KEPT],
+        F.coalesce(F.split(F.col("e.msg_id"), ":").getItem(2).cast("int"), F.lit(-1)).alias(PARTITION),
     )
     # parsed once into Parquet: every later step reads only the columns it needs from there
     rows.write.mode("overwrite").parquet(str(staging))
@@ -86,7 +87,7 @@ def read_events(spark: SparkSession, run_dir: Path, staging: Path) -> EventLog:
         first = rows.where(F.col("rid") == counts["newer"]).select("file", "reason").collect()[0]
         shutil.rmtree(staging, ignore_errors=True)
         raise BadInputError(f"{first['file']}: {first['reason']}")
-    events = rows.where(F.col("status") == OK).select(*KEPT)
+    events = rows.where(F.col("status") == OK).select(*KEPT, PARTITION)
     bad = counts["bad"] or 0
     # without bad lines, limit(0) makes the table an empty relation: no job scans the log for it
     bad_lines = _locate(rows) if bad else _locate(rows).limit(0)

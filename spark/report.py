@@ -117,7 +117,10 @@ def render(summary: dict[str, Any], faults: list[Fault], details: Details) -> st
             _card("same-region duplicates", head["duplicates_same_region"]),
             _card("cross-region duplicates", head["duplicates_cross_region"]),
             _card("lost messages", head["losses"], "bad" if head["losses"] else "good"),
-            _card("reorders (producer / key)", f"{head['reorders_producer']:,} / {head['reorders_key']:,}"),
+            _card(
+                "reorders (producer / key / partition)",
+                " / ".join(f"{head.get(f'reorders_{s}', 0):,}" for s in ("producer", "key", "partition")),
+            ),
             _card("bad log lines", head["bad_lines"], "bad" if head["bad_lines"] else ""),
         ]
     )
@@ -322,6 +325,7 @@ COMPARED = (
     "losses",
     "reorders_producer",
     "reorders_key",
+    "reorders_partition",
     "bad_lines",
 )
 

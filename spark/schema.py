@@ -38,3 +38,6 @@ EVENT_SCHEMA = StructType([*EVENT_FIELDS.fields, StructField(CORRUPT, StringType
 
 #: the columns the metrics use; the rest (run, msg_id, error, v) are not kept in memory
 KEPT = ("ts", "client", "role", "cluster", "topic", "subscription", "event", "uid", "key", "latency_ms")
+#: derived at ingest: the partition a message was stored in (the third field of ``msg_id``; -1 for
+#: a non-partitioned topic and for events without a message id)
+PARTITION = "partition"

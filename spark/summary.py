@@ -99,6 +99,7 @@ def summarize(
             "losses": loss_part["count"],
             "reorders_producer": reorder_counts.get("producer", 0),
             "reorders_key": reorder_counts.get("key", 0),
+            "reorders_partition": reorder_counts.get("partition", 0),
             "bad_lines": bad,
         },
         "windows": {
@@ -112,6 +113,7 @@ def summarize(
         "reorders": {
             "producer": reorder_counts.get("producer", 0),
             "key": reorder_counts.get("key", 0),
+            "partition": reorder_counts.get("partition", 0),
             "examples": _examples(reorders.where(F.col("scope") == "producer"), "uid"),
         },
         "latency": [

@@ -17,7 +17,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.admin_target import service_url
+from magnetar.chaos.admin_target import admin_url, service_url
 from magnetar.chaos.process import targets
 
 __all__ = ["start_workload", "stop_workload", "stop_workloads"]
@@ -46,12 +46,14 @@ def start_workload(
     subscription: str = "chaos",
     replicate_subscription_state: bool = False,
     batching: bool = False,
+    partitions: int = 0,
     configuration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start producers and consumers (official client) that log every send, receipt, receive and
     ack to ``runs/<id>/events/``; they run until ``stop_workload`` (or ``duration`` seconds).
     With ``region``, the clients start in that region of a multi-region local cluster and know
-    the others (``move_consumers`` sends the consumers there)."""
+    the others (``move_consumers`` sends the consumers there). With ``partitions``, the topic is
+    created partitioned first."""
     run_dir = _run_dir(configuration)
     others: list[str] = []
     if region is not None:
@@ -78,6 +80,8 @@ def start_workload(
         "--run-dir", str(run_dir), "--prefix", prefix, "--subscription", subscription, *others,
         *(["--replicate-subscription-state"] if replicate_subscription_state else []),
         *(["--batching"] if batching else []),
+        *(["--partitions", str(partitions), "--admin-url", admin_url(None, cluster_dir, configuration)]
+          if partitions else []),
     ]  # fmt: skip
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -25,6 +25,9 @@ Examples:
   magnetar workload --service-url pulsar://127.0.0.1:6650 --cluster jp-east \\
       --endpoint jp-west=pulsar://127.0.0.1:6651 --subscription-type Failover \\
       --replicate-subscription-state --rate 500 --keys 64 --run-dir runs/geo
+  magnetar workload --service-url pulsar://127.0.0.1:6650 --admin-url http://127.0.0.1:8080 \
+      --topic persistent://public/default/orders --partitions 8 --subscription-type KeyShared \
+      --run-dir runs/parted
 A consumer moves to another region when its control file runs/<id>/control/<client>.json
 says {"cluster": "jp-west"}. SIGTERM stops producing; consumers then drain.""",
 )
@@ -43,6 +46,14 @@ says {"cluster": "jp-west"}. SIGTERM stops producing; consumers then drain.""",
 @click.option("--size", type=int, default=256, show_default=True, help="Payload bytes.")
 @click.option("--keys", type=int, default=16, show_default=True, help="Distinct keys (0: no keys).")
 @click.option("--batching/--no-batching", default=False, show_default=True)
+@click.option(
+    "--partitions",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Create the topic with this many partitions first (needs --admin-url; 0: as it is).",
+)
+@click.option("--admin-url", default=None, help="Admin REST URL, to create a partitioned topic.")
 @click.option("--duration", type=float, default=60, show_default=True, help="Seconds of producing.")
 @click.option("--drain", "drain_s", type=float, default=30, show_default=True, help="Max seconds to drain.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
@@ -61,12 +72,16 @@ def workload(
     size: int,
     keys: int,
     batching: bool,
+    partitions: int,
+    admin_url: str | None,
     duration: float,
     drain_s: float,
     run_dir: Path,
     prefix: str,
 ) -> None:
     """Produce and consume through the official Pulsar client, writing runs/<id>/events/*.jsonl."""
+    if partitions and not admin_url:
+        raise click.UsageError("--partitions needs --admin-url")
     others = {e.cluster: e for e in map(_endpoint, endpoints)}
     spec = WorkloadSpec(
         run_dir=run_dir,
@@ -86,6 +101,8 @@ def workload(
         drain_s=drain_s,
         replicate_subscription_state=replicate_subscription_state,
         endpoints=others,
+        partitions=partitions,
+        admin_url=admin_url,
     )
     counters = run(spec, on_status=click.echo)
     for client, counts in sorted(counters.items()):

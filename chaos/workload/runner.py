@@ -19,6 +19,7 @@ from magnetar.chaos.workload.clients import (
     ProducerWorker,
 )
 from magnetar.chaos.workload.events import EventLog
+from magnetar.common.admin_client import AdminClient, AdminError
 
 
 @dataclass
@@ -40,9 +41,27 @@ class WorkloadSpec:
     drain_s: float = 30.0
     replicate_subscription_state: bool = False
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    #: partitions of the topic, created through ``admin_url`` before the clients start (0: the
+    #: topic is left as it is: non-partitioned unless someone made it partitioned)
+    partitions: int = 0
+    admin_url: str | None = None
+
+
+def create_partitioned_topic(admin_url: str, topic: str, partitions: int) -> None:
+    """Create ``topic`` with ``partitions`` partitions (one that exists already is kept as it is)."""
+    path = "/admin/v2/" + topic.replace("://", "/", 1) + "/partitions"
+    try:
+        AdminClient(admin_url).call("PUT", path, partitions)
+    except AdminError as exc:
+        if exc.status != 409:
+            raise
 
 
 def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
+    if spec.partitions:
+        if spec.admin_url is None:
+            raise ValueError("a partitioned workload needs the admin URL to create its topic")
+        create_partitioned_topic(spec.admin_url, spec.topic, spec.partitions)
     events_dir = spec.run_dir / "events"
     control_dir = spec.run_dir / "control"
     endpoints = {spec.home.cluster: spec.home, **spec.endpoints}

@@ -85,7 +85,7 @@ def test_summary_is_versioned_with_stable_headline(golden: Analysed) -> None:
         [
             "events", "faults", "windows", "window_p50_ms", "window_p99_ms", "window_max_ms",
             "max_unavailability_ms", "duplicates_same_region", "duplicates_cross_region", "losses",
-            "reorders_producer", "reorders_key", "bad_lines",
+            "reorders_producer", "reorders_key", "reorders_partition", "bad_lines",
         ]
     )  # fmt: skip
     assert on_disk["headline"]["events"] == golden.expected.events
