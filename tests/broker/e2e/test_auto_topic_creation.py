@@ -4,26 +4,17 @@ them over pulsar:// and http://."""
 
 from __future__ import annotations
 
-import http.client
-import json
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from tests.broker.conftest import admin_call
 from tests.broker.e2e.conftest import Standalone
 
 
 def _call(standalone: Standalone, method: str, path: str, body: object = None) -> tuple[int, object]:
-    connection = http.client.HTTPConnection("127.0.0.1", standalone.web_port, timeout=30)
-    try:
-        data = None if body is None else json.dumps(body)
-        connection.request(method, path, body=data, headers={"Content-Type": "application/json"})
-        response = connection.getresponse()
-        text = response.read()
-        return response.status, json.loads(text) if text else None
-    finally:
-        connection.close()
+    return admin_call(method, standalone.web_service_url + path, body)
 
 
 def _partitions(standalone: Standalone, topic: str) -> int:
