@@ -1,7 +1,8 @@
 """The admin REST API's topic policies, namespace level and topic level, in Pulsar's paths and
 shapes: retention, message TTL, backlog quota, max producers / consumers, publish and dispatch
-rates. A GET answers the level's own setting (null when not set), or with ``applied=true`` what
-applies (topic over namespace over broker). Values out of range answer 412, wrong shapes 400."""
+rates, delayed delivery. A GET answers the level's own setting (null when not set), or with
+``applied=true`` what applies (topic over namespace over broker). Values out of range answer 412,
+wrong shapes 400."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ _POLICIES = [
     _Policy("publishRate", "publishRate", "publishRate"),
     _Policy("dispatchRate", "dispatchRate", "dispatchRate"),
     _Policy("backlogQuota", "backlogQuota", "backlogQuota"),
+    _Policy("delayedDelivery", "delayedDelivery", "delayedDelivery"),
 ]
 
 

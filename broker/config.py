@@ -13,6 +13,7 @@ from magnetar.broker.policies import (
     AutoTopicCreationOverride,
     BacklogPolicy,
     BacklogQuota,
+    DelayedDeliveryPolicies,
     DispatchRate,
     Policies,
 )
@@ -131,6 +132,8 @@ class BrokerConfig(ComponentConfig):
     allow_auto_topic_creation: bool = True
     allow_auto_topic_creation_type: Literal["non-partitioned", "partitioned"] = "non-partitioned"
     default_num_partitions: int = Field(default=1, ge=1)
+    #: delayedDeliveryEnabled: messages with a delivery time are held back until it comes
+    delayed_delivery_enabled: bool = True
     #: Magnetar: how often loaded topics re-read their namespace's policies
     topic_policies_check_interval_seconds: float = Field(default=2.0, gt=0)
     #: rpc timeout of the ledger client (bookkeeperClientTimeoutInSeconds)
@@ -223,6 +226,7 @@ class BrokerConfig(ComponentConfig):
                 dispatchThrottlingRateInMsg=self.dispatch_throttling_rate_per_topic_in_msg,
                 dispatchThrottlingRateInByte=self.dispatch_throttling_rate_per_topic_in_byte,
             ),
+            delayedDelivery=DelayedDeliveryPolicies(active=self.delayed_delivery_enabled),
         )
 
     def listeners(self) -> dict[str, str]:

@@ -91,6 +91,8 @@ class Dispatcher:
         self.on_markers: Callable[[list[tuple[Entry, int]]], Awaitable[None]] | None = None
         #: the topic's dispatch rate limit (shared by its subscriptions), if any
         self.limiter: RateLimiter | None = None
+        #: whether the topic's delayed-delivery policy holds messages back (Shared only)
+        self.delayed_delivery: Callable[[], bool] = lambda: True
 
     # -- consumers ------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -276,7 +278,12 @@ class Dispatcher:
             if marker_type:
                 self._markers.append((entry, marker_type))
                 continue
-            if deliver_at and self.sub_type == SubType.Shared and deliver_at > time.time() * 1000:
+            if (
+                deliver_at
+                and self.sub_type == SubType.Shared
+                and deliver_at > time.time() * 1000
+                and self.delayed_delivery()
+            ):
                 self._hold_back(entry.position, deliver_at)
                 continue
             slot = zlib.crc32(key) % HASH_RANGE

@@ -68,6 +68,14 @@ class AutoTopicCreationOverride(BaseModel):
     defaultNumPartitions: int | None = Field(default=None, ge=1)
 
 
+class DelayedDeliveryPolicies(_Shape):
+    """Whether messages with a delivery time are held back until it comes (``active``)."""
+
+    active: bool
+    tickTime: float = Field(default=1000, ge=0)
+    maxDelayInMillis: int = Field(default=0, ge=0)
+
+
 class Policies(BaseModel):
     """One level's settings; None: not set at this level."""
 
@@ -82,6 +90,7 @@ class Policies(BaseModel):
     maxConsumers: int | None = Field(default=None, ge=0)
     publishRate: PublishRate | None = None
     dispatchRate: DispatchRate | None = None
+    delayedDelivery: DelayedDeliveryPolicies | None = None
 
     def over(self, lower: Policies) -> Policies:
         """These settings, with ``lower``'s where these are not set."""

@@ -315,6 +315,7 @@ class Topic:
             name, cursor, sub_type, replicated=replicated, markers=self.markers, listener=self
         )
         subscription.dispatcher.limiter = self.settings.dispatch
+        subscription.dispatcher.delayed_delivery = lambda: self.settings.delayed_delivery
         if self.replicated_subscriptions is not None:
             subscription.snapshots.size = self.replicated_subscriptions.cache_size
         return subscription

@@ -22,6 +22,12 @@ class TopicSettings:
         self.dispatch = RateLimiter()
         self._base: ManagedLedgerConfig | None = None
 
+    @property
+    def delayed_delivery(self) -> bool:
+        """Whether messages with a delivery time are held back until it comes."""
+        policy = self.policies.delayedDelivery
+        return policy is None or policy.active
+
     def apply(self, policies: Policies, ledger: _Configurable) -> None:
         self.policies = policies
         base = self._base = self._base or ledger.config

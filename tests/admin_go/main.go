@@ -42,6 +42,7 @@ type call struct {
 	Policy         string            `json:"policy"`
 	RateMsg        int64             `json:"rateMsg"`
 	RateBytes      int64             `json:"rateBytes"`
+	Active         bool              `json:"active"`
 }
 
 type answer struct {
@@ -169,6 +170,10 @@ func run(admin pulsaradmin.Client, c call) (interface{}, error) {
 			DispatchThrottlingRateInMsg: c.RateMsg, DispatchThrottlingRateInByte: c.RateBytes, RatePeriodInSecond: 1,
 		}
 		return nil, topics.SetDispatchRate(*topic, rate)
+	case "topics.setDelayedDelivery":
+		return nil, topics.SetDelayedDelivery(*topic, utils.DelayedDeliveryData{Active: c.Active, TickTime: 1000})
+	case "topics.getDelayedDelivery":
+		return topics.GetDelayedDelivery(*topic)
 	case "namespaces.setMessageTTL":
 		return nil, admin.Namespaces().SetNamespaceMessageTTL(c.Namespace, int(c.Value))
 	case "namespaces.getMessageTTL":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pulsar
@@ -227,4 +228,23 @@ def test_retention_keeps_consumed_data_for_the_time_asked(server: Standalone, ad
     admin.ok("subscriptions.resetToMessageId", topic=kept, subscription="all", position="earliest")
     replay = client.subscribe(kept, "all")
     assert [replay.receive(10_000).data() for _ in range(3)] == [b"m0", b"m1", b"m2"]
+    client.close()
+
+
+def test_delayed_delivery_can_be_turned_off(server: Standalone, admin: GoAdmin) -> None:
+    held, immediate = f"persistent://{NS}/delayed", f"persistent://{NS}/not-delayed"
+    client = server.client()
+    for topic in (held, immediate):
+        admin.ok("topics.create", topic=topic, partitions=0)
+    admin.ok("topics.setDelayedDelivery", topic=immediate, active=False)
+    assert admin.ok("topics.getDelayedDelivery", topic=immediate)["active"] is False
+    waited = {}
+    for topic in (held, immediate):
+        consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        client.create_producer(topic).send(b"later", deliver_after=timedelta(seconds=4))
+        started = time.monotonic()
+        assert consumer.receive(10_000).data() == b"later"
+        waited[topic] = time.monotonic() - started
+    assert waited[held] >= 3.5, waited
+    assert waited[immediate] < 1.5, waited
     client.close()
