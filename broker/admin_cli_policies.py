@@ -66,6 +66,10 @@ _POLICIES: list[tuple[str, tuple[str, str], str | None, list[click.Option], _Bod
      lambda msg_dispatch_rate, byte_dispatch_rate, dispatch_rate_period: {
          "dispatchThrottlingRateInMsg": msg_dispatch_rate, "dispatchThrottlingRateInByte": byte_dispatch_rate,
          "ratePeriodInSecond": dispatch_rate_period}),
+    ("delayed-delivery", ("delayedDelivery", "delayedDelivery"), None,
+     [click.Option(["--enable/--disable", "-e/-d"], required=True, help="Hold messages until their time."),
+      click.Option(["--time", "-t"], default="1s", show_default=True, help="Tick time (1s, 2s).")],
+     lambda enable, time: {"active": enable, "tickTime": duration_seconds(time) * 1000}),
 ]  # fmt: skip
 
 

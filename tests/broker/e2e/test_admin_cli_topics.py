@@ -81,6 +81,8 @@ def test_policy_commands_take_pulsar_admin_sizes_and_times(standalone: Standalon
     assert '"retentionTimeInMinutes": 4320' in cli("topics", "get-retention", TOPIC, "--applied")
     cli("topics", "set-backlog-quota", TOPIC, "-l", "10M", "-p", "producer_exception")
     assert '"limitSize": 10485760' in cli("topics", "get-backlog-quotas", TOPIC)
+    cli("topics", "set-delayed-delivery", TOPIC, "-d")
+    assert '"active": false' in cli("topics", "get-delayed-delivery", TOPIC)
     cli("topics", "remove-message-ttl", TOPIC)
     assert cli("topics", "get-message-ttl", TOPIC).strip() == ""
     assert "expected a size" in cli(
