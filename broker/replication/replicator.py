@@ -183,14 +183,12 @@ class Replicator:
         confirmations: asyncio.Queue[_Confirmation] = asyncio.Queue(maxsize=self.queue_size)
         confirmer = asyncio.get_running_loop().create_task(self._confirm(confirmations))
         sequence = 0
+        reading: asyncio.Future[list[Entry]] | None = None
         try:
             while True:
                 reading = asyncio.ensure_future(cursor.read_entries_or_wait(_READ_BATCH))
                 await asyncio.wait([reading, confirmer], return_when=asyncio.FIRST_COMPLETED)
                 if confirmer.done():
-                    reading.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await reading
                     confirmer.result()  # raises why the session broke
                     return
                 entries: list[Entry] = reading.result()
@@ -222,10 +220,14 @@ class Replicator:
                     )
                 await producer.drain()
         finally:
-            if not confirmer.done():
-                confirmer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await confirmer
+            # A read still waiting (the session broke, or the replicator closes with its topic)
+            # is ended here, so its error is not left for the loop to report.
+            for task in (reading, confirmer):
+                if task is None:
+                    continue
+                task.cancel()  # nothing when it is done
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
     async def _confirm(self, confirmations: asyncio.Queue[_Confirmation]) -> None:
         cursor = self.cursor
