@@ -28,6 +28,29 @@ def snapshots_completed(regions: Regions, region: str, topic: str) -> int:
     return int(stats["snapshotsCompleted"]) if stats else 0
 
 
+def wait_for_snapshots_covering(regions: Regions, region: str, topics: list[str], before: list[int]) -> None:
+    """Until each of ``topics`` completed a snapshot since ``before`` (their counts before the
+    last sends) and none is pending or started for a second: a snapshot that began amid the
+    sends is followed by one that covers the rest (one per second while messages came)."""
+    settled_since: float | None = None
+    last: list[int] = []
+    deadline = time.monotonic() + 60
+    while True:
+        replicated = [regions.stats(region, t)["replicatedSubscriptions"] or {} for t in topics]
+        done = [int(r.get("snapshotsCompleted", 0)) for r in replicated]
+        quiet = all(d > b for d, b in zip(done, before, strict=True)) and not any(
+            r.get("snapshotsPending") for r in replicated
+        )
+        if not quiet or settled_since is None or done != last:
+            settled_since = time.monotonic() if quiet else None
+        elif time.monotonic() - settled_since > 1.5:
+            return
+        last = done
+        if time.monotonic() > deadline:
+            raise AssertionError(f"snapshots of {topics} did not settle: {replicated}")
+        time.sleep(0.2)
+
+
 def subscription_backlog(regions: Regions, region: str, topic: str, name: str) -> int | None:
     subscription = regions.stats(region, topic)["subscriptions"].get(name)
     return None if subscription is None else int(subscription["msgBacklog"])
@@ -164,5 +187,71 @@ def test_individual_acks_past_the_snapshot_point(regions: Regions, carry: bool) 
         got.append(message.data().decode())
         failover.acknowledge(message)
     assert sorted(got) == sorted(expected)
+    east.close()
+    west.close()
+
+
+def test_a_partitioned_topic_replicates_and_fails_over_per_partition(regions: Regions) -> None:
+    """Four partitions created once (the configuration store holds the count for both regions):
+    east's messages reach a partitioned consumer in west in per-key order, and a subscription
+    acknowledged up to a snapshot in east resumes in west at the same point of every partition."""
+    namespace = regions.replicated_namespace("pip33/partitioned")
+    topic = f"persistent://{namespace}/orders"
+    partitions = [f"{topic}-partition-{i}" for i in range(4)]
+    regions.call("east", "PUT", f"/admin/v2/persistent/{namespace}/orders/partitions", 4)
+    assert regions.call("west", "GET", f"/admin/v2/persistent/{namespace}/orders/partitions") == {
+        "partitions": 4
+    }
+    east, west = regions.client("east"), regions.client("west")
+    consumer = east.subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
+    )
+    producer = east.create_producer(topic, batching_enabled=False)  # routed by the key's hash
+    keys = "abcdefghijklmnop"
+
+    def send(phase: str) -> list[str]:
+        texts = [f"{phase}-{key}-{n}" for n in range(3) for key in keys]
+        for text in texts:
+            producer.send(text.encode(), partition_key=text.split("-")[1])
+        return texts
+
+    before = [snapshots_completed(regions, "east", p) for p in partitions]
+    first = send("a")
+    # a snapshot after the first phase on every partition it reached
+    used = [i for i, p in enumerate(partitions) if regions.stats("east", p)["msgInCounter"]]
+    assert len(used) > 1, "the keys spread over the partitions"
+    wait_for_snapshots_covering(regions, "east", [partitions[i] for i in used], [before[i] for i in used])
+    second = send("b")
+    got: list[str] = []
+    while len(got) < len(first):
+        message = consumer.receive(10_000)
+        text = message.data().decode()
+        if text.startswith("a-"):  # the second phase stays unacknowledged
+            got.append(text)
+            consumer.acknowledge(message)
+    assert sorted(got) == sorted(first)
+    # West's subscription on every partition moves past the first phase: the second is left.
+    wait_for(
+        lambda: sum(subscription_backlog(regions, "west", p, "sub") or 0 for p in partitions) == len(second),
+        "west's subscriptions to move",
+    )
+    consumer.close()
+    producer.close()
+
+    failover = west.subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
+    )
+    resumed: list[str] = []
+    while True:
+        try:
+            message = failover.receive(3000)
+        except pulsar.Timeout:
+            break
+        resumed.append(message.data().decode())
+        failover.acknowledge(message)
+    assert sorted(resumed) == sorted(second), "resumes after the first phase on every partition"
+    for key in keys:
+        of_key = [t for t in resumed if t.split("-")[1] == key]
+        assert of_key == [t for t in second if t.split("-")[1] == key], f"key {key} in order"
     east.close()
     west.close()
