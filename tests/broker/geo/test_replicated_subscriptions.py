@@ -23,6 +23,18 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60) ->
         time.sleep(0.2)
 
 
+def receive_until_quiet(consumer: pulsar.Consumer) -> list[str]:
+    """Every message that comes until none has for 3 s, each acknowledged."""
+    got: list[str] = []
+    while True:
+        try:
+            message = consumer.receive(3000)
+        except pulsar.Timeout:
+            return got
+        got.append(message.data().decode())
+        consumer.acknowledge(message)
+
+
 def snapshots_completed(regions: Regions, region: str, topic: str) -> int:
     stats = regions.stats(region, topic)["replicatedSubscriptions"]
     return int(stats["snapshotsCompleted"]) if stats else 0
@@ -87,14 +99,7 @@ def test_a_consumer_failing_over_resumes_where_it_left_off(regions: Regions) -> 
     failover = west.subscribe(
         topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
     )
-    got = []
-    while True:
-        try:
-            message = failover.receive(3000)
-        except pulsar.Timeout:
-            break
-        got.append(message.data().decode())
-        failover.acknowledge(message)
+    got = receive_until_quiet(failover)
     assert got == ["m2", "m3"], "resumes at m2: nothing skipped, nothing acknowledged in east again"
     east.close()
     west.close()
@@ -113,14 +118,7 @@ def test_markers_are_invisible_to_consumers_and_user_stats(regions: Regions) -> 
         if index % 5 == 4:  # snapshots interleaved with the messages
             done = snapshots_completed(regions, "east", topic)
             wait_for(lambda done=done: snapshots_completed(regions, "east", topic) > done, "a snapshot")
-    got = []
-    while True:
-        try:
-            message = consumer.receive(3000)
-        except pulsar.Timeout:
-            break
-        got.append(message.data().decode())
-        consumer.acknowledge(message)
+    got = receive_until_quiet(consumer)
     assert got == sent, "markers are never dispatched"
     # The topic ends with a snapshot's markers: a reader still stops at the last message.
     reader = east.create_reader(topic, pulsar.MessageId.earliest)
@@ -178,14 +176,7 @@ def test_individual_acks_past_the_snapshot_point(regions: Regions, carry: bool) 
     failover = west.subscribe(
         topic, "sub", consumer_type=pulsar.ConsumerType.Shared, replicate_subscription_state_enabled=True
     )
-    got = []
-    while True:
-        try:
-            message = failover.receive(3000)
-        except pulsar.Timeout:
-            break
-        got.append(message.data().decode())
-        failover.acknowledge(message)
+    got = receive_until_quiet(failover)
     assert sorted(got) == sorted(expected)
     east.close()
     west.close()
@@ -241,14 +232,7 @@ def test_a_partitioned_topic_replicates_and_fails_over_per_partition(regions: Re
     failover = west.subscribe(
         topic, "sub", consumer_type=pulsar.ConsumerType.Failover, replicate_subscription_state_enabled=True
     )
-    resumed: list[str] = []
-    while True:
-        try:
-            message = failover.receive(3000)
-        except pulsar.Timeout:
-            break
-        resumed.append(message.data().decode())
-        failover.acknowledge(message)
+    resumed = receive_until_quiet(failover)
     assert sorted(resumed) == sorted(second), "resumes after the first phase on every partition"
     for key in keys:
         of_key = [t for t in resumed if t.split("-")[1] == key]
