@@ -49,8 +49,11 @@ class Cluster:
     def admin(self, method: str, path: str, body: Any = None, index: int = 0) -> tuple[int, Any]:
         return admin_call(method, self.admin_url(index) + path, body)
 
-    def client(self, index: int = 0) -> pulsar.Client:
-        return pulsar.Client(self.service_url(index), operation_timeout_seconds=30, logger=_LOG)
+    def client(self, index: int = 0, scheme: str = "pulsar") -> pulsar.Client:
+        """A client given the broker's binary service URL, or (``http``) its web service URL, whose
+        lookups then go over HTTP."""
+        url = self.admin_url(index) if scheme == "http" else self.service_url(index)
+        return pulsar.Client(url, operation_timeout_seconds=30, logger=_LOG)
 
 
 @pytest.fixture
@@ -590,14 +593,17 @@ def _out_of_order(received: list[str]) -> list[str]:
     return late
 
 
-def test_a_partitioned_topic_over_three_brokers_keeps_keys_in_order_through_moves(cluster: Cluster) -> None:
+@pytest.mark.parametrize("scheme", ["pulsar", "http"])
+def test_a_partitioned_topic_over_three_brokers_keeps_keys_in_order_through_moves(
+    cluster: Cluster, scheme: str
+) -> None:
     topic = "persistent://public/default/orders"
     assert cluster.admin("PUT", "/admin/v2/persistent/public/default/orders/partitions", 8)[0] == 204
     # Consumed data is kept (the namespace's retention), so the readers below see all of it.
     retention = {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
     assert cluster.admin("POST", "/admin/v2/namespaces/public/default/retention", retention)[0] == 204
     partitions = [f"{topic}-partition-{i}" for i in range(8)]
-    client = cluster.client(0)
+    client = cluster.client(0, scheme)
     workload = PartitionedWorkload(client, topic)
     time.sleep(2)
     owners = {owner_of(cluster, p) for p in partitions}
