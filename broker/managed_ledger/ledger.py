@@ -67,6 +67,7 @@ class ManagedLedger:
         #: writes the ledger list by compare-and-set, riding out answers lost to a store blip
         self._node = meta_store.NodeWriter(store, ledger_path(self.name))
         self._terminated_at: Position | None = None
+        self._properties: dict[str, str] = {}
         self._writer: LedgerHandle | None = None
         self._writer_failed = False
         self._writer_created = 0.0
@@ -116,6 +117,7 @@ class ManagedLedger:
     async def _load(self) -> None:
         listed = await meta_store.load(self.store, self.name)
         self._ledgers, self._terminated_at = listed.ledgers, listed.terminated_at
+        self._properties = listed.properties
         self._node.version = listed.version
 
     async def _save_locked(self) -> None:
@@ -125,7 +127,10 @@ class ManagedLedger:
     async def _save(self) -> None:
         """Write the metadata; the caller holds the metadata lock."""
         try:
-            await self._node.write(meta_store.encode(self._ledgers, self._terminated_at))
+            listed = meta_store.LedgerList(
+                self._ledgers, self._terminated_at, self._node.version, self._properties
+            )
+            await self._node.write(meta_store.encode(listed))
         except (BadVersionError, NodeExistsError, NoNodeError) as exc:
             raise self.fenced(f"its metadata changed under it ({exc})") from exc
         except MetadataError as exc:  # the store is unreachable: a later write tries again
@@ -504,6 +509,27 @@ class ManagedLedger:
     async def settle(self) -> None:
         """Wait for background work (ledger deletions, trims) started so far."""
         await self._background.wait()
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def properties(self) -> dict[str, str]:
+        """What the managed ledger's user keeps with it (a copy)."""
+        return dict(self._properties)
+
+    async def set_property(self, key: str, value: str) -> None:
+        """Keep ``key`` = ``value`` with the managed ledger, durably before this returns."""
+        self._check_writable()
+        async with self._metadata_lock:
+            previous = self._properties.get(key)
+            self._properties[key] = value
+            try:
+                await self._save()
+            except ManagedLedgerError:
+                if previous is None:
+                    del self._properties[key]
+                else:
+                    self._properties[key] = previous
+                raise
 
     # -- closing --------------------------------------------------------------------------------
     async def terminate(self) -> Position | None:

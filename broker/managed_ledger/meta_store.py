@@ -1,5 +1,6 @@
 """The managed ledger's metadata in the metadata store (Pulsar's ``MetaStore``): where it lives, the
-list of a topic's ledgers and whether it was terminated, and where each cursor's state lives.
+list of a topic's ledgers, whether it was terminated and its properties (string pairs its user
+keeps with it, as ManagedLedgerInfo's), and where each cursor's state lives.
 
 One node per managed ledger (``/managed-ledgers/<tenant>/<ns>/persistent/<topic>``), written
 with compare-and-set so that a deposed owner's write fails instead of overwriting; one child node
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -45,6 +46,7 @@ class LedgerList:
     ledgers: list[LedgerInfo]
     terminated_at: Position | None
     version: int
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 def ledger_path(name: str) -> str:
@@ -66,20 +68,23 @@ def validate_name(name: str) -> str:
     return name
 
 
-def decode(name: str, data: bytes) -> tuple[list[LedgerInfo], Position | None]:
+def decode(name: str, data: bytes, version: int = -1) -> LedgerList:
     try:
         doc = json.loads(data) if data else {}
         ledgers = [LedgerInfo(**info) for info in doc.get("ledgers", [])]
         terminated = doc.get("terminated")
-    except (ValueError, TypeError) as exc:
+        properties = {str(k): str(v) for k, v in doc.get("properties", {}).items()}
+    except (ValueError, TypeError, AttributeError) as exc:
         raise ManagedLedgerError(f"metadata of managed ledger {name} is unreadable: {exc}") from exc
-    return ledgers, Position(*terminated) if terminated else None
+    return LedgerList(ledgers, Position(*terminated) if terminated else None, version, properties)
 
 
-def encode(ledgers: list[LedgerInfo], terminated_at: Position | None) -> bytes:
-    doc: dict[str, Any] = {"ledgers": [asdict(i) for i in ledgers]}
-    if terminated_at is not None:
-        doc["terminated"] = [terminated_at.ledger_id, terminated_at.entry_id]
+def encode(listed: LedgerList) -> bytes:
+    doc: dict[str, Any] = {"ledgers": [asdict(i) for i in listed.ledgers]}
+    if listed.terminated_at is not None:
+        doc["terminated"] = [listed.terminated_at.ledger_id, listed.terminated_at.entry_id]
+    if listed.properties:
+        doc["properties"] = listed.properties
     return json.dumps(doc).encode()
 
 
@@ -88,8 +93,7 @@ async def load(store: MetadataStore, name: str) -> LedgerList:
         data, stat = await store.get(ledger_path(name))
     except NoNodeError:
         return LedgerList([], None, -1)
-    ledgers, terminated_at = decode(name, data)
-    return LedgerList(ledgers, terminated_at, stat.version)
+    return decode(name, data, stat.version)
 
 
 async def cursor_names(store: MetadataStore, name: str) -> list[str]:

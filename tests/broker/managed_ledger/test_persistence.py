@@ -107,3 +107,19 @@ async def test_deleted_cursor_stays_deleted_after_restart(storage: Storage) -> N
     reopened = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/gone")
     assert set(reopened.cursors) == {"kept"}
     await reopened.close()
+
+
+async def test_properties_survive_a_restart_rolls_and_a_deposed_owner(storage: Storage) -> None:
+    old = await ManagedLedgerFactory(storage.store, storage.client, CONFIG).open("t/ns/persistent/props")
+    await old.set_property("pulsar.topic.epoch", "3")
+    for i in range(25):  # rolls twice: each roll rewrites the ledger list, properties kept
+        await old.add_entry(data(i))
+    new = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/props")
+    assert new.properties == {"pulsar.topic.epoch": "3"}
+    await new.set_property("pulsar.topic.epoch", "4")
+    with pytest.raises(ManagedLedgerFencedError):  # the old owner can no longer change them
+        await old.set_property("pulsar.topic.epoch", "9")
+    await new.close()
+    third = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/props")
+    assert third.properties == {"pulsar.topic.epoch": "4"}
+    await third.close()
