@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 
 import grpc
@@ -37,6 +36,7 @@ from magnetar.broker.ownership import READ_ONLY_BROKERS, READ_ONLY_BUNDLES, Brok
 from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.peers import PeerClient
 from magnetar.broker.policy_checks import policy_loops
+from magnetar.broker.producer_names import ProducerNames
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.refusal import ProducerRefusal
 from magnetar.broker.replication.manager import ReplicationManager
@@ -80,7 +80,7 @@ class BrokerService:
         self._reporting = BackgroundTasks()
         #: the other loops (replication policy checks, the fenced-topic watchdog)
         self._loops = BackgroundTasks()
-        self._producer_names = itertools.count()
+        self._producer_names: ProducerNames | None = None
         self._stopped = asyncio.Event()
 
     @property
@@ -105,6 +105,7 @@ class BrokerService:
         self.namespaces = namespaces = Namespaces(self.configuration_store)
         self.partitioned = PartitionedTopics(self.configuration_store)
         self.policies = policies = PolicyUpdates.for_broker(config, namespaces, self.configuration_store)
+        self._producer_names = await ProducerNames.start(store, config.cluster_name)
         self.ledger_client = LedgerClient(store, config.ledger_client())
         factory = ManagedLedgerFactory(store, self.ledger_client, config.managed_ledger())
         # Bound now, served once everything is wired: the broker id is its address and port.
@@ -315,7 +316,8 @@ class BrokerService:
         )
 
     def _new_producer_name(self) -> str:
-        return f"{self.config.cluster_name}-{self.port}-{next(self._producer_names)}"
+        assert self._producer_names is not None
+        return self._producer_names()
 
     # -- stopping -------------------------------------------------------------------------------
     async def stop(self) -> None:
