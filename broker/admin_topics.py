@@ -133,9 +133,11 @@ class TopicAdminApi:
                     topic.replicated_subscriptions.stats() if topic.replicated_subscriptions else None
                 ),
                 "publishers": [
-                    {"producerName": p.name, "msgInCounter": p.messages_in} for p in topic.producers.values()
+                    {"producerName": p.name, "accessMode": p.access_mode, "msgInCounter": p.messages_in}
+                    for p in topic.producers.values()
                 ],
                 "subscriptions": _subscription_stats(topic),
+                "topicEpoch": topic.access.epoch,
             }
         )
 

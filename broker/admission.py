@@ -9,14 +9,12 @@ from magnetar.broker.topic import Topic
 from magnetar.proto import PulsarApi_pb2 as api
 
 E = api.ServerError
-_REPLICATOR = "pulsar.repl."
 
 
 def producer_refusal(topic: Topic) -> tuple[int, str] | None:
     """(ServerError, message) when the topic takes no more producers now."""
     limit = topic.settings.policies.maxProducers or 0
-    producers = [name for name in topic.producers if not name.startswith(_REPLICATOR)]
-    if limit and len(producers) >= limit:
+    if limit and len(topic.client_producers()) >= limit:
         return E.ProducerBusy, f"{topic.name} reached its limit of {limit} producers"
     quota = exceeded(topic)
     if quota is not None and quota.policy == "producer_request_hold":

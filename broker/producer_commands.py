@@ -15,9 +15,11 @@ from magnetar.broker.admission import producer_refusal
 from magnetar.broker.channel import CommandChannel, TopicSource
 from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError, Position
 from magnetar.broker.ownership import NotServedError
+from magnetar.broker.producer_access import ProducerAccessError
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import ChecksumError, Frame, FrameError, verify_payload
+from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic, TopicFencedError
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -46,6 +48,8 @@ class ProducerCommands:
         self._max_pending = max_pending
         self._read_only = read_only
         self._producers: dict[int, tuple[Topic, Producer]] = {}
+        #: producers queued for exclusive access (WaitForExclusive), not attached yet
+        self._waiting: dict[int, tuple[Topic, Producer]] = {}
         #: producers the broker closed (unload, transfer, shutdown): a send of theirs still on the
         #: way is dropped, not refused; the client resends it after reconnecting, while a refusal
         #: makes it drop the whole connection and wait out a backoff
@@ -94,7 +98,15 @@ class ProducerCommands:
             )
             return
         name = request.producer_name or self._new_producer_name()
-        if name.startswith("pulsar.repl."):
+        producer_id = request.producer_id
+        producer = Producer(
+            producer_id,
+            name,
+            self._channel.id,
+            access_mode=api.ProducerAccessMode.Name(request.producer_access_mode),
+            on_fenced=lambda: self._fence_out(producer_id),
+        )
+        if producer.is_replicator:
             # Another cluster's replicator: what it sends again after a reconnection or a
             # restart is recognised by origin and stored once (broker/replication/__init__.py).
             try:
@@ -108,9 +120,44 @@ class ProducerCommands:
                 commands.error(request.request_id, E.ProducerBusy, f"producer {name} is already connected")
             )
             return
-        producer = Producer(request.producer_id, name, self._channel.id)
-        topic.producers[name] = producer
-        self._producers[request.producer_id] = (topic, producer)
+        if producer.is_replicator:
+            self._attach(topic, producer, request, None)
+        elif request.producer_access_mode == api.WaitForExclusive:
+            # It may wait long for its turn: the connection's other commands go on meanwhile.
+            self._channel.spawn(self._admit(topic, producer, request))
+        else:
+            await self._admit(topic, producer, request)
+
+    async def _admit(self, topic: Topic, producer: Producer, request: api.CommandProducer) -> None:
+        """Producer access modes: admitted (with the topic epoch), queued first, or refused."""
+        asked = request.topic_epoch if request.HasField("topic_epoch") else None
+
+        def queued() -> None:
+            self._waiting[producer.producer_id] = (topic, producer)
+            self._success(request, producer.name, topic, None, ready=False)
+
+        try:
+            epoch = await topic.access.admit(
+                producer, request.producer_access_mode, asked, topic.client_producers(), queued
+            )
+        except (ProducerAccessError, ManagedLedgerError) as exc:
+            code = server_error(exc)
+            self._channel.send(commands.error(request.request_id, code or E.UnknownError, str(exc)))
+            return
+        finally:
+            self._waiting.pop(producer.producer_id, None)
+        self._attach(topic, producer, request, epoch)
+
+    def _attach(
+        self, topic: Topic, producer: Producer, request: api.CommandProducer, epoch: int | None
+    ) -> None:
+        topic.producers[producer.name] = producer
+        self._producers[producer.producer_id] = (topic, producer)
+        self._success(request, producer.name, topic, epoch, ready=True)
+
+    def _success(
+        self, request: api.CommandProducer, name: str, topic: Topic, epoch: int | None, *, ready: bool
+    ) -> None:
         self._channel.send(
             commands.command(
                 T.PRODUCER_SUCCESS,
@@ -118,6 +165,8 @@ class ProducerCommands:
                 request_id=request.request_id,
                 producer_name=name,
                 last_sequence_id=topic.last_sequence_id(name),
+                topic_epoch=epoch,
+                producer_ready=ready,
             )
         )
 
@@ -195,7 +244,21 @@ class ProducerCommands:
         entry = self._producers.pop(request.producer_id, None)
         if entry is not None:
             _detach(*entry)
+        self._withdraw(lambda producer_id, topic: producer_id == request.producer_id)
         self._channel.send(commands.success(request.request_id))
+
+    def _withdraw(self, which: Callable[[int, Topic], bool]) -> None:
+        """Producers still waiting for exclusive access stop waiting (their _admit answers)."""
+        for producer_id, (topic, producer) in list(self._waiting.items()):
+            if which(producer_id, topic):
+                topic.access.withdraw(producer)
+
+    def _fence_out(self, producer_id: int) -> None:
+        """An ExclusiveWithFencing producer took the topic: this one is closed for good (its
+        client reconnects with its old epoch and is refused ProducerFenced)."""
+        entry = self._producers.get(producer_id)
+        if entry is not None:
+            self._close_by_broker(producer_id, entry, None)
 
     def attached_topics(self) -> list[Topic]:
         return [t for t, _ in self._producers.values()]
@@ -203,29 +266,35 @@ class ProducerCommands:
     def close_by_broker(self, topics: set[str] | None, assigned_broker_url: str | None) -> None:
         """Tell the producers of ``topics`` (all with None) to reconnect, at
         ``assigned_broker_url`` when there is one."""
-        for producer_id, (topic, producer) in list(self._producers.items()):
-            if topics is not None and str(topic.name) not in topics:
-                continue
-            self._channel.send(
-                commands.command(
-                    T.CLOSE_PRODUCER,
-                    "close_producer",
-                    producer_id=producer_id,
-                    request_id=0,
-                    assignedBrokerServiceUrl=assigned_broker_url,
-                )
+        for producer_id, entry in list(self._producers.items()):
+            if topics is None or str(entry[0].name) in topics:
+                self._close_by_broker(producer_id, entry, assigned_broker_url)
+        self._withdraw(lambda producer_id, topic: topics is None or str(topic.name) in topics)
+
+    def _close_by_broker(
+        self, producer_id: int, entry: tuple[Topic, Producer], assigned_broker_url: str | None
+    ) -> None:
+        self._channel.send(
+            commands.command(
+                T.CLOSE_PRODUCER,
+                "close_producer",
+                producer_id=producer_id,
+                request_id=0,
+                assignedBrokerServiceUrl=assigned_broker_url,
             )
-            del self._producers[producer_id]
-            self._closed_producers.add(producer_id)
-            _detach(topic, producer)
+        )
+        del self._producers[producer_id]
+        self._closed_producers.add(producer_id)
+        _detach(*entry)
 
     def close(self) -> None:
-        """The connection closed: its producers leave their topics."""
-        for topic, producer in self._producers.values():
-            _detach(topic, producer)
+        """The connection closed: its producers leave their topics, and none waits any more."""
+        producers = list(self._producers.values())
         self._producers.clear()
+        for topic, producer in producers:
+            _detach(topic, producer)
+        self._withdraw(lambda producer_id, topic: True)
 
 
 def _detach(topic: Topic, producer: Producer) -> None:
-    if topic.producers.get(producer.name) is producer:
-        del topic.producers[producer.name]
+    topic.remove_producer(producer)

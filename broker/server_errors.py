@@ -11,6 +11,7 @@ from __future__ import annotations
 from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError
 from magnetar.broker.namespace import NamespaceError
 from magnetar.broker.ownership import NotServedError, UnknownListenerError
+from magnetar.broker.producer_access import ProducerBusyError, ProducerFencedError, ProducerWithdrawnError
 from magnetar.broker.subscription import ConsumerAssignError, SubscriptionBusyError
 from magnetar.broker.topic import InvalidTopicNameError
 from magnetar.common.metadata import MetadataError
@@ -23,9 +24,12 @@ _KNOWN: list[tuple[type[Exception], int]] = [
     (NamespaceError, E.TopicNotFound),
     (SubscriptionBusyError, E.ConsumerBusy),
     (ConsumerAssignError, E.ConsumerAssignError),
+    (ProducerBusyError, E.ProducerBusy),
+    (ProducerFencedError, E.ProducerFenced),
     # retriable: the client looks the topic up again or retries after its backoff
     (NotServedError, E.ServiceNotReady),
     (UnknownListenerError, E.ServiceNotReady),
+    (ProducerWithdrawnError, E.ServiceNotReady),  # its topic went: it looks the topic up again
     (MetadataError, E.ServiceNotReady),
     (ManagedLedgerTerminatedError, E.TopicTerminatedError),
     (ManagedLedgerError, E.ServiceNotReady),

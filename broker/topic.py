@@ -19,6 +19,7 @@ from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_identity
 from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, ManagedLedger, Position
 from magnetar.broker.markers import REPLICATED_PROPERTY, SNAPSHOT, MarkerIndex
+from magnetar.broker.producer_access import ProducerAccess
 from magnetar.broker.protocol.frames import FrameError, read_metadata
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic_settings import TopicSettings
@@ -92,6 +93,10 @@ class TopicName:
         return int(match.group(1)) if match else -1
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclass(eq=False)
 class Producer:
     producer_id: int
@@ -99,6 +104,18 @@ class Producer:
     connection_id: int
     messages_in: int = 0
     bytes_in: int = 0
+    #: Shared, Exclusive, ExclusiveWithFencing or WaitForExclusive (stats)
+    access_mode: str = "Shared"
+    #: what closes it at its connection (an ExclusiveWithFencing producer took the topic)
+    on_fenced: Callable[[], None] = _nothing
+
+    def fence_out(self) -> None:
+        self.on_fenced()
+
+    @property
+    def is_replicator(self) -> bool:
+        """Another cluster's replicator (geo-replication), not a client's producer."""
+        return self.name.startswith("pulsar.repl.")
 
 
 class DuplicateMessage(Exception):
@@ -153,6 +170,11 @@ class Topic:
     replicated_subscriptions: MarkerListener | None = None
     #: its policies (retention, TTL, backlog quota, limits) and rate limiters
     settings: TopicSettings = field(default_factory=TopicSettings)
+    #: producer access modes and the topic epoch (kept with the managed ledger)
+    access: ProducerAccess = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.access = ProducerAccess(self.ledger)
 
     @classmethod
     async def load(cls, name: TopicName, ledger: ManagedLedger, *, deduplication: bool) -> Topic:
@@ -170,6 +192,16 @@ class Topic:
                     cursor.name, cursor, api.CommandSubscribe.Shared, replicated=replicated
                 )
         return topic
+
+    def client_producers(self) -> list[Producer]:
+        """Its producers apart from other clusters' replicators (which access modes leave be)."""
+        return [p for p in self.producers.values() if not p.is_replicator]
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+            if not producer.is_replicator:
+                self.access.removed(producer, self.client_producers())
 
     async def position_published_since(self, at_ms: int) -> Position:
         """The first entry published at or after ``at_ms`` (Pulsar's seek and reset-cursor by
@@ -371,6 +403,7 @@ class Topic:
         return await self.drain()
 
     async def close(self) -> None:
+        self.access.withdraw_all(f"{self.name} is being unloaded")
         try:
             for hook in self.on_close:
                 with contextlib.suppress(Exception):
