@@ -366,7 +366,15 @@ class Topic:
             self.replicated_subscriptions.consumers_left(subscription)
 
     def reader(self, name: str, after: Position, sub_type: int) -> Subscription:
-        """A non-durable subscription reading the entries after ``after``."""
+        """A non-durable subscription reading the entries after ``after``.
+
+        One of that name left without consumers is a reader's whose seek closed its consumer:
+        it is taken again as it is, wherever the seek put it (as Pulsar's managed ledger gives a
+        non-durable cursor back by name), since the client subscribes again after a seek by time
+        without a start message id."""
+        kept = self.subscriptions.get(name)
+        if kept is not None and not kept.durable and not kept.consumers:
+            return kept
         cursor = self.ledger.new_non_durable_cursor(after, inclusive=False)
         subscription = Subscription(name, cursor, sub_type, markers=self.markers)
         self.subscriptions[name] = subscription

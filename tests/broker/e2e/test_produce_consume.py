@@ -186,6 +186,28 @@ def test_seek_by_message_id_and_by_time(client: pulsar.Client) -> None:
     assert consumer.receive(10_000).data() == b"10"
 
 
+def test_a_reader_seeks_by_time_and_by_id_and_reads_from_there(client: pulsar.Client) -> None:
+    topic = TOPIC + "reader-seek"
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(b"%d" % i) for i in range(5)]
+    time.sleep(0.05)
+    halfway = int(time.time() * 1000)
+    time.sleep(0.05)
+    for i in range(5, 10):
+        producer.send(b"%d" % i)
+    reader = client.create_reader(topic, pulsar.MessageId.latest)
+    # The seek closes the reader's consumer and the client subscribes again, without a start
+    # message id after a seek by time: the broker keeps the reader's cursor where the seek put it.
+    reader.seek(halfway)
+    assert [reader.read_next(5000).data() for _ in range(5)] == [b"%d" % i for i in range(5, 10)]
+    reader.seek(0)  # the beginning of time
+    assert reader.read_next(5000).data() == b"0"
+    reader.seek(ids[2])
+    assert reader.read_next(5000).data() == b"3"
+    producer.send(b"10")  # and the reader goes on with what comes next
+    assert [reader.read_next(5000).data() for _ in range(7)] == [b"%d" % i for i in range(4, 11)]
+
+
 def test_reader_from_earliest_and_from_a_message_id(client: pulsar.Client) -> None:
     topic = TOPIC + "reader"
     producer = client.create_producer(topic, batching_enabled=False)
