@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -147,7 +147,7 @@ class TopicAdmin(Protocol):
 
     async def delete(self, topic: Topic) -> None: ...
 
-    async def topics_of_namespace(self, namespace: str) -> list[str]: ...
+    async def topics_of_namespace(self, namespace: str, domains: Sequence[str] = ...) -> list[str]: ...
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ TopicNotFound; topics created through the admin API are always taken.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from magnetar.broker.namespace import NamespaceError, NamespacePolicies
@@ -27,7 +28,7 @@ class LoadingTopics(Protocol):
 
     async def get_or_load(self, name: str) -> Topic: ...
 
-    async def topics_of_namespace(self, namespace: str) -> list[str]: ...
+    async def topics_of_namespace(self, namespace: str, domains: Sequence[str] = ...) -> list[str]: ...
 
 
 class AutoTopicCreation:
@@ -48,7 +49,7 @@ class AutoTopicCreation:
         return override if override is not None else self._default
 
     async def _stored(self, name: TopicName) -> bool:
-        return str(name) in await self._topics.topics_of_namespace(name.namespace_name)
+        return str(name) in await self._topics.topics_of_namespace(name.namespace_name, (name.domain,))
 
     async def partitions(self, topic: str) -> int:
         """The topic's partition count (0: not partitioned), creating it partitioned when it does

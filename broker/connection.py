@@ -14,7 +14,7 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,7 +28,7 @@ from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import FRAME_PADDING, Frame, FrameError, encode, parse_frame
 from magnetar.broker.server_errors import server_error
-from magnetar.broker.topic import InvalidTopicNameError, Topic
+from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, InvalidTopicNameError, Topic
 from magnetar.common.background import BackgroundTasks
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -56,7 +56,7 @@ class Lookups(Protocol):
 
 
 class NamespaceTopics(Protocol):
-    async def topics_of_namespace(self, namespace: str) -> list[str]: ...
+    async def topics_of_namespace(self, namespace: str, domains: Sequence[str] = ...) -> list[str]: ...
 
 
 class PartitionCounts(Protocol):
@@ -353,7 +353,8 @@ class ServerConnection:
 
     async def _topics_of_namespace(self, frame: Frame) -> None:
         request = frame.command.getTopicsOfNamespace
-        topics = await self._deps.namespace_topics.topics_of_namespace(request.namespace)
+        domains = _DOMAINS_OF_MODE.get(request.mode, PERSISTENT)
+        topics = await self._deps.namespace_topics.topics_of_namespace(request.namespace, domains)
         self.send(
             commands.command(
                 T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
@@ -479,6 +480,14 @@ class Connections:
 
 async def _awaited(work: Awaitable[None]) -> None:
     await work
+
+
+#: GET_TOPICS_OF_NAMESPACE's mode (a pattern consumer's RegexSubscriptionMode): which domains
+_DOMAINS_OF_MODE: dict[int, Sequence[str]] = {
+    api.CommandGetTopicsOfNamespace.PERSISTENT: PERSISTENT,
+    api.CommandGetTopicsOfNamespace.NON_PERSISTENT: NON_PERSISTENT,
+    api.CommandGetTopicsOfNamespace.ALL: PERSISTENT + NON_PERSISTENT,
+}
 
 
 def _request_id(command: api.BaseCommand) -> int:

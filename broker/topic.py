@@ -27,6 +27,9 @@ from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)
 
+#: the topic domains, as lists of them (which topics a listing covers)
+PERSISTENT: tuple[str, ...] = ("persistent",)
+NON_PERSISTENT: tuple[str, ...] = ("non-persistent",)
 _PARTITION = re.compile(r"-partition-(\d+)$")
 _TOPIC = re.compile(r"^(persistent|non-persistent)://([^/]+)/([^/]+)/(.+)$")
 #: cursors of the broker's own (deduplication, replicators), never subscriptions users see

@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from magnetar.broker.managed_ledger import ManagedLedger
 from magnetar.broker.namespace import Bundle, NamespacePolicies, topic_hash
 from magnetar.broker.ownership import NotServedError
-from magnetar.broker.topic import Topic, TopicName
+from magnetar.broker.topic import PERSISTENT, Topic, TopicName
 from magnetar.common.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
@@ -115,10 +115,14 @@ class Topics:
     def on_loaded(self, listener: LoadListener) -> None:
         self._listeners.append(listener)
 
-    async def topics_of_namespace(self, namespace: str) -> list[str]:
-        """Every persistent topic stored in ``namespace``, loaded here or not."""
-        names = await self._ledgers.list(f"{namespace}/persistent")
-        return sorted(f"persistent://{namespace}/{n.rsplit('/', 1)[1]}" for n in names)
+    async def topics_of_namespace(self, namespace: str, domains: Sequence[str] = PERSISTENT) -> list[str]:
+        """Every topic of ``domains`` (persistent, non-persistent) stored in ``namespace``,
+        loaded here or not."""
+        found = []
+        for domain in domains:
+            names = await self._ledgers.list(f"{namespace}/{domain}")
+            found += [f"{domain}://{namespace}/{n.rsplit('/', 1)[1]}" for n in names]
+        return sorted(found)
 
     # -- loading ----------------------------------------------------------------------------------
     async def get_or_load(self, name: str) -> Topic:

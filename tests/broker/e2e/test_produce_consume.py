@@ -315,6 +315,32 @@ def test_a_pattern_subscription_finds_the_namespace_topics(client: pulsar.Client
         consumer.receive(500)
 
 
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        (pulsar.RegexSubscriptionMode.PersistentOnly, [b"persistent"]),
+        (pulsar.RegexSubscriptionMode.NonPersistentOnly, [b"non-persistent"]),
+        (pulsar.RegexSubscriptionMode.AllTopics, [b"non-persistent", b"persistent"]),
+    ],
+)
+def test_a_pattern_subscription_takes_the_topics_of_its_mode(
+    client: pulsar.Client, mode: pulsar.RegexSubscriptionMode, expected: list[bytes]
+) -> None:
+    prefix = f"mode-{mode.name.lower()}-"
+    producers = [
+        client.create_producer(f"{domain}://public/default/{prefix}{domain}", batching_enabled=False)
+        for domain in ("persistent", "non-persistent")
+    ]
+    consumer = client.subscribe(re.compile(f"persistent://public/default/{prefix}.*"), "s",
+                                regex_subscription_mode=mode)  # fmt: skip
+    for producer, domain in zip(producers, ("persistent", "non-persistent"), strict=True):
+        producer.send(domain.encode())
+    got = sorted(consumer.receive(10_000).data() for _ in expected)
+    assert got == expected
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(500)
+
+
 def test_unsubscribe_removes_the_subscription_and_its_backlog(client: pulsar.Client) -> None:
     topic = TOPIC + "unsubscribe"
     shared = pulsar.ConsumerType.Shared
