@@ -188,7 +188,8 @@ class ConsumerCommands:
         consumer.closed = True
         subscription.remove_consumer(consumer)
         if not subscription.durable and not subscription.consumers:
-            topic.subscriptions.pop(subscription.name, None)
+            if topic.subscriptions.get(subscription.name) is subscription:
+                del topic.subscriptions[subscription.name]
             self._channel.spawn(subscription.close())
 
     async def unsubscribe(self, frame: Frame) -> None:

@@ -21,7 +21,7 @@ from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor
 from magnetar.broker.markers import REPLICATED_PROPERTY, SNAPSHOT, MarkerIndex
 from magnetar.broker.producer_access import ProducerAccess
 from magnetar.broker.protocol.frames import FrameError, read_metadata
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription import Subscription, SubscriptionBusyError
 from magnetar.broker.topic_settings import TopicSettings
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -371,12 +371,15 @@ class Topic:
     def reader(self, name: str, after: Position, sub_type: int) -> Subscription:
         """A non-durable subscription reading the entries after ``after``.
 
-        One of that name left without consumers is a reader's whose seek closed its consumer:
-        it is taken again as it is, wherever the seek put it (as Pulsar's managed ledger gives a
-        non-durable cursor back by name), since the client subscribes again after a seek by time
-        without a start message id."""
+        One of that name already there is taken as it is (as Pulsar's managed ledger gives a
+        non-durable cursor back by name): above all a reader's whose seek closed its consumer,
+        which the client subscribes to again, after a seek by time without a start message id,
+        and which must go on where the seek put it. Replaced instead, it would be dropped with
+        its dispatcher still running."""
         kept = self.subscriptions.get(name)
-        if kept is not None and not kept.durable and not kept.consumers:
+        if kept is not None and kept.durable:
+            raise SubscriptionBusyError(f"a durable subscription named {name} already exists")
+        if kept is not None:
             return kept
         cursor = self.ledger.new_non_durable_cursor(after, inclusive=False)
         subscription = Subscription(name, cursor, sub_type, markers=self.markers)
