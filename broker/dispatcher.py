@@ -4,7 +4,8 @@ One loop per subscription reads from the cursor (or replays entries to redeliver
 each entry to a consumer by the subscription type:
 
 - Exclusive and Failover: the active consumer only (Failover: the first by priority, then name);
-- Shared: round-robin among consumers with permits;
+- Shared: round-robin among consumers with permits, of the highest priority level (0) that has
+  any (the consumers' ``priority_level``);
 - Key_Shared: the consumer owning the hash of the entry's key on a consistent-hash ring; an entry
   waits while another consumer still holds unacknowledged entries of the same hash (after a
   consumer joined or left and the hash changed hands), so a key is never delivered out of order
@@ -351,6 +352,10 @@ class Dispatcher:
         candidates = [c for c in self.consumers if c.permits > 0]
         if not candidates:
             return None
+        # Shared priority levels (0 highest): lower levels get entries only while every
+        # consumer of a higher one is out of permits; round-robin within the level.
+        level = min(c.priority for c in candidates)
+        candidates = [c for c in candidates if c.priority == level]
         self._round_robin = (self._round_robin + 1) % len(candidates)
         return candidates[self._round_robin]
 

@@ -177,3 +177,37 @@ def test_failover_consumers_hear_which_one_is_active(standalone: Standalone) -> 
     change = next(r for r in replies if r is not None and r.type == T.ACTIVE_CONSUMER_CHANGE)
     assert change.active_consumer_change.consumer_id == 2
     assert change.active_consumer_change.is_active
+
+
+def test_shared_consumers_of_a_higher_priority_level_are_served_first(standalone: Standalone) -> None:
+    topic = TOPIC + "-priority"
+    raw = RawConnection(standalone)
+    raw.connect()
+    raw.send(commands.command(T.LOOKUP, "lookupTopic", topic=topic, request_id=9))  # takes the bundle
+    assert raw.receive().type == T.LOOKUP_RESPONSE  # type: ignore[union-attr]
+    for consumer_id, priority in ((1, 1), (2, 0)):  # the low one subscribes first
+        raw.send(commands.command(T.SUBSCRIBE, "subscribe", topic=topic, subscription="p",
+                                  consumer_id=consumer_id, request_id=consumer_id, priority_level=priority,
+                                  subType=api.CommandSubscribe.Shared))  # fmt: skip
+        assert raw.receive().type == T.SUCCESS  # type: ignore[union-attr]
+    raw.send(commands.command(T.FLOW, "flow", consumer_id=1, messagePermits=100))
+    raw.send(commands.command(T.FLOW, "flow", consumer_id=2, messagePermits=5))
+    # A request after the FLOWs: its answer means the broker has taken them (commands of a
+    # connection are handled in order).
+    raw.send(commands.command(T.CONSUMER_STATS, "consumerStats", consumer_id=2, request_id=30))
+    stats = raw.receive()
+    assert stats is not None
+    assert stats.consumerStatsResponse.availablePermits == 5
+    client = standalone.client()
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(8):
+        producer.send(b"%d" % i)
+    client.close()
+    receivers = []
+    for _ in range(8):
+        reply = raw.receive()
+        assert reply is not None
+        assert reply.type == T.MESSAGE
+        receivers.append(reply.message.consumer_id)
+    # priority 0 while it has permits, then the next level
+    assert receivers == [2] * 5 + [1] * 3
