@@ -21,6 +21,7 @@ from magnetar.broker.admin_http import (
     query_flag,
 )
 from magnetar.broker.admin_policies import PolicyAdminApi
+from magnetar.broker.admin_schemas import SchemaAdminApi
 from magnetar.broker.admin_subscriptions import SubscriptionAdminApi
 from magnetar.broker.admin_topics import TopicAdminApi
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
@@ -73,6 +74,7 @@ class AdminApi:
         TopicAdminApi(self._deps, self._owners).install(app)
         SubscriptionAdminApi(self._owners).install(app)
         PolicyAdminApi(self._deps).install(app)
+        SchemaAdminApi(self._deps).install(app)
 
     @web.middleware
     async def _store_reachable(self, request: web.Request, handler: Handler) -> web.StreamResponse:

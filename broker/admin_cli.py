@@ -9,6 +9,7 @@ import click
 from magnetar.broker import admin_cli_policies
 from magnetar.broker.admin_cli_common import AdminClient
 from magnetar.broker.admin_cli_common import show as _show
+from magnetar.broker.admin_cli_schemas import schemas
 from magnetar.broker.admin_cli_topics import topics
 
 
@@ -26,6 +27,8 @@ Examples:
   magnetar admin namespaces delete acme/orders --force
   magnetar admin namespaces set-retention acme/orders --size 1G --time 3d
   magnetar admin topics set-backlog-quota persistent://acme/orders/placed -l 2G -p producer_request_hold
+  magnetar admin namespaces set-schema-compatibility-strategy acme/orders -c FULL
+  magnetar admin schemas get persistent://acme/orders/placed
   magnetar admin brokers leader-broker""",
 )
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default="http://127.0.0.1:8080", show_default=True,
@@ -37,6 +40,7 @@ def admin(ctx: click.Context, admin_url: str) -> None:
 
 
 admin.add_command(topics)
+admin.add_command(schemas)
 
 
 @admin.group()

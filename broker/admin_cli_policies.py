@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from magnetar.broker.admin_cli_common import AdminClient, duration_seconds, show, topic_path
+from magnetar.broker.schemas.compatibility import STRATEGIES
 
 _SIZE = re.compile(r"^(-1|\d+)([KMGT]?)$", re.I)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -70,6 +71,18 @@ _POLICIES: list[tuple[str, tuple[str, str], str | None, list[click.Option], _Bod
      [click.Option(["--enable/--disable", "-e/-d"], required=True, help="Hold messages until their time."),
       click.Option(["--time", "-t"], default="1s", show_default=True, help="Tick time (1s, 2s).")],
      lambda enable, time: {"active": enable, "tickTime": duration_seconds(time) * 1000}),
+    ("schema-compatibility-strategy", ("schemaCompatibilityStrategy", "schemaCompatibilityStrategy"), None,
+     [click.Option(["--compatibility", "-c"], required=True, type=click.Choice(STRATEGIES),
+                   help="Which schemas may follow the topic's.")],
+     lambda compatibility: compatibility),
+    ("is-allow-auto-update-schema", ("isAllowAutoUpdateSchema", "isAllowAutoUpdateSchema"), None,
+     [click.Option(["--enable/--disable", "-e/-d"], required=True,
+                   help="Producers may register new schemas (else only schemas upload).")],
+     lambda enable: enable),
+    ("schema-validation-enforce", ("schemaValidationEnforced", "schemaValidationEnforced"), None,
+     [click.Option(["--enable/--disable", "-e/-d"], required=True,
+                   help="Refuse producers without a schema on topics that have one.")],
+     lambda enable: enable),
 ]  # fmt: skip
 
 

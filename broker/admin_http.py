@@ -23,6 +23,7 @@ from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
 from magnetar.broker.partitions import PartitionedTopics
+from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName
 from magnetar.common.admin_client import AdminError, AsyncAdminClient
 from magnetar.common.metadata import (
@@ -166,6 +167,8 @@ class AdminDeps:
     leader: Callable[[], Awaitable[str | None]]
     #: the metadata stores an admin call may need (probed before each call)
     stores: list[MetadataStore]
+    #: the schema registry and the strategy each topic's policies give it
+    schemas: SchemaAdmission
 
 
 def namespace_of(request: web.Request) -> str:

@@ -1,8 +1,8 @@
 """The admin REST API's topic policies, namespace level and topic level, in Pulsar's paths and
 shapes: retention, message TTL, backlog quota, max producers / consumers, publish and dispatch
-rates, delayed delivery. A GET answers the level's own setting (null when not set), or with
-``applied=true`` what applies (topic over namespace over broker). Values out of range answer 412,
-wrong shapes 400."""
+rates, delayed delivery, and the schema registry's strategy, auto update and validation. A GET
+answers the level's own setting (null when not set), or with ``applied=true`` what applies
+(topic over namespace over broker). Values out of range answer 412, wrong shapes 400."""
 
 from __future__ import annotations
 
@@ -37,7 +37,12 @@ _POLICIES = [
     _Policy("dispatchRate", "dispatchRate", "dispatchRate"),
     _Policy("backlogQuota", "backlogQuota", "backlogQuota"),
     _Policy("delayedDelivery", "delayedDelivery", "delayedDelivery"),
+    _Policy("schemaCompatibilityStrategy", "schemaCompatibilityStrategy", "schemaCompatibilityStrategy"),
+    _Policy("isAllowAutoUpdateSchema", "isAllowAutoUpdateSchema", "isAllowAutoUpdateSchema"),
+    _Policy("schemaValidationEnforced", "schemaValidationEnforced", "schemaValidationEnforced"),
 ]
+#: set with PUT as well as POST (Pulsar's admin clients PUT the namespace's strategy)
+_PUT_TOO = {"schemaCompatibilityStrategy"}
 
 
 def _checked(field: str, value: object) -> Policies:
@@ -54,6 +59,8 @@ def _shown(field: str, policies: Policies) -> object:
     value = getattr(policies, field)
     if field == "backlogQuota":  # answered as Pulsar's backlogQuotaMap
         return {_QUOTA_TYPE: value.model_dump()} if value is not None else {}
+    if field == "schemaCompatibilityStrategy" and value is None:
+        return "UNDEFINED"
     return value.model_dump() if hasattr(value, "model_dump") else value
 
 
@@ -69,6 +76,9 @@ class PolicyAdminApi:
             get = "backlogQuotaMap" if policy.field == "backlogQuota" else policy.namespace_path
             r.add_get(f"{namespace}/{get}", self._namespace_getter(policy))
             r.add_post(f"{namespace}/{policy.namespace_path}", self._namespace_setter(policy))
+            if policy.field in _PUT_TOO:
+                r.add_put(f"{namespace}/{policy.namespace_path}", self._namespace_setter(policy))
+                r.add_put(f"{topic}/{policy.topic_path}", self._topic_setter(policy))
             r.add_delete(f"{namespace}/{policy.namespace_path}", self._namespace_remover(policy))
             get = "backlogQuotaMap" if policy.field == "backlogQuota" else policy.topic_path
             r.add_get(f"{topic}/{get}", self._topic_getter(policy))

@@ -17,6 +17,7 @@ from magnetar.broker.admin_http import (
 )
 from magnetar.broker.admin_messages import message_id
 from magnetar.broker.consumer import SubType
+from magnetar.broker.schemas.admission import schema_id
 from magnetar.broker.topic import Topic
 
 
@@ -92,6 +93,8 @@ class TopicAdminApi:
             return error(412, f"topic {name} has active producers or consumers (force=true disconnects them)")
         await self._topics.delete(topic)
         await self._deps.policies.store.delete(name)
+        if topic.name.partition_index < 0:  # partitions share their topic's schema
+            await self._deps.schemas.registry.remove(schema_id(name))
         return web.Response(status=204)
 
     async def terminate(self, request: web.Request) -> web.Response:
@@ -224,6 +227,7 @@ class TopicAdminApi:
             await self._owners.delete_topic(f"{name}-partition-{index}", force=query_flag(request, "force"))
         await self._deps.partitioned.delete(name)
         await self._deps.policies.store.delete(name)
+        await self._deps.schemas.registry.remove(schema_id(name))
         return web.Response(status=204)
 
     async def partitioned_topics(self, request: web.Request) -> web.Response:

@@ -65,6 +65,12 @@ class PolicyUpdates:
         resolved = applied(topic.settings.own, namespace.topic_policies, self.defaults)
         topic.settings.apply(resolved, topic.ledger)
 
+    async def resolved(self, topic: str) -> Policies:
+        """What applies to ``topic`` now, read afresh (for checks that must not lag an admin
+        change by an interval: schema registrations)."""
+        namespace = await self._namespaces.policies(topic.split("://", 1)[-1].rsplit("/", 1)[0])
+        return applied(await self.store.get(topic), namespace.topic_policies, self.defaults)
+
     async def refresh(self, topic: Topic) -> None:
         """Apply the topic's policies again, topic-level ones read afresh (after an admin change)."""
         await self.loaded(topic, await self._namespaces.policies(topic.name.namespace_name))

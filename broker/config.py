@@ -16,6 +16,7 @@ from magnetar.broker.policies import (
     DelayedDeliveryPolicies,
     DispatchRate,
     Policies,
+    SchemaStrategy,
 )
 from magnetar.common.config import ComponentConfig
 
@@ -134,6 +135,13 @@ class BrokerConfig(ComponentConfig):
     default_num_partitions: int = Field(default=1, ge=1)
     #: delayedDeliveryEnabled: messages with a delivery time are held back until it comes
     delayed_delivery_enabled: bool = True
+    #: schemaCompatibilityStrategy: which schemas may follow a topic's (a namespace's or topic's
+    #: own wins); BACKWARD, as issue 21 asks (Pulsar's broker.conf says FULL)
+    schema_compatibility_strategy: SchemaStrategy = "BACKWARD"
+    #: isAllowAutoUpdateSchemaEnabled: producers may register new schemas (else only the admin API)
+    is_allow_auto_update_schema_enabled: bool = True
+    #: schemaValidationEnforced: a producer without a schema is refused on a topic with one
+    schema_validation_enforced: bool = False
     #: Magnetar: how often loaded topics re-read their namespace's policies
     topic_policies_check_interval_seconds: float = Field(default=2.0, gt=0)
     #: rpc timeout of the ledger client (bookkeeperClientTimeoutInSeconds)
@@ -227,6 +235,9 @@ class BrokerConfig(ComponentConfig):
                 dispatchThrottlingRateInByte=self.dispatch_throttling_rate_per_topic_in_byte,
             ),
             delayedDelivery=DelayedDeliveryPolicies(active=self.delayed_delivery_enabled),
+            schemaCompatibilityStrategy=self.schema_compatibility_strategy,
+            isAllowAutoUpdateSchema=self.is_allow_auto_update_schema_enabled,
+            schemaValidationEnforced=self.schema_validation_enforced,
         )
 
     def listeners(self) -> dict[str, str]:

@@ -27,6 +27,8 @@ from magnetar.broker.producer_commands import ProducerCommands, ReadOnlyRefusal
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import FRAME_PADDING, Frame, FrameError, encode, parse_frame
+from magnetar.broker.schema_commands import SchemaCommands
+from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, InvalidTopicNameError, Topic
 from magnetar.common.background import BackgroundTasks
@@ -75,6 +77,8 @@ class ConnectionDeps:
     partitioned: PartitionCounts
     lookups: Lookups
     new_producer_name: Callable[[], str]
+    #: the schema registry, as producers, consumers and the schema commands use it
+    schemas: SchemaAdmission
     #: PIP-63: set on a read-only broker, which refuses producers
     read_only: ReadOnlyRefusal | None = None
 
@@ -107,8 +111,10 @@ class ServerConnection:
             new_producer_name=deps.new_producer_name,
             max_pending=deps.config.max_pending_publish_requests_per_connection,
             read_only=deps.read_only,
+            schemas=deps.schemas,
         )
-        self._consumers = ConsumerCommands(self, deps.topics)
+        self._consumers = ConsumerCommands(self, deps.topics, deps.schemas)
+        self._schemas = SchemaCommands(self, deps.schemas)
         self._handlers = self._handler_table()  # built once: it is consulted for every frame
 
     @property
@@ -272,8 +278,8 @@ class ServerConnection:
             T.SEEK: self._consumers.seek,
             T.GET_LAST_MESSAGE_ID: self._consumers.last_message_id,
             T.GET_TOPICS_OF_NAMESPACE: self._topics_of_namespace,
-            T.GET_SCHEMA: self._get_schema,
-            T.GET_OR_CREATE_SCHEMA: self._get_or_create_schema,
+            T.GET_SCHEMA: self._schemas.get_schema,
+            T.GET_OR_CREATE_SCHEMA: self._schemas.get_or_create_schema,
             T.CONSUMER_STATS: self._consumers.consumer_stats,
         }
 
@@ -361,29 +367,6 @@ class ServerConnection:
                 "getTopicsOfNamespaceResponse",
                 request_id=request.request_id,
                 topics=topics,
-            )
-        )
-
-    async def _get_schema(self, frame: Frame) -> None:
-        request = frame.command.getSchema
-        self.send(
-            commands.command(
-                T.GET_SCHEMA_RESPONSE,
-                "getSchemaResponse",
-                request_id=request.request_id,
-                error_code=E.TopicNotFound,
-                error_message=f"no schema for {request.topic}: Magnetar stores bytes",
-            )
-        )
-
-    async def _get_or_create_schema(self, frame: Frame) -> None:
-        request = frame.command.getOrCreateSchema
-        self.send(
-            commands.command(
-                T.GET_OR_CREATE_SCHEMA_RESPONSE,
-                "getOrCreateSchemaResponse",
-                request_id=request.request_id,
-                schema_version=b"",
             )
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import Protocol
 
 from magnetar.broker.admission import consumer_refusal
 from magnetar.broker.channel import CommandChannel, TopicSource
@@ -15,6 +16,8 @@ from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import Frame, FrameError, read_metadata
 from magnetar.broker.read_only.cursor import RemoteCursor
+from magnetar.broker.schemas.compatibility import IncompatibleSchemaError
+from magnetar.broker.schemas.schema_data import InvalidSchemaError
 from magnetar.broker.subscription import ConsumerAssignError, Subscription, SubscriptionBusyError
 from magnetar.broker.topic import InvalidTopicNameError, Topic
 from magnetar.proto import PulsarApi_pb2 as api
@@ -24,10 +27,17 @@ log = logging.getLogger(__name__)
 E = api.ServerError
 
 
+class ConsumerSchemas(Protocol):
+    """The schema registry, as consumers meet it (broker/schemas/admission.py)."""
+
+    async def for_consumer(self, topic: str, schema: api.Schema | None, *, idle: bool) -> None: ...
+
+
 class ConsumerCommands:
-    def __init__(self, channel: CommandChannel, topics: TopicSource) -> None:
+    def __init__(self, channel: CommandChannel, topics: TopicSource, schemas: ConsumerSchemas) -> None:
         self._channel = channel
         self._topics = topics
+        self._schemas = schemas
         self._consumers: dict[int, tuple[Topic, Subscription, Consumer]] = {}
 
     async def subscribe(self, frame: Frame) -> None:
@@ -44,6 +54,9 @@ class ConsumerCommands:
             refusal = consumer_refusal(topic)
             if refusal is not None:
                 raise SubscriptionBusyError(refusal)
+            idle = not topic.client_producers() and not topic.consumers() and topic.ledger.total_size == 0
+            schema = request.schema if request.HasField("schema") else None
+            await self._schemas.for_consumer(str(topic.name), schema, idle=idle)
             subscription = await self._subscription(topic, request)
             consumer = Consumer(
                 request.consumer_id,
@@ -62,6 +75,9 @@ class ConsumerCommands:
             return
         except ConsumerAssignError as exc:
             self._channel.send(commands.error(request.request_id, E.ConsumerAssignError, str(exc)))
+            return
+        except (IncompatibleSchemaError, InvalidSchemaError) as exc:
+            self._channel.send(commands.error(request.request_id, E.IncompatibleSchema, str(exc)))
             return
         except (ManagedLedgerError, NotServedError) as exc:
             self._channel.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))

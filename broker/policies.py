@@ -14,13 +14,23 @@ import re
 from typing import Literal
 from urllib.parse import quote, unquote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
 ROOT = "/admin/topic-policies"
 _PARTITION = re.compile(r"-partition-\d+$")
 BacklogPolicy = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
+SchemaStrategy = Literal[
+    "ALWAYS_INCOMPATIBLE",
+    "ALWAYS_COMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+]
 
 
 class _Shape(BaseModel):
@@ -91,6 +101,17 @@ class Policies(BaseModel):
     publishRate: PublishRate | None = None
     dispatchRate: DispatchRate | None = None
     delayedDelivery: DelayedDeliveryPolicies | None = None
+    #: schema registry: which schemas may follow (UNDEFINED: not set at this level), whether
+    #: clients may register new ones, whether a producer without a schema is refused on a topic
+    #: that has one
+    schemaCompatibilityStrategy: SchemaStrategy | None = None
+    isAllowAutoUpdateSchema: bool | None = None
+    schemaValidationEnforced: bool | None = None
+
+    @field_validator("schemaCompatibilityStrategy", mode="before")
+    @classmethod
+    def _undefined_is_unset(cls, value: object) -> object:
+        return None if value == "UNDEFINED" else value
 
     def over(self, lower: Policies) -> Policies:
         """These settings, with ``lower``'s where these are not set."""

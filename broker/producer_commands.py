@@ -19,6 +19,8 @@ from magnetar.broker.producer_access import ProducerAccessError
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import ChecksumError, Frame, FrameError, verify_payload
+from magnetar.broker.schemas.compatibility import IncompatibleSchemaError
+from magnetar.broker.schemas.schema_data import InvalidSchemaError
 from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic, TopicFencedError
 from magnetar.proto import PulsarApi_pb2 as api
@@ -32,6 +34,12 @@ class ReadOnlyRefusal(Protocol):
     async def refuse_producer(self, topic: str) -> str: ...
 
 
+class ProducerSchemas(Protocol):
+    """The schema registry, as producers meet it (broker/schemas/admission.py)."""
+
+    async def for_producer(self, topic: str, schema: api.Schema | None) -> bytes: ...
+
+
 class ProducerCommands:
     def __init__(
         self,
@@ -41,12 +49,14 @@ class ProducerCommands:
         new_producer_name: Callable[[], str],
         max_pending: int,
         read_only: ReadOnlyRefusal | None,
+        schemas: ProducerSchemas,
     ) -> None:
         self._channel = channel
         self._topics = topics
         self._new_producer_name = new_producer_name
         self._max_pending = max_pending
         self._read_only = read_only
+        self._schemas = schemas
         self._producers: dict[int, tuple[Topic, Producer]] = {}
         #: producers queued for exclusive access (WaitForExclusive), not attached yet
         self._waiting: dict[int, tuple[Topic, Producer]] = {}
@@ -120,6 +130,14 @@ class ProducerCommands:
                 commands.error(request.request_id, E.ProducerBusy, f"producer {name} is already connected")
             )
             return
+        if not producer.is_replicator:
+            try:
+                producer.schema_version = await self._schemas.for_producer(
+                    str(topic.name), request.schema if request.HasField("schema") else None
+                )
+            except (IncompatibleSchemaError, InvalidSchemaError) as exc:
+                self._channel.send(commands.error(request.request_id, E.IncompatibleSchema, str(exc)))
+                return
         if producer.is_replicator:
             self._attach(topic, producer, request, None)
         elif request.producer_access_mode == api.WaitForExclusive:
@@ -134,7 +152,7 @@ class ProducerCommands:
 
         def queued() -> None:
             self._waiting[producer.producer_id] = (topic, producer)
-            self._success(request, producer.name, topic, None, ready=False)
+            self._success(request, producer.name, topic, None, producer.schema_version, ready=False)
 
         try:
             epoch = await topic.access.admit(
@@ -153,10 +171,17 @@ class ProducerCommands:
     ) -> None:
         topic.producers[producer.name] = producer
         self._producers[producer.producer_id] = (topic, producer)
-        self._success(request, producer.name, topic, epoch, ready=True)
+        self._success(request, producer.name, topic, epoch, producer.schema_version, ready=True)
 
     def _success(
-        self, request: api.CommandProducer, name: str, topic: Topic, epoch: int | None, *, ready: bool
+        self,
+        request: api.CommandProducer,
+        name: str,
+        topic: Topic,
+        epoch: int | None,
+        schema_version: bytes,
+        *,
+        ready: bool,
     ) -> None:
         self._channel.send(
             commands.command(
@@ -165,6 +190,7 @@ class ProducerCommands:
                 request_id=request.request_id,
                 producer_name=name,
                 last_sequence_id=topic.last_sequence_id(name),
+                schema_version=schema_version or None,
                 topic_epoch=epoch,
                 producer_ready=ready,
             )

@@ -12,6 +12,8 @@ from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerm
 from magnetar.broker.namespace import NamespaceError
 from magnetar.broker.ownership import NotServedError, UnknownListenerError
 from magnetar.broker.producer_access import ProducerBusyError, ProducerFencedError, ProducerWithdrawnError
+from magnetar.broker.schemas.compatibility import IncompatibleSchemaError
+from magnetar.broker.schemas.schema_data import InvalidSchemaError
 from magnetar.broker.subscription import ConsumerAssignError, SubscriptionBusyError
 from magnetar.broker.topic import InvalidTopicNameError
 from magnetar.common.metadata import MetadataError
@@ -25,6 +27,8 @@ _KNOWN: list[tuple[type[Exception], int]] = [
     (SubscriptionBusyError, E.ConsumerBusy),
     (ConsumerAssignError, E.ConsumerAssignError),
     (ProducerBusyError, E.ProducerBusy),
+    (IncompatibleSchemaError, E.IncompatibleSchema),
+    (InvalidSchemaError, E.IncompatibleSchema),
     (ProducerFencedError, E.ProducerFenced),
     # retriable: the client looks the topic up again or retries after its backoff
     (NotServedError, E.ServiceNotReady),

@@ -41,6 +41,9 @@ from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.refusal import ProducerRefusal
 from magnetar.broker.replication.manager import ReplicationManager
 from magnetar.broker.rpc_server import start_rpc_server
+from magnetar.broker.schemas.admission import SchemaAdmission
+from magnetar.broker.schemas.registry import SchemaRegistry
+from magnetar.broker.schemas.storage import SchemaStorage
 from magnetar.broker.topic import TopicName
 from magnetar.broker.topic_loader import ReadOnlyOpener, WritableOpener
 from magnetar.broker.topics import Topics
@@ -62,6 +65,7 @@ class BrokerService:
         self.namespaces: Namespaces | None = None
         self.partitioned: PartitionedTopics | None = None
         self.policies: PolicyUpdates | None = None
+        self.schemas: SchemaAdmission | None = None
         self.ownership: Ownership | None = None
         self.election: LeaderElection | None = None
         self.topics: Topics | None = None
@@ -137,6 +141,9 @@ class BrokerService:
         self._auto_creation = AutoTopicCreation(
             config.auto_topic_creation(), namespaces, self.partitioned, topics
         )
+        # In the configuration store: regions share schema versions, so a replicated message's
+        # version means the same schema everywhere.
+        self.schemas = SchemaAdmission(SchemaRegistry(SchemaStorage(self.configuration_store)), policies)
         sampler = LoadSampler(
             self.broker_id,
             topics,
@@ -201,6 +208,7 @@ class BrokerService:
         assert self.partitioned is not None
         assert self.policies is not None
         assert self._auto_creation is not None
+        assert self.schemas is not None
         self._metrics = MetricsServer(
             self.topics,
             self.bundles.lookup_stats,
@@ -220,6 +228,7 @@ class BrokerService:
                 auto_creation=self._auto_creation,
                 leader=self.load_manager.leader,
                 stores=[s for s in (self.store, self.configuration_store) if s is not None],
+                schemas=self.schemas,
             )
         ).install(self._metrics.app)
         self.load_manager.install(self._metrics.app)
@@ -296,6 +305,7 @@ class BrokerService:
         assert self.bundles is not None
         assert self.namespaces is not None
         assert self._auto_creation is not None
+        assert self.schemas is not None
         read_only = None
         if self._cursor_client is not None:
             read_only = ProducerRefusal(
@@ -312,6 +322,7 @@ class BrokerService:
             partitioned=self._auto_creation,
             lookups=self.bundles,
             new_producer_name=self._new_producer_name,
+            schemas=self.schemas,
             read_only=read_only,
         )
 

@@ -109,6 +109,8 @@ class Producer:
     bytes_in: int = 0
     #: Shared, Exclusive, ExclusiveWithFencing or WaitForExclusive (stats)
     access_mode: str = "Shared"
+    #: the schema version it writes with (8 bytes; empty without a schema)
+    schema_version: bytes = b""
     #: what closes it at its connection (an ExclusiveWithFencing producer took the topic)
     on_fenced: Callable[[], None] = _nothing
 

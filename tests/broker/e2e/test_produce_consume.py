@@ -358,14 +358,6 @@ def test_unsubscribe_removes_the_subscription_and_its_backlog(client: pulsar.Cli
     assert again.receive(5000).data() == b"new", "the old backlog went with the subscription"
 
 
-def test_clients_with_a_schema_work_with_the_bytes_the_broker_keeps(client: pulsar.Client) -> None:
-    topic = TOPIC + "string-schema"
-    consumer = client.subscribe(topic, "s", schema=pulsar.schema.StringSchema())
-    producer = client.create_producer(topic, schema=pulsar.schema.StringSchema())
-    producer.send("héllo")
-    assert consumer.receive(5000).value() == "héllo"
-
-
 def test_key_shared_sticky_consumers_get_the_keys_of_their_hash_ranges(client: pulsar.Client) -> None:
     topic = TOPIC + "keyshared-sticky"
 
