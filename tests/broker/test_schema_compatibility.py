@@ -63,3 +63,9 @@ def test_definitions_that_are_not_avro_are_refused_with_the_reason() -> None:
     with pytest.raises(InvalidSchemaError, match="invalid AVRO schema definition"):
         SchemaData("AVRO", b"\xff\xfe").validate()
     SchemaData("STRING", b"null").validate()  # what the Python client sends for primitives
+
+
+def test_record_names_are_not_compared_as_in_pulsar() -> None:
+    renamed = json.loads(WITH_DEFAULT.data)
+    renamed["name"] = "UserV2"
+    check(SchemaData("AVRO", json.dumps(renamed).encode()), [V1], "FULL")
