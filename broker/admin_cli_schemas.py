@@ -7,14 +7,11 @@ from pathlib import Path
 
 import click
 
-from magnetar.broker.admin_cli_common import AdminClient, show
+from magnetar.broker.admin_cli_common import AdminClient, show, topic_path
 
 
 def _path(topic: str) -> str:
-    prefix = "persistent://"
-    if not topic.startswith(prefix):
-        raise click.BadParameter(f"expected persistent://tenant/namespace/topic, got {topic!r}")
-    return f"/admin/v2/schemas/{topic[len(prefix) :]}"
+    return f"/admin/v2/schemas/{topic_path(topic).removeprefix('persistent/')}"
 
 
 def _payload(filename: Path) -> object:

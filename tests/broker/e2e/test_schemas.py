@@ -10,11 +10,14 @@ import json
 import struct
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pulsar
 import pytest
+from click.testing import CliRunner
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
+from magnetar.broker.admin_cli import admin
 from magnetar.broker.protocol import commands
 from tests.broker.e2e.conftest import Standalone
 from tests.broker.e2e.test_malformed import RawConnection
@@ -220,3 +223,30 @@ def test_deleting_a_topic_deletes_its_schema(standalone: Standalone) -> None:
     again = standalone.client()  # created again, the topic takes any schema
     again.create_producer(TOPIC + "gone", schema=AvroSchema(UserWithEmail))
     again.close()
+
+
+def test_magnetar_admin_sets_the_strategy_and_uploads_reads_and_deletes_schemas(
+    standalone: Standalone, tmp_path: Path
+) -> None:
+    def cli(*args: str, ok: bool = True) -> str:
+        result = CliRunner().invoke(admin, ["--admin-url", standalone.web_service_url, *args])
+        assert (result.exit_code == 0) is ok, result.output
+        return result.output
+
+    topic = TOPIC + "cli"
+    cli("namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "FULL")
+    assert "FULL" in cli("namespaces", "get-schema-compatibility-strategy", "public/default")
+    schema_file = tmp_path / "user.json"
+    schema_file.write_text(json.dumps({"type": "AVRO", "schema": AvroSchema(User).schema_info().schema()}))
+    cli("schemas", "upload", topic, "-f", str(schema_file))
+    assert '"type": "AVRO"' in cli("schemas", "get", topic)
+    evolved = tmp_path / "evolved.json"
+    evolved.write_text(
+        json.dumps({"type": "AVRO", "schema": AvroSchema(UserWithNickname).schema_info().schema()})
+    )
+    assert '"isCompatibility": true' in cli("schemas", "compatibility", topic, "-f", str(evolved))
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"type": "AVRO", "schema": "{"}')
+    assert "HTTP 422" in cli("schemas", "upload", topic, "-f", str(broken), ok=False)
+    cli("schemas", "delete", topic)
+    assert "HTTP 404" in cli("schemas", "get", topic, ok=False)
