@@ -39,6 +39,9 @@ class Consumer:
     closed: bool = False
     #: Key_Shared STICKY: the hash ranges (inclusive) this consumer asked for; empty: AUTO_SPLIT
     sticky_ranges: list[tuple[int, int]] = field(default_factory=list)
+    #: the partition its topic is of a partitioned topic (-1: not a partition), in every
+    #: message id it is sent, as Pulsar's (the clients' message ids report it)
+    partition: int = -1
 
     def deliver(
         self, entry: Entry, messages: int, redelivery_count: int, ack_set: list[int] | None = None
@@ -48,7 +51,7 @@ class Consumer:
             commands.T.MESSAGE,
             "message",
             consumer_id=self.consumer_id,
-            message_id=commands.message_id(entry.position.ledger_id, entry.position.entry_id),
+            message_id=commands.message_id(entry.position.ledger_id, entry.position.entry_id, self.partition),
             redelivery_count=redelivery_count,
             ack_set=ack_set,
         )

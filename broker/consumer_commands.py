@@ -65,6 +65,7 @@ class ConsumerCommands:
                 request.subType,
                 request.priority_level,
                 sticky_ranges=_sticky_ranges(request),
+                partition=topic.name.partition_index,
             )
             subscription.add_consumer(consumer)
         except InvalidTopicNameError as exc:

@@ -42,8 +42,12 @@ def test_a_partitioned_topic_spreads_messages_over_its_partitions(standalone: St
         )
         for i in range(30):
             producer.send(f"m{i}".encode())
-        received = sorted(consumer.receive(timeout_millis=10_000).data() for _ in range(30))
-        assert received == sorted(f"m{i}".encode() for i in range(30))
+        messages = [consumer.receive(timeout_millis=10_000) for _ in range(30)]
+        assert sorted(m.data() for m in messages) == sorted(f"m{i}".encode() for i in range(30))
+        # each message id names the partition it came from, as the client reports it
+        assert {m.topic_name(): m.message_id().partition() for m in messages} == {
+            f"{TOPIC}-partition-{i}": i for i in range(3)
+        }
     finally:
         client.close()
     for i in range(3):
