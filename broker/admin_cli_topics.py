@@ -268,3 +268,24 @@ def topics_peek(client: AdminClient, topic: str, subscription: str, count: int) 
     """The next COUNT unacknowledged messages of a subscription, without acknowledging them."""
     for n in range(1, count + 1):
         show(client.call("GET", f"{_subscription(topic, subscription)}/position/{n}"))
+
+
+@topics.command("compact")
+@click.argument("topic")
+@click.pass_obj
+def topics_compact(client: AdminClient, topic: str) -> None:
+    """Start compacting TOPIC (the latest message per key); see compaction-status."""
+    client.call("PUT", f"/admin/v2/{topic_path(topic)}/compaction")
+
+
+@topics.command("compaction-status")
+@click.argument("topic")
+@click.option("--wait-complete", "-w", is_flag=True, help="Wait until the compaction has finished.")
+@click.pass_obj
+def topics_compaction_status(client: AdminClient, topic: str, wait_complete: bool) -> None:
+    """NOT_RUN, RUNNING, SUCCESS or ERROR (with the reason) of TOPIC's last compaction."""
+    status = client.call("GET", f"/admin/v2/{topic_path(topic)}/compaction")
+    while wait_complete and isinstance(status, dict) and status.get("status") == "RUNNING":
+        time.sleep(0.5)
+        status = client.call("GET", f"/admin/v2/{topic_path(topic)}/compaction")
+    show(status)

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.auto_creation import AutoTopicCreation
+from magnetar.broker.compaction.topic_compactions import Compactions
 from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
 from magnetar.broker.partitions import PartitionedTopics
@@ -169,6 +170,8 @@ class AdminDeps:
     stores: list[MetadataStore]
     #: the schema registry and the strategy each topic's policies give it
     schemas: SchemaAdmission
+    #: topic compaction (start, status)
+    compactions: Compactions
 
 
 def namespace_of(request: web.Request) -> str:

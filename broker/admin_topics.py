@@ -42,6 +42,8 @@ class TopicAdminApi:
         r.add_get(f"{topic}/internalStats", self.internal_stats)
         r.add_put(f"{topic}/unload", self.unload_topic)
         r.add_get(f"{topic}/bundle", self.topic_bundle)
+        r.add_put(f"{topic}/compaction", self.compact)
+        r.add_get(f"{topic}/compaction", self.compaction_status)
         r.add_get(f"{topic}/partitions", self.partitions)
         r.add_put(f"{topic}/partitions", self.create_partitioned)
         r.add_post(f"{topic}/partitions", self.update_partitioned)
@@ -120,6 +122,17 @@ class TopicAdminApi:
     async def topic_bundle(self, request: web.Request) -> web.Response:
         _, bundle = await self._bundles.bundle_of(topic_of(request))
         return web.json_response(bundle.name)
+
+    # -- compaction -----------------------------------------------------------------------------
+    async def compact(self, request: web.Request) -> web.Response:
+        """Pulsar's ``topics compact``: starts compacting; ``compaction-status`` says how it went."""
+        topic = await self._owners.topic(request)
+        self._deps.compactions.start(str(topic.name), topic.ledger)
+        return web.Response(status=204)
+
+    async def compaction_status(self, request: web.Request) -> web.Response:
+        topic = await self._owners.topic(request)
+        return web.json_response(self._deps.compactions.status(str(topic.name)))
 
     # -- stats ----------------------------------------------------------------------------------
     async def topic_stats(self, request: web.Request) -> web.Response:

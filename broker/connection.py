@@ -20,7 +20,7 @@ from typing import Protocol
 
 from magnetar.broker.channel import TopicSource
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.consumer_commands import ConsumerCommands
+from magnetar.broker.consumer_commands import CompactedReads, ConsumerCommands
 from magnetar.broker.namespace import NamespaceError
 from magnetar.broker.ownership import NotServedError, UnknownListenerError
 from magnetar.broker.producer_commands import ProducerCommands, ReadOnlyRefusal
@@ -79,6 +79,8 @@ class ConnectionDeps:
     new_producer_name: Callable[[], str]
     #: the schema registry, as producers, consumers and the schema commands use it
     schemas: SchemaAdmission
+    #: topic compaction, for read_compacted consumers
+    compactions: CompactedReads
     #: PIP-63: set on a read-only broker, which refuses producers
     read_only: ReadOnlyRefusal | None = None
 
@@ -113,7 +115,7 @@ class ServerConnection:
             read_only=deps.read_only,
             schemas=deps.schemas,
         )
-        self._consumers = ConsumerCommands(self, deps.topics, deps.schemas)
+        self._consumers = ConsumerCommands(self, deps.topics, deps.schemas, deps.compactions)
         self._schemas = SchemaCommands(self, deps.schemas)
         self._handlers = self._handler_table()  # built once: it is consulted for every frame
 

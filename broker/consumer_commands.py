@@ -10,7 +10,8 @@ from typing import Protocol
 from magnetar.broker.admission import consumer_refusal
 from magnetar.broker.channel import CommandChannel, TopicSource
 from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.managed_ledger import InitialPosition, ManagedLedgerError, Position
+from magnetar.broker.managed_ledger import InitialPosition, ManagedLedger, ManagedLedgerError, Position
+from magnetar.broker.managed_ledger.cursor import CompactedEntries
 from magnetar.broker.ownership import NotServedError
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
@@ -27,17 +28,34 @@ log = logging.getLogger(__name__)
 E = api.ServerError
 
 
+class ReadCompactedError(Exception):
+    """read_compacted on a subscription type that cannot have it."""
+
+
 class ConsumerSchemas(Protocol):
     """The schema registry, as consumers meet it (broker/schemas/admission.py)."""
 
     async def for_consumer(self, topic: str, schema: api.Schema | None, *, idle: bool) -> None: ...
 
 
+class CompactedReads(Protocol):
+    """Topic compaction, as read_compacted consumers meet it (broker/compaction)."""
+
+    async def holder(self, topic: str, ledger: ManagedLedger) -> CompactedEntries: ...
+
+
 class ConsumerCommands:
-    def __init__(self, channel: CommandChannel, topics: TopicSource, schemas: ConsumerSchemas) -> None:
+    def __init__(
+        self,
+        channel: CommandChannel,
+        topics: TopicSource,
+        schemas: ConsumerSchemas,
+        compacted: CompactedReads,
+    ) -> None:
         self._channel = channel
         self._topics = topics
         self._schemas = schemas
+        self._compacted = compacted
         self._consumers: dict[int, tuple[Topic, Subscription, Consumer]] = {}
 
     async def subscribe(self, frame: Frame) -> None:
@@ -57,7 +75,15 @@ class ConsumerCommands:
             idle = not topic.client_producers() and not topic.consumers() and topic.ledger.total_size == 0
             schema = request.schema if request.HasField("schema") else None
             await self._schemas.for_consumer(str(topic.name), schema, idle=idle)
+            if request.read_compacted and request.subType not in (SubType.Exclusive, SubType.Failover):
+                raise ReadCompactedError(
+                    "read compacted is only allowed on exclusive and failover subscriptions"
+                )
             subscription = await self._subscription(topic, request)
+            if request.read_compacted:
+                subscription.cursor.read_compacted(
+                    await self._compacted.holder(str(topic.name), topic.ledger)
+                )
             consumer = Consumer(
                 request.consumer_id,
                 request.consumer_name or f"consumer-{request.consumer_id}",
@@ -79,6 +105,9 @@ class ConsumerCommands:
             return
         except (IncompatibleSchemaError, InvalidSchemaError) as exc:
             self._channel.send(commands.error(request.request_id, E.IncompatibleSchema, str(exc)))
+            return
+        except ReadCompactedError as exc:
+            self._channel.send(commands.error(request.request_id, E.NotAllowedError, str(exc)))
             return
         except (ManagedLedgerError, NotServedError) as exc:
             self._channel.send(commands.error(request.request_id, E.ServiceNotReady, str(exc)))
@@ -267,6 +296,12 @@ class ConsumerCommands:
             return
         topic, subscription, _ = entry
         last = await topic.last_dispatchable_position()
+        compacted = subscription.cursor.compacted
+        horizon = compacted.horizon if compacted is not None else None
+        if compacted is not None and horizon is not None and (last is None or last <= horizon):
+            # a compacted reader's last message is the compacted view's (Pulsar's too): the
+            # topic's own may be one compaction left out, which it would wait for in vain
+            last = compacted.last_position()
         if last is None:
             message_id = commands.message_id(-1, -1)
         else:

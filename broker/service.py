@@ -24,6 +24,7 @@ from magnetar.broker.admin import AdminApi, AdminDeps
 from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.bundles import BundleGate, Bundles
+from magnetar.broker.compaction.topic_compactions import Compactions
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ConnectionDeps, Connections, ServerConnection
 from magnetar.broker.fencing import FencedTopicWatchdog
@@ -66,6 +67,7 @@ class BrokerService:
         self.partitioned: PartitionedTopics | None = None
         self.policies: PolicyUpdates | None = None
         self.schemas: SchemaAdmission | None = None
+        self.compactions: Compactions | None = None
         self.ownership: Ownership | None = None
         self.election: LeaderElection | None = None
         self.topics: Topics | None = None
@@ -111,6 +113,7 @@ class BrokerService:
         self.policies = policies = PolicyUpdates.for_broker(config, namespaces, self.configuration_store)
         self._producer_names = await ProducerNames.start(store, config.cluster_name)
         self.ledger_client = LedgerClient(store, config.ledger_client())
+        self.compactions = Compactions(self.ledger_client)
         factory = ManagedLedgerFactory(store, self.ledger_client, config.managed_ledger())
         # Bound now, served once everything is wired: the broker id is its address and port.
         self._server = await asyncio.start_server(
@@ -209,6 +212,7 @@ class BrokerService:
         assert self.policies is not None
         assert self._auto_creation is not None
         assert self.schemas is not None
+        assert self.compactions is not None
         self._metrics = MetricsServer(
             self.topics,
             self.bundles.lookup_stats,
@@ -229,6 +233,7 @@ class BrokerService:
                 leader=self.load_manager.leader,
                 stores=[s for s in (self.store, self.configuration_store) if s is not None],
                 schemas=self.schemas,
+                compactions=self.compactions,
             )
         ).install(self._metrics.app)
         self.load_manager.install(self._metrics.app)
@@ -306,6 +311,7 @@ class BrokerService:
         assert self.namespaces is not None
         assert self._auto_creation is not None
         assert self.schemas is not None
+        assert self.compactions is not None
         read_only = None
         if self._cursor_client is not None:
             read_only = ProducerRefusal(
@@ -323,6 +329,7 @@ class BrokerService:
             lookups=self.bundles,
             new_producer_name=self._new_producer_name,
             schemas=self.schemas,
+            compactions=self.compactions,
             read_only=read_only,
         )
 
@@ -342,6 +349,8 @@ class BrokerService:
         await self.connections.close()
         if self.topics is not None:
             await self.topics.close()
+        if self.compactions is not None:  # a run under way fails on its closed ledger
+            await self.compactions.close()
         await self._loops.cancel()
         if self.replication is not None:
             await self.replication.close()

@@ -32,8 +32,8 @@ PERSISTENT: tuple[str, ...] = ("persistent",)
 NON_PERSISTENT: tuple[str, ...] = ("non-persistent",)
 _PARTITION = re.compile(r"-partition-(\d+)$")
 _TOPIC = re.compile(r"^(persistent|non-persistent)://([^/]+)/([^/]+)/(.+)$")
-#: cursors of the broker's own (deduplication, replicators), never subscriptions users see
-_INTERNAL_CURSORS = ("pulsar.dedup", "pulsar.repl.")
+#: cursors of the broker's own (deduplication, replicators, compaction), never subscriptions users see
+_INTERNAL_CURSORS = ("pulsar.dedup", "pulsar.repl.", "__compaction")
 
 
 class MarkerListener(Protocol):

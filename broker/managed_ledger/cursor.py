@@ -41,6 +41,22 @@ from magnetar.common.metadata import (
 _reader_ids = itertools.count(1)
 
 
+class CompactedEntries(Protocol):
+    """What a ``read_compacted`` cursor reads up to the compaction horizon instead of the ledger
+    (broker/compaction): the latest message of each key, at its original position."""
+
+    @property
+    def horizon(self) -> Position | None: ...
+
+    def entries_from(self, position: Position, limit: int) -> list[Entry]: ...
+
+    def entries_at(self, positions: list[Position]) -> list[Entry]: ...
+
+    def last_position(self) -> Position | None:
+        """The last entry kept (None: none)."""
+        ...
+
+
 class CursorLedger(Protocol):
     """What a cursor uses of its managed ledger (writable, or PIP-63's read-only one)."""
 
@@ -120,6 +136,8 @@ class ManagedCursor:
         self.durable = durable
         self.closed = False
         self.properties: dict[str, int] = {}
+        #: set for read_compacted subscriptions and readers
+        self.compacted: CompactedEntries | None = None
         self._mark_delete = Position(-1, -1)
         self._acked = AckedRanges(ledger.next_position)
         self._read_position = Position(-1, 0)
@@ -188,6 +206,10 @@ class ManagedCursor:
         size = 0
         epoch = self._epoch
         while len(found) < max_entries:
+            served = self._read_compacted(max_entries - len(found))
+            if served is not None:
+                found += served
+                continue
             start = self._acked.skip(self.ledger.valid_position(self._read_position))
             self._read_position = start
             budget = None if max_bytes is None else max(1, max_bytes - size)
@@ -204,6 +226,30 @@ class ManagedCursor:
                     found.append(entry)
                     size += len(entry.data)
         return found
+
+    def read_compacted(self, compacted: CompactedEntries) -> None:
+        """Read through ``compacted`` up to its horizon. A cursor at the very start (nothing read
+        yet) starts before everything, since compacted entries may be older than the ledger's
+        first (retention deletes what compaction made redundant)."""
+        self.compacted = compacted
+        if self._mark_delete == self.ledger.before_first() and not self._acked.ranges():
+            self._mark_delete = Position(-1, -1)
+            self._read_position = Position(-1, 0)
+            self._epoch += 1
+
+    def _read_compacted(self, limit: int) -> list[Entry] | None:
+        """Entries of the compacted view while the read position is at or before its horizon
+        (the read position moves past them, or past the horizon once none are left); None past
+        the horizon or without a view."""
+        horizon = self.compacted.horizon if self.compacted is not None else None
+        if self.compacted is None or horizon is None or self._read_position > horizon:
+            return None
+        served = self.compacted.entries_from(self._read_position, limit)
+        if not served:
+            self._read_position = Position(horizon.ledger_id, horizon.entry_id + 1)
+            return []
+        self._read_position = Position(served[-1].position.ledger_id, served[-1].position.entry_id + 1)
+        return [e for e in served if not self.is_acknowledged(e.position)]
 
     async def read_entries_or_wait(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
         """As ``read_entries``, but when caught up wait for the next entry (cancellable)."""
@@ -222,6 +268,11 @@ class ManagedCursor:
     async def replay(self, positions: Iterable[Position]) -> list[Entry]:
         """Read specific positions again (redelivery), skipping any acknowledged meanwhile."""
         wanted = sorted({p for p in positions if not self.is_acknowledged(p)})
+        horizon = self.compacted.horizon if self.compacted is not None else None
+        if self.compacted is not None and horizon is not None:
+            early = self.compacted.entries_at([p for p in wanted if p <= horizon])
+            later = await self.ledger.read_positions([p for p in wanted if p > horizon])
+            return [e for e in early + later if not self.is_acknowledged(e.position)]
         entries = await self.ledger.read_positions(wanted)
         return [e for e in entries if not self.is_acknowledged(e.position)]
 

@@ -1,0 +1,119 @@
+"""Topic compaction with the official client (issue 21): read_compacted consumers and readers see
+the latest value of each key (an empty value deletes it) and then the tail; other subscriptions
+see everything; the compacted view survives a restart and an unload; the client's table view
+reads it; a topic without keys is refused with the reason."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pulsar
+from click.testing import CliRunner
+
+from magnetar.broker.admin_cli import admin
+from tests.broker.e2e.conftest import Standalone
+
+TOPIC = "persistent://public/default/compaction-"
+
+
+def _compact(standalone: Standalone, local: str) -> dict[str, str]:
+    url = f"{standalone.web_service_url}/admin/v2/persistent/public/default/{local}/compaction"
+    urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=10).close()
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            status: dict[str, str] = json.load(response)
+        if status["status"] != "RUNNING" or time.monotonic() > deadline:
+            return status
+        time.sleep(0.1)
+
+
+def _read_compacted(client: pulsar.Client, topic: str) -> list[tuple[str, bytes]]:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    got = []
+    while reader.has_message_available():
+        message = reader.read_next(5000)
+        got.append((message.partition_key(), message.data()))
+    reader.close()
+    return got
+
+
+def _publish_history(client: pulsar.Client, topic: str) -> None:
+    producer = client.create_producer(topic, batching_enabled=False)
+    for key, value in [("a", b"a1"), ("b", b"b1"), ("a", b"a2"), ("c", b"c1"), ("b", b""), ("c", b"c2")]:
+        producer.send(value, partition_key=key)
+    producer.close()
+
+
+def test_read_compacted_sees_the_latest_value_per_key_then_the_tail(standalone: Standalone) -> None:
+    topic = TOPIC + "latest"
+    client = standalone.client()
+    client.subscribe(topic, "compacted", is_read_compacted=True).close()
+    everything = client.subscribe(topic, "everything")
+    _publish_history(client, topic)
+    assert _compact(standalone, "compaction-latest") == {"status": "SUCCESS", "lastError": ""}
+    assert _read_compacted(client, topic) == [("a", b"a2"), ("c", b"c2")]  # b was deleted
+    compacted = client.subscribe(topic, "compacted", is_read_compacted=True)
+    assert [compacted.receive(5000).data() for _ in range(2)] == [b"a2", b"c2"]
+    client.create_producer(topic).send(b"a3", partition_key="a")  # after the horizon: the tail
+    assert compacted.receive(5000).data() == b"a3"
+    assert [everything.receive(5000).data() for _ in range(7)] == [
+        b"a1",
+        b"b1",
+        b"a2",
+        b"c1",
+        b"",
+        b"c2",
+        b"a3",
+    ]
+    table = client.create_table_view(topic)
+    deadline = time.monotonic() + 10
+    while table.get("a") != b"a3" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (table.get("a"), table.get("b"), table.get("c")) == (b"a3", None, b"c2")
+    client.close()
+
+
+def test_the_compacted_view_survives_a_restart_and_an_unload(standalone: Standalone) -> None:
+    topic = TOPIC + "durable"
+    client = standalone.client()
+    _publish_history(client, topic)
+    assert _compact(standalone, "compaction-durable")["status"] == "SUCCESS"
+    client.close()
+    standalone.restart()
+    client = standalone.client()
+    assert _read_compacted(client, topic) == [("a", b"a2"), ("c", b"c2")]
+    unload = f"{standalone.web_service_url}/admin/v2/persistent/public/default/compaction-durable/unload"
+    urllib.request.urlopen(urllib.request.Request(unload, method="PUT"), timeout=10).close()
+    assert _read_compacted(client, topic) == [("a", b"a2"), ("c", b"c2")]
+    # compacted again after more messages: the new view replaces the old
+    client.create_producer(topic).send(b"", partition_key="a")
+    assert _compact(standalone, "compaction-durable")["status"] == "SUCCESS"
+    assert _read_compacted(client, topic) == [("c", b"c2")]
+    client.close()
+
+
+def test_compaction_refuses_a_topic_without_keys(standalone: Standalone) -> None:
+    topic = TOPIC + "keyless"
+    client = standalone.client()
+    client.create_producer(topic).send(b"no key")
+    status = _compact(standalone, "compaction-keyless")
+    assert status["status"] == "ERROR"
+    assert "no message with a key" in status["lastError"]
+    assert _read_compacted(client, topic) == [("", b"no key")]  # nothing was compacted
+    client.close()
+
+
+def test_magnetar_admin_compacts_and_waits_for_the_result(standalone: Standalone) -> None:
+    topic = TOPIC + "cli"
+    client = standalone.client()
+    _publish_history(client, topic)
+    client.close()
+    runner = CliRunner()
+    base = ["--admin-url", standalone.web_service_url, "topics"]
+    assert runner.invoke(admin, [*base, "compaction-status", topic]).output.count("NOT_RUN") == 1
+    assert runner.invoke(admin, [*base, "compact", topic]).exit_code == 0
+    result = runner.invoke(admin, [*base, "compaction-status", topic, "--wait-complete"])
+    assert '"status": "SUCCESS"' in result.output
