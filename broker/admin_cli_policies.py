@@ -83,6 +83,10 @@ _POLICIES: list[tuple[str, tuple[str, str], str | None, list[click.Option], _Bod
      [click.Option(["--enable/--disable", "-e/-d"], required=True,
                    help="Refuse producers without a schema on topics that have one.")],
      lambda enable: enable),
+    ("compaction-threshold", ("compactionThreshold", "compactionThreshold"), None,
+     [click.Option(["--threshold", "-t"], required=True,
+                   help="Compact once this much follows the last compaction: 100M, 1G (0: never).")],
+     lambda threshold: _bytes(threshold)),
 ]  # fmt: skip
 
 

@@ -40,6 +40,7 @@ _POLICIES = [
     _Policy("schemaCompatibilityStrategy", "schemaCompatibilityStrategy", "schemaCompatibilityStrategy"),
     _Policy("isAllowAutoUpdateSchema", "isAllowAutoUpdateSchema", "isAllowAutoUpdateSchema"),
     _Policy("schemaValidationEnforced", "schemaValidationEnforced", "schemaValidationEnforced"),
+    _Policy("compactionThreshold", "compactionThreshold", "compactionThreshold"),
 ]
 #: set with PUT as well as POST (Pulsar's admin clients PUT the namespace's strategy)
 _PUT_TOO = {"schemaCompatibilityStrategy"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from magnetar.broker.managed_ledger import Position
 from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.topic import Topic
 
@@ -13,12 +14,15 @@ EVICTION = "consumer_backlog_eviction"
 
 
 def backlog_bytes(topic: Topic) -> int:
-    """Bytes after the slowest durable subscription's mark-delete position (per-ledger averages
-    for the ledger it is in, as Pulsar estimates a backlog's size)."""
+    """Bytes after the slowest durable subscription's mark-delete position."""
     marks = [s.cursor.mark_delete_position for s in topic.subscriptions.values() if s.durable]
-    if not marks:
-        return 0
-    first, last = min(marks), topic.ledger.last_confirmed_entry
+    return bytes_after(topic, min(marks)) if marks else 0
+
+
+def bytes_after(topic: Topic, first: Position) -> int:
+    """Bytes stored after ``first`` (per-ledger averages for the ledger it is in, as Pulsar
+    estimates a backlog's size)."""
+    last = topic.ledger.last_confirmed_entry
     total = 0
     for info in topic.ledger.ledgers:
         entries = info.entries

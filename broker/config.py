@@ -142,6 +142,11 @@ class BrokerConfig(ComponentConfig):
     is_allow_auto_update_schema_enabled: bool = True
     #: schemaValidationEnforced: a producer without a schema is refused on a topic with one
     schema_validation_enforced: bool = False
+    #: brokerServiceCompactionThresholdInBytes: a topic with more bytes than this after its last
+    #: compaction is compacted (0: only when asked); checked every
+    #: brokerServiceCompactionMonitorIntervalInSeconds
+    broker_service_compaction_threshold_in_bytes: int = Field(default=0, ge=0)
+    broker_service_compaction_monitor_interval_in_seconds: float = Field(default=60, gt=0)
     #: Magnetar: how often loaded topics re-read their namespace's policies
     topic_policies_check_interval_seconds: float = Field(default=2.0, gt=0)
     #: rpc timeout of the ledger client (bookkeeperClientTimeoutInSeconds)
@@ -238,6 +243,7 @@ class BrokerConfig(ComponentConfig):
             schemaCompatibilityStrategy=self.schema_compatibility_strategy,
             isAllowAutoUpdateSchema=self.is_allow_auto_update_schema_enabled,
             schemaValidationEnforced=self.schema_validation_enforced,
+            compactionThreshold=self.broker_service_compaction_threshold_in_bytes,
         )
 
     def listeners(self) -> dict[str, str]:

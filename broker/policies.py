@@ -107,6 +107,8 @@ class Policies(BaseModel):
     schemaCompatibilityStrategy: SchemaStrategy | None = None
     isAllowAutoUpdateSchema: bool | None = None
     schemaValidationEnforced: bool | None = None
+    #: bytes after the last compaction's horizon at which a topic is compacted (0: never)
+    compactionThreshold: int | None = Field(default=None, ge=0)
 
     @field_validator("schemaCompatibilityStrategy", mode="before")
     @classmethod

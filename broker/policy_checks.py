@@ -1,7 +1,8 @@
 """Policies the broker enforces over time, as Pulsar's BrokerService does: message TTLs every
 ``message_expiry_check_interval_in_minutes`` and backlog quotas every
 ``backlog_quota_check_interval_in_seconds`` (producers of a topic over its quota are disconnected,
-to be held or refused when they come back; with eviction, the oldest messages are acknowledged).
+to be held or refused when they come back; with eviction, the oldest messages are acknowledged),
+and compaction thresholds every ``broker_service_compaction_monitor_interval_in_seconds``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Any, Protocol
 
 from magnetar.broker import message_expiry
 from magnetar.broker.applied_policies import PolicyUpdates
-from magnetar.broker.backlog_quota import EVICTION, evict, exceeded
+from magnetar.broker.backlog_quota import EVICTION, bytes_after, evict, exceeded
+from magnetar.broker.compaction.compactor import CURSOR as COMPACTION_CURSOR
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.managed_ledger import ManagedLedger
 from magnetar.broker.topic import Topic
 
 log = logging.getLogger(__name__)
@@ -28,10 +31,29 @@ class ProducerCloser(Protocol):
     def close_producers(self, topics: set[str]) -> None: ...
 
 
+class CompactionStarter(Protocol):
+    def start(self, topic: str, ledger: ManagedLedger) -> None: ...
+
+
 class PolicyChecks:
-    def __init__(self, topics: LoadedTopics, producers: ProducerCloser) -> None:
+    def __init__(
+        self, topics: LoadedTopics, producers: ProducerCloser, compactions: CompactionStarter
+    ) -> None:
         self._topics = topics
         self._producers = producers
+        self._compactions = compactions
+
+    async def compact_over_threshold(self) -> None:
+        """Topics with more than their ``compactionThreshold`` after their last compaction's
+        horizon are compacted (Pulsar's compaction monitor)."""
+        for topic in self._topics.loaded():
+            threshold = topic.settings.policies.compactionThreshold or 0
+            if threshold <= 0:
+                continue
+            cursor = topic.ledger.cursors.get(COMPACTION_CURSOR)
+            horizon = cursor.mark_delete_position if cursor is not None else topic.ledger.before_first()
+            if bytes_after(topic, horizon) > threshold:
+                self._compactions.start(str(topic.name), topic.ledger)
 
     async def expire_messages(self) -> None:
         for topic in self._topics.loaded():
@@ -65,13 +87,18 @@ async def every(interval_s: float, check: Callable[[], Awaitable[None]]) -> None
 
 
 def policy_loops(
-    topics: LoadedTopics, producers: ProducerCloser, updates: PolicyUpdates, config: BrokerConfig
+    topics: LoadedTopics,
+    producers: ProducerCloser,
+    updates: PolicyUpdates,
+    config: BrokerConfig,
+    compactions: CompactionStarter,
 ) -> list[Coroutine[Any, Any, None]]:
     """The loops that keep topic policies applied and enforced, for a broker to run."""
-    checks = PolicyChecks(topics, producers)
+    checks = PolicyChecks(topics, producers, compactions)
     loops = [
         updates.run(topics),
         every(config.message_expiry_check_interval_in_minutes * 60, checks.expire_messages),
+        every(config.broker_service_compaction_monitor_interval_in_seconds, checks.compact_over_threshold),
     ]
     if config.backlog_quota_check_enabled:
         loops.append(every(config.backlog_quota_check_interval_in_seconds, checks.check_backlog_quotas))

@@ -277,7 +277,9 @@ class BrokerService:
         self._reporting.spawn(self.load_manager.run())
         assert self.topics is not None
         self._loops.spawn(self.replication.run())
-        for loop in policy_loops(self.topics, self.connections, self.policies, self.config):
+        assert self.compactions is not None
+        loops = policy_loops(self.topics, self.connections, self.policies, self.config, self.compactions)
+        for loop in loops:
             self._loops.spawn(loop)
         watchdog = FencedTopicWatchdog(
             self.topics, self.connections, self.config.topic_fencing_timeout_seconds

@@ -1,13 +1,15 @@
 """Topic compaction with the official client (issue 21): read_compacted consumers and readers see
 the latest value of each key (an empty value deletes it) and then the tail; other subscriptions
 see everything; the compacted view survives a restart and an unload; the client's table view
-reads it; a topic without keys is refused with the reason."""
+reads it; a topic without keys is refused with the reason; a topic over its compactionThreshold is
+compacted by itself."""
 
 from __future__ import annotations
 
 import json
 import time
 import urllib.request
+from pathlib import Path
 
 import pulsar
 from click.testing import CliRunner
@@ -18,13 +20,21 @@ from tests.broker.e2e.conftest import Standalone
 TOPIC = "persistent://public/default/compaction-"
 
 
+def _url(standalone: Standalone, local: str) -> str:
+    return f"{standalone.web_service_url}/admin/v2/persistent/public/default/{local}/compaction"
+
+
+def _compact_status(standalone: Standalone, local: str) -> dict[str, str]:
+    with urllib.request.urlopen(_url(standalone, local), timeout=10) as response:
+        status: dict[str, str] = json.load(response)
+    return status
+
+
 def _compact(standalone: Standalone, local: str) -> dict[str, str]:
-    url = f"{standalone.web_service_url}/admin/v2/persistent/public/default/{local}/compaction"
-    urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=10).close()
+    urllib.request.urlopen(urllib.request.Request(_url(standalone, local), method="PUT"), timeout=10).close()
     deadline = time.monotonic() + 30
     while True:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            status: dict[str, str] = json.load(response)
+        status = _compact_status(standalone, local)
         if status["status"] != "RUNNING" or time.monotonic() > deadline:
             return status
         time.sleep(0.1)
@@ -117,3 +127,25 @@ def test_magnetar_admin_compacts_and_waits_for_the_result(standalone: Standalone
     assert runner.invoke(admin, [*base, "compact", topic]).exit_code == 0
     result = runner.invoke(admin, [*base, "compaction-status", topic, "--wait-complete"])
     assert '"status": "SUCCESS"' in result.output
+
+
+def test_a_topic_over_its_compaction_threshold_is_compacted_by_itself(tmp_path: Path) -> None:
+    server = Standalone(tmp_path / "standalone", broker_service_compaction_monitor_interval_in_seconds=0.5)
+    server.start()
+    try:
+        runner = CliRunner()
+        namespace_command = ["--admin-url", server.web_service_url, "namespaces"]
+        set_threshold = [*namespace_command, "set-compaction-threshold", "public/default", "-t", "100"]
+        assert runner.invoke(admin, set_threshold).exit_code == 0
+        client = server.client()
+        topic = TOPIC + "threshold"
+        _publish_history(client, topic)  # a few hundred bytes: over the threshold
+        deadline = time.monotonic() + 30
+        while _compact_status(server, "compaction-threshold")["status"] != "SUCCESS":
+            assert time.monotonic() < deadline, "the topic was not compacted by itself"
+            time.sleep(0.2)
+        assert _read_compacted(client, topic) == [("a", b"a2"), ("c", b"c2")]
+        client.close()
+    finally:
+        server.stop()
+        server.kill()
