@@ -10,7 +10,13 @@ from typing import Protocol
 from magnetar.broker.admission import consumer_refusal
 from magnetar.broker.channel import CommandChannel, TopicSource
 from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.managed_ledger import InitialPosition, ManagedLedger, ManagedLedgerError, Position
+from magnetar.broker.managed_ledger import (
+    Entry,
+    InitialPosition,
+    ManagedLedger,
+    ManagedLedgerError,
+    Position,
+)
 from magnetar.broker.managed_ledger.cursor import CompactedEntries
 from magnetar.broker.ownership import NotServedError
 from magnetar.broker.protocol import commands
@@ -296,23 +302,19 @@ class ConsumerCommands:
             return
         topic, subscription, _ = entry
         last = await topic.last_dispatchable_position()
+        stored = await topic.ledger.read_entry(last) if last is not None else None
         compacted = subscription.cursor.compacted
         horizon = compacted.horizon if compacted is not None else None
         if compacted is not None and horizon is not None and (last is None or last <= horizon):
             # a compacted reader's last message is the compacted view's (Pulsar's too): the
             # topic's own may be one compaction left out, which it would wait for in vain
             last = compacted.last_position()
+            kept = compacted.entries_at([last]) if last is not None else []
+            stored = kept[0] if kept else None
         if last is None:
             message_id = commands.message_id(-1, -1)
         else:
-            batch_index = -1
-            stored = await topic.ledger.read_entry(last)
-            if stored is not None:
-                with contextlib.suppress(FrameError):
-                    size = read_metadata(stored.data).num_messages_in_batch
-                    batch_index = (
-                        size - 1 if read_metadata(stored.data).HasField("num_messages_in_batch") else -1
-                    )
+            batch_index = _last_batch_index(stored) if stored is not None else -1
             message_id = commands.message_id(last.ledger_id, last.entry_id, -1, batch_index)
         mark = subscription.cursor.mark_delete_position
         self._channel.send(
@@ -376,6 +378,15 @@ class ConsumerCommands:
         """The connection closed: its consumers leave their subscriptions."""
         for consumer_id in list(self._consumers):
             self.drop(consumer_id)
+
+
+def _last_batch_index(entry: Entry) -> int:
+    """The index of the last message of ``entry`` (-1: not a batch)."""
+    with contextlib.suppress(FrameError):
+        metadata = read_metadata(entry.data)
+        if metadata.HasField("num_messages_in_batch"):
+            return metadata.num_messages_in_batch - 1
+    return -1
 
 
 def _sticky_ranges(request: api.CommandSubscribe) -> list[tuple[int, int]]:

@@ -3,8 +3,9 @@
 key), write the entries holding them to a new compacted ledger, then record that ledger and the
 horizon in the ``__compaction`` cursor (the cursor's mark-delete is the horizon, so what follows it
 is kept for the next compaction). The previous compacted ledger is deleted once the new one is
-recorded. Messages without a key are not kept; a batch whose messages cannot be read (compressed)
-is kept whole, as is a batch holding the latest value of some key.
+recorded. Messages without a key are not kept; a batch is cut down to its latest values (at its
+original position, with new batch indexes, as Pulsar re-batches); a batch whose messages cannot be
+read (compressed) is kept whole.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 
 from magnetar.bookie.client import BKError, LedgerClient
 from magnetar.broker.compaction import compacted_ledger
-from magnetar.broker.compaction.keys import messages_of
+from magnetar.broker.compaction.keys import KeyedMessage, messages_of, rebatch
 from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedLedger, Position
 
@@ -76,8 +77,10 @@ async def _read_through(ledger: ManagedLedger, last: Position | None) -> list[En
 
 
 def _latest_per_key(entries: list[Entry]) -> tuple[list[Entry], bool]:
-    """The entries to keep, in order, and whether any message had a key."""
-    latest: dict[str, Position] = {}
+    """The entries to keep, in order (a batch cut down to its latest values), and whether any
+    message had a key."""
+    latest: dict[str, tuple[Position, int]] = {}
+    batches: dict[Position, list[KeyedMessage]] = {}
     opaque: set[Position] = set()
     keyed = False
     for entry in entries:
@@ -85,13 +88,24 @@ def _latest_per_key(entries: list[Entry]) -> tuple[list[Entry], bool]:
         if messages is None:
             opaque.add(entry.position)
             continue
-        for message in messages:
+        batches[entry.position] = messages
+        for index, message in enumerate(messages):
             if message.key is None:
                 continue
             keyed = True
             if message.deletes:
                 latest.pop(message.key, None)
             else:
-                latest[message.key] = entry.position
-    kept = set(latest.values()) | opaque
-    return [e for e in entries if e.position in kept], keyed
+                latest[message.key] = (entry.position, index)
+    kept_messages: dict[Position, set[int]] = {}
+    for position, index in latest.values():
+        kept_messages.setdefault(position, set()).add(index)
+    kept = []
+    for entry in entries:
+        if entry.position in opaque:
+            kept.append(entry)
+        elif entry.position in kept_messages:
+            indexes = kept_messages[entry.position]
+            whole = len(indexes) == len(batches[entry.position])
+            kept.append(entry if whole else Entry(entry.position, rebatch(entry.data, indexes)))
+    return kept, keyed

@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pulsar
+import pytest
 from click.testing import CliRunner
 
 from magnetar.broker.admin_cli import admin
@@ -149,3 +150,36 @@ def test_a_topic_over_its_compaction_threshold_is_compacted_by_itself(tmp_path: 
     finally:
         server.stop()
         server.kill()
+
+
+def test_of_a_batch_only_the_latest_values_are_read_compacted(standalone: Standalone) -> None:
+    topic = TOPIC + "batched"
+    client = standalone.client()
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=100,
+                                      batching_max_publish_delay_ms=1000)  # fmt: skip
+    for round_ in range(3):  # one batch: three values of each key, then "k1" deleted
+        for key in ("k0", "k1", "k2"):
+            producer.send_async(f"{key}-{round_}".encode(), None, partition_key=key)
+    producer.send_async(b"", None, partition_key="k1")
+    producer.flush()
+    stats = json.load(
+        urllib.request.urlopen(
+            f"{standalone.web_service_url}/admin/v2/persistent/public/default/"
+            "compaction-batched/internalStats",
+            timeout=10,
+        )
+    )
+    assert stats["numberOfEntries"] == 1, "the messages were meant to go in one batch"
+    assert _compact(standalone, "compaction-batched")["status"] == "SUCCESS"
+    assert _read_compacted(client, topic) == [("k0", b"k0-2"), ("k2", b"k2-2")]
+    consumer = client.subscribe(topic, "compacted", is_read_compacted=True,
+                                initial_position=pulsar.InitialPosition.Earliest)  # fmt: skip
+    got = [consumer.receive(5000) for _ in range(2)]
+    assert [m.data() for m in got] == [b"k0-2", b"k2-2"]
+    for message in got:
+        consumer.acknowledge(message)
+    consumer.close()
+    again = client.subscribe(topic, "compacted", is_read_compacted=True)  # nothing comes back
+    with pytest.raises(pulsar.Timeout):
+        again.receive(1000)
+    client.close()
