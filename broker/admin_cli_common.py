@@ -18,11 +18,14 @@ _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def topic_path(topic: str) -> str:
-    """``tenant/ns/topic`` of a ``persistent://`` name, as the admin paths take it."""
-    prefix = "persistent://"
-    if not topic.startswith(prefix):
-        raise click.BadParameter(f"expected persistent://tenant/namespace/topic, got {topic!r}")
-    return f"persistent/{topic[len(prefix) :]}"
+    """``domain/tenant/ns/topic`` of a ``persistent://`` or ``non-persistent://`` name, as the
+    admin paths take it."""
+    domain, _, rest = topic.partition("://")
+    if domain not in ("persistent", "non-persistent") or not rest:
+        raise click.BadParameter(
+            f"expected persistent://tenant/namespace/topic or non-persistent://…, got {topic!r}"
+        )
+    return f"{domain}/{rest}"
 
 
 def duration_seconds(value: str) -> int:

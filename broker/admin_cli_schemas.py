@@ -11,7 +11,7 @@ from magnetar.broker.admin_cli_common import AdminClient, show, topic_path
 
 
 def _path(topic: str) -> str:
-    return f"/admin/v2/schemas/{topic_path(topic).removeprefix('persistent/')}"
+    return f"/admin/v2/schemas/{topic_path(topic).split('/', 1)[1]}"
 
 
 def _payload(filename: Path) -> object:

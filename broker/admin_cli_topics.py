@@ -38,8 +38,10 @@ def topics() -> None:
 @click.argument("namespace")
 @click.pass_obj
 def topics_list(client: AdminClient, namespace: str) -> None:
-    """Every topic of NAMESPACE, partitions included."""
-    show(client.call("GET", f"/admin/v2/persistent/{namespace}"))
+    """Every topic of NAMESPACE, partitions included: persistent ones, then the non-persistent
+    ones loaded on the broker asked."""
+    persistent = client.call("GET", f"/admin/v2/persistent/{namespace}")
+    show([*persistent, *client.call("GET", f"/admin/v2/non-persistent/{namespace}")])
 
 
 @topics.command("list-partitioned-topics")

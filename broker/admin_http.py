@@ -25,7 +25,7 @@ from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
 from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
 from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.schemas.admission import SchemaAdmission
-from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName
+from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName, TopicNotAllowedError
 from magnetar.common.admin_client import AdminError, AsyncAdminClient
 from magnetar.common.metadata import (
     BadVersionError,
@@ -62,6 +62,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return error(exc.status, str(exc))
     except InvalidTopicNameError as exc:
         return error(412, str(exc))
+    except TopicNotAllowedError as exc:
+        return error(405, str(exc))
     except NotServedError as exc:
         return error(503, str(exc))
     except MetadataError as exc:
@@ -178,8 +180,16 @@ def namespace_of(request: web.Request) -> str:
     return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
 
 
+#: the topic domain in admin paths (``/admin/v2/persistent/…``, ``/admin/v2/non-persistent/…``)
+DOMAIN = "{domain:persistent|non-persistent}"
+
+
+def domain_of(request: web.Request) -> str:
+    return request.match_info.get("domain", "persistent")
+
+
 def topic_of(request: web.Request) -> TopicName:
-    return TopicName.parse(f"persistent://{namespace_of(request)}/{request.match_info['topic']}")
+    return TopicName.parse(f"{domain_of(request)}://{namespace_of(request)}/{request.match_info['topic']}")
 
 
 class Owners:

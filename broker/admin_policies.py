@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from pydantic import ValidationError
 
-from magnetar.broker.admin_http import AdminDeps, namespace_of, topic_of
+from magnetar.broker.admin_http import DOMAIN, AdminDeps, namespace_of, topic_of
 from magnetar.broker.namespace import NamespaceError
 from magnetar.broker.policies import Policies, applied
 
@@ -72,7 +72,7 @@ class PolicyAdminApi:
     def install(self, app: web.Application) -> None:
         r = app.router
         namespace = "/admin/v2/namespaces/{tenant}/{namespace}"
-        topic = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+        topic = f"/admin/v2/{DOMAIN}/{{tenant}}/{{namespace}}/{{topic}}"
         for policy in _POLICIES:
             get = "backlogQuotaMap" if policy.field == "backlogQuota" else policy.namespace_path
             r.add_get(f"{namespace}/{get}", self._namespace_getter(policy))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.broker import message_expiry
-from magnetar.broker.admin_http import Owners, error, query_flag
+from magnetar.broker.admin_http import DOMAIN, Owners, error, query_flag
 from magnetar.broker.admin_messages import message_response, parse_message_id
 from magnetar.broker.consumer import SubType
 from magnetar.broker.managed_ledger import InitialPosition, Position
@@ -35,7 +35,7 @@ class SubscriptionAdminApi:
 
     def install(self, app: web.Application) -> None:
         r = app.router
-        topic = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+        topic = f"/admin/v2/{DOMAIN}/{{tenant}}/{{namespace}}/{{topic}}"
         sub = f"{topic}/subscription/{{subscription}}"
         r.add_get(f"{topic}/subscriptions", self.subscriptions)
         r.add_put(sub, self.create_subscription)

@@ -7,8 +7,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.broker.admin_http import (
+    DOMAIN,
     AdminDeps,
     Owners,
+    domain_of,
     error,
     json_object,
     namespace_of,
@@ -17,8 +19,9 @@ from magnetar.broker.admin_http import (
 )
 from magnetar.broker.admin_messages import message_id
 from magnetar.broker.consumer import SubType
+from magnetar.broker.non_persistent.topic import NonPersistentTopic
 from magnetar.broker.schemas.admission import schema_id
-from magnetar.broker.topic import Topic
+from magnetar.broker.topic import Topic, TopicNotAllowedError
 
 
 class TopicAdminApi:
@@ -30,7 +33,7 @@ class TopicAdminApi:
 
     def install(self, app: web.Application) -> None:
         r = app.router
-        ns = "/admin/v2/persistent/{tenant}/{namespace}"
+        ns = f"/admin/v2/{DOMAIN}/{{tenant}}/{{namespace}}"
         topic = f"{ns}/{{topic}}"
         r.add_get(ns, self.topics)
         r.add_get(f"{ns}/partitioned", self.partitioned_topics)
@@ -48,24 +51,21 @@ class TopicAdminApi:
         r.add_put(f"{topic}/partitions", self.create_partitioned)
         r.add_post(f"{topic}/partitions", self.update_partitioned)
         r.add_delete(f"{topic}/partitions", self.delete_partitioned)
-        r.add_get("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", self.lookup)
-        # no non-persistent topics exist yet: their lists (which admin clients ask with the others)
-        r.add_get("/admin/v2/non-persistent/{tenant}/{namespace}", self.no_topics)
-        r.add_get("/admin/v2/non-persistent/{tenant}/{namespace}/partitioned", self.no_topics)
+        r.add_get(f"/lookup/v2/topic/{DOMAIN}/{{tenant}}/{{namespace}}/{{topic}}", self.lookup)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def topics(self, request: web.Request) -> web.Response:
-        """Every stored topic of the namespace, partitions included (as Pulsar lists them)."""
+        """Every topic of the namespace in the path's domain, partitions included (as Pulsar
+        lists them): persistent ones stored, non-persistent ones loaded on this broker."""
         await self._deps.namespaces.policies(namespace_of(request))
-        return web.json_response(await self._topics.topics_of_namespace(namespace_of(request)))
-
-    async def no_topics(self, request: web.Request) -> web.Response:
-        await self._deps.namespaces.policies(namespace_of(request))
-        return web.json_response([])
+        domains = (domain_of(request),)
+        return web.json_response(await self._topics.topics_of_namespace(namespace_of(request), domains))
 
     async def _exists(self, name: str) -> bool:
-        namespace = name.split("://", 1)[1].rsplit("/", 1)[0]
-        return self._topics.get(name) is not None or name in await self._topics.topics_of_namespace(namespace)
+        domain, path = name.split("://", 1)
+        namespace = path.rsplit("/", 1)[0]
+        listed = await self._topics.topics_of_namespace(namespace, (domain,))
+        return self._topics.get(name) is not None or name in listed
 
     async def create_topic(self, request: web.Request) -> web.Response:
         """A non-partitioned topic (Pulsar's ``topics create``); 409 when it, or a partitioned
@@ -127,6 +127,8 @@ class TopicAdminApi:
     async def compact(self, request: web.Request) -> web.Response:
         """Pulsar's ``topics compact``: starts compacting; ``compaction-status`` says how it went."""
         topic = await self._owners.topic(request)
+        if not topic.name.is_persistent:
+            raise TopicNotAllowedError(f"{topic.name}: only persistent topics can be compacted")
         self._deps.compactions.start(str(topic.name), topic.ledger)
         return web.Response(status=204)
 
@@ -154,6 +156,7 @@ class TopicAdminApi:
                 ],
                 "subscriptions": _subscription_stats(topic),
                 "topicEpoch": topic.access.epoch,
+                **_drops(topic),
             }
         )
 
@@ -245,12 +248,21 @@ class TopicAdminApi:
 
     async def partitioned_topics(self, request: web.Request) -> web.Response:
         await self._deps.namespaces.policies(namespace_of(request))
-        return web.json_response(await self._deps.partitioned.list(namespace_of(request)))
+        return web.json_response(await self._deps.partitioned.list(namespace_of(request), domain_of(request)))
+
+
+def _drops(topic: Topic) -> dict[str, int]:
+    """A non-persistent topic's messages dropped for subscriptions that could not take them."""
+    if isinstance(topic, NonPersistentTopic):
+        return {"msgDropCounter": topic.messages_dropped}
+    return {}
 
 
 def _subscription_stats(topic: Topic) -> dict[str, object]:
+    drops = topic.drops if isinstance(topic, NonPersistentTopic) else None
     return {
         name: {
+            **({"msgDropCounter": drops.get(name, 0)} if drops is not None else {}),
             "msgBacklog": sub.backlog,
             "type": str(SubType.Name(sub.sub_type)),
             "isReplicated": sub.replicated,

@@ -133,6 +133,8 @@ class BrokerConfig(ComponentConfig):
     allow_auto_topic_creation: bool = True
     allow_auto_topic_creation_type: Literal["non-partitioned", "partitioned"] = "non-partitioned"
     default_num_partitions: int = Field(default=1, ge=1)
+    #: enableNonPersistentTopics: whether non-persistent:// topics may be used on this broker
+    enable_non_persistent_topics: bool = True
     #: delayedDeliveryEnabled: messages with a delivery time are held back until it comes
     delayed_delivery_enabled: bool = True
     #: schemaCompatibilityStrategy: which schemas may follow a topic's (a namespace's or topic's

@@ -81,6 +81,8 @@ class ConsumerCommands:
             idle = not topic.client_producers() and not topic.consumers() and topic.ledger.total_size == 0
             schema = request.schema if request.HasField("schema") else None
             await self._schemas.for_consumer(str(topic.name), schema, idle=idle)
+            if request.read_compacted and not topic.name.is_persistent:
+                raise ReadCompactedError("read compacted is only allowed on persistent topics")
             if request.read_compacted and request.subType not in (SubType.Exclusive, SubType.Failover):
                 raise ReadCompactedError(
                     "read compacted is only allowed on exclusive and failover subscriptions"

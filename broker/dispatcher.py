@@ -94,6 +94,10 @@ class Dispatcher:
         self.limiter: RateLimiter | None = None
         #: whether the topic's delayed-delivery policy holds messages back (Shared only)
         self.delayed_delivery: Callable[[], bool] = lambda: True
+        #: non-persistent topics: an entry counts as acknowledged once sent, never redelivered;
+        #: ``on_sent`` is told after each round's acknowledgements (the topic frees memory)
+        self.at_most_once = False
+        self.on_sent: Callable[[], None] = lambda: None
 
     # -- consumers ------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -256,9 +260,13 @@ class Dispatcher:
                 self._wait_for_entries()
                 return
             deferred = self._send(entries)
-            if self.limiter is not None:
+            if self.limiter is not None or self.at_most_once:
                 sent = [e for e in entries if e not in deferred]
-                self.limiter.consume(len(sent), sum(len(e.data) for e in sent))
+                if self.limiter is not None:
+                    self.limiter.consume(len(sent), sum(len(e.data) for e in sent))
+                if self.at_most_once:
+                    await self.cursor.delete([e.position for e in sent])
+                    self.on_sent()
             if self._markers:
                 await self._settle_markers()
             if deferred:
@@ -301,7 +309,9 @@ class Dispatcher:
             )
             self.messages_out += messages
             self.bytes_out += len(entry.data)
-            if self.sub_type == SubType.Key_Shared:
+            if self.at_most_once:
+                consumer.pending.pop(entry.position, None)
+            elif self.sub_type == SubType.Key_Shared:
                 self._hold(entry.position, slot, consumer)
         self._on_change()
         return deferred
@@ -398,13 +408,17 @@ class Dispatcher:
             return [self._active] if self._active is not None else []
         return self.consumers
 
+    def free_permits(self) -> int:
+        """Messages the consumers that can be given entries now have permits for."""
+        return sum(max(0, c.permits) for c in self._receivers())
+
     def _has_room(self) -> bool:
         return any(c.permits > 0 for c in self._receivers())
 
     def _entries_to_read(self) -> int:
         """About as many entries as the permits cover (Pulsar's avgMessagesPerEntry estimate),
         and no more than the dispatch rate limit lets out in this window."""
-        permits = sum(max(0, c.permits) for c in self._receivers())
+        permits = self.free_permits()
         wanted = max(1, min(MAX_READ_BATCH, math.ceil(permits / max(1.0, self._messages_per_entry))))
         left = self.limiter.messages_left() if self.limiter is not None else None
         return wanted if left is None else max(1, min(wanted, left))

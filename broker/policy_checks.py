@@ -48,7 +48,7 @@ class PolicyChecks:
         horizon are compacted (Pulsar's compaction monitor)."""
         for topic in self._topics.loaded():
             threshold = topic.settings.policies.compactionThreshold or 0
-            if threshold <= 0:
+            if threshold <= 0 or not topic.name.is_persistent:
                 continue
             cursor = topic.ledger.cursors.get(COMPACTION_CURSOR)
             horizon = cursor.mark_delete_position if cursor is not None else topic.ledger.before_first()
@@ -58,7 +58,7 @@ class PolicyChecks:
     async def expire_messages(self) -> None:
         for topic in self._topics.loaded():
             ttl = topic.settings.policies.messageTTL or 0
-            if ttl > 0:
+            if ttl > 0 and topic.name.is_persistent:
                 try:
                     await message_expiry.expire_all(topic, ttl)
                 except Exception as exc:  # the next round tries again

@@ -15,7 +15,7 @@ from magnetar.broker.producer_access import ProducerBusyError, ProducerFencedErr
 from magnetar.broker.schemas.compatibility import IncompatibleSchemaError
 from magnetar.broker.schemas.schema_data import InvalidSchemaError
 from magnetar.broker.subscription import ConsumerAssignError, SubscriptionBusyError
-from magnetar.broker.topic import InvalidTopicNameError
+from magnetar.broker.topic import InvalidTopicNameError, TopicNotAllowedError
 from magnetar.common.metadata import MetadataError
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -23,6 +23,7 @@ E = api.ServerError
 
 _KNOWN: list[tuple[type[Exception], int]] = [
     (InvalidTopicNameError, E.InvalidTopicName),
+    (TopicNotAllowedError, E.NotAllowedError),
     (NamespaceError, E.TopicNotFound),
     (SubscriptionBusyError, E.ConsumerBusy),
     (ConsumerAssignError, E.ConsumerAssignError),

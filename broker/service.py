@@ -178,12 +178,16 @@ class BrokerService:
         self, factory: ManagedLedgerFactory, me: BrokerInfo, policies: PolicyUpdates
     ) -> WritableOpener | ReadOnlyOpener:
         config = self.config
-        if not config.read_only_broker:
-            return WritableOpener(
-                factory, policies, deduplication_default=config.broker_deduplication_enabled
-            )
         assert self.store is not None
         assert self.ledger_client is not None
+        if not config.read_only_broker:
+            in_memory = (self.store, self.ledger_client) if config.enable_non_persistent_topics else None
+            return WritableOpener(
+                factory,
+                policies,
+                deduplication_default=config.broker_deduplication_enabled,
+                non_persistent=in_memory,
+            )
         # A view of the writable pool's registry and ownership, to find where cursors live.
         self._cursor_client = CursorClient(Ownership(self.store, me), self._bundle_of_topic)
         return ReadOnlyOpener(

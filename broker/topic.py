@@ -58,6 +58,11 @@ class InvalidTopicNameError(ValueError):
     pass
 
 
+class TopicNotAllowedError(Exception):
+    """The topic may not be used here (Pulsar's NotAllowedError): non-persistent topics disabled,
+    or something only a persistent topic can do asked of a non-persistent one."""
+
+
 @dataclass(frozen=True)
 class TopicName:
     domain: str
@@ -88,6 +93,10 @@ class TopicName:
     @property
     def namespace_name(self) -> str:
         return f"{self.tenant}/{self.namespace}"
+
+    @property
+    def is_persistent(self) -> bool:
+        return self.domain == "persistent"
 
     @property
     def partition_index(self) -> int:

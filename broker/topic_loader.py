@@ -1,4 +1,5 @@
-"""Opening a topic over its managed ledger: writable (the bundle's owner) or read-only (PIP-63)."""
+"""Opening a topic over its managed ledger: writable (the bundle's owner) or read-only (PIP-63);
+a non-persistent topic over a managed ledger in memory (the owner's only)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,48 @@ from magnetar.bookie.client import LedgerClient
 from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.broker.namespace import NamespacePolicies
+from magnetar.broker.non_persistent.memory_ledger import MemoryLedger
+from magnetar.broker.non_persistent.topic import NonPersistentTopic
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.ledger import ReadOnlyManagedLedger
-from magnetar.broker.topic import Topic, TopicName
+from magnetar.broker.topic import Topic, TopicName, TopicNotAllowedError
 from magnetar.common.metadata import MetadataStore
 
 
 class WritableOpener:
     def __init__(
-        self, factory: ManagedLedgerFactory, policies: PolicyUpdates, *, deduplication_default: bool
+        self,
+        factory: ManagedLedgerFactory,
+        policies: PolicyUpdates,
+        *,
+        deduplication_default: bool,
+        non_persistent: tuple[MetadataStore, LedgerClient] | None = None,
     ) -> None:
         self._factory = factory
         self._policies = policies
         self._deduplication_default = deduplication_default
+        #: what a non-persistent topic's ledger is made with (None: enableNonPersistentTopics off)
+        self._non_persistent = non_persistent
 
     async def open(self, name: TopicName, policies: NamespacePolicies) -> Topic:
+        if name.domain == "non-persistent":
+            return await self._open_non_persistent(name, policies)
         # The namespace's policy wins over the broker's default (as in Pulsar).
         dedup = policies.deduplication_enabled
         if dedup is None:
             dedup = self._deduplication_default
         ledger = await self._factory.open(name.managed_ledger_name)
         topic = await Topic.load(name, ledger, deduplication=dedup)
+        await self._policies.loaded(topic, policies)
+        return topic
+
+    async def _open_non_persistent(self, name: TopicName, policies: NamespacePolicies) -> Topic:
+        if self._non_persistent is None:
+            raise TopicNotAllowedError(f"{name}: non-persistent topics are disabled on this broker")
+        store, client = self._non_persistent
+        ledger = MemoryLedger(name.managed_ledger_name, store, client, self._factory.config)
+        await ledger.open()
+        topic = NonPersistentTopic.open(name, ledger)
         await self._policies.loaded(topic, policies)
         return topic
 
@@ -52,6 +74,8 @@ class ReadOnlyOpener:
         self._watch = watch
 
     async def open(self, name: TopicName, policies: NamespacePolicies) -> Topic:
+        if name.domain == "non-persistent":  # nothing is stored for a read-only owner to read
+            raise TopicNotAllowedError(f"{name}: a read-only broker cannot serve a non-persistent topic")
         ledger = ReadOnlyManagedLedger(
             name.managed_ledger_name,
             self._store,

@@ -28,7 +28,7 @@ from typing import Protocol
 from magnetar.broker.managed_ledger import ManagedLedger
 from magnetar.broker.namespace import Bundle, NamespacePolicies, topic_hash
 from magnetar.broker.ownership import NotServedError
-from magnetar.broker.topic import PERSISTENT, Topic, TopicName
+from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, Topic, TopicName
 from magnetar.common.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
@@ -116,10 +116,16 @@ class Topics:
         self._listeners.append(listener)
 
     async def topics_of_namespace(self, namespace: str, domains: Sequence[str] = PERSISTENT) -> list[str]:
-        """Every topic of ``domains`` (persistent, non-persistent) stored in ``namespace``,
-        loaded here or not."""
+        """Every topic of ``domains`` in ``namespace``: persistent ones stored, loaded here or
+        not; non-persistent ones loaded here (nothing of them is stored)."""
         found = []
         for domain in domains:
+            if domain in NON_PERSISTENT:
+                found += [
+                    str(t.name) for t in self._loaded.values()
+                    if t.name.domain == domain and t.name.namespace_name == namespace
+                ]  # fmt: skip
+                continue
             names = await self._ledgers.list(f"{namespace}/{domain}")
             found += [f"{domain}://{namespace}/{n.rsplit('/', 1)[1]}" for n in names]
         return sorted(found)

@@ -93,7 +93,10 @@ class ReplicationManager:
         self, topic: Topic, known: dict[str, NamespacePolicies] | None = None
     ) -> set[str]:
         """The namespace's clusters other than this one (none when this one is not among them);
-        ``known``: policies already read in this round, by namespace."""
+        ``known``: policies already read in this round, by namespace. A non-persistent topic
+        is not replicated (Magnetar's replicators read what is stored)."""
+        if not topic.name.is_persistent:
+            return set()
         namespace = topic.name.namespace_name
         policies = None if known is None else known.get(namespace)
         if policies is None:

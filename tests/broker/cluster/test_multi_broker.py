@@ -164,9 +164,7 @@ def topics(count: int, prefix: str) -> list[str]:
 
 
 def owner_of(cluster: Cluster, topic: str, index: int = 0) -> str:
-    _, found = cluster.admin(
-        "GET", f"/lookup/v2/topic/persistent/{topic.removeprefix('persistent://')}", index=index
-    )
+    _, found = cluster.admin("GET", f"/lookup/v2/topic/{topic.replace('://', '/', 1)}", index=index)
     return str(found["brokerUrl"])
 
 
@@ -180,6 +178,40 @@ def test_lookups_redirect_across_brokers_and_messages_flow(cluster: Cluster) -> 
     assert [c.receive(10_000).data() for c in consumers] == [f"m{i}".encode() for i in range(12)]
     owners = {owner_of(cluster, t) for t in names}
     assert len(owners) >= 2, f"bundles spread over brokers, got {owners}"
+    client.close()
+
+
+def test_non_persistent_topics_are_looked_up_and_moved_like_persistent_ones(cluster: Cluster) -> None:
+    names = [f"non-persistent://public/default/np-spread-{i}" for i in range(8)]
+    client = cluster.client(0)
+    consumers = [client.subscribe(t, "s") for t in names]
+    producers = [client.create_producer(t, batching_enabled=False) for t in names]
+    for index, producer in enumerate(producers):
+        producer.send(f"m{index}".encode())
+    assert [c.receive(10_000).data() for c in consumers] == [f"m{i}".encode() for i in range(8)]
+    assert len({owner_of(cluster, t) for t in names}) >= 2, "their bundles spread over brokers"
+
+    topic, producer, consumer = names[0], producers[0], consumers[0]
+    owner = owner_of(cluster, topic)
+    destination = next(b for b in cluster.brokers() if b.endpoints["service_url"] != owner)
+    bundle = _bundle_of(cluster, topic)
+    status, _ = cluster.admin(
+        "PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker={destination.address}"
+    )
+    assert status == 200
+    # At most once: what is sent before the consumer is back at the new owner reaches no one.
+    deadline = time.monotonic() + 30
+    while True:
+        producer.send(b"after the move")
+        try:
+            assert consumer.receive(300).data() == b"after the move"
+            break
+        except pulsar.Timeout:
+            assert time.monotonic() < deadline, "the consumer did not follow its topic"
+    assert owner_of(cluster, topic) == destination.endpoints["service_url"]
+    status, stats = cluster.admin("GET", "/admin/v2/non-persistent/public/default/np-spread-0/stats")
+    assert status == 200
+    assert "s" in stats["subscriptions"], stats
     client.close()
 
 
