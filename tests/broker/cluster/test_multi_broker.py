@@ -215,6 +215,38 @@ def test_non_persistent_topics_are_looked_up_and_moved_like_persistent_ones(clus
     client.close()
 
 
+def test_a_compacted_topic_keeps_its_view_when_its_bundle_moves(cluster: Cluster) -> None:
+    topic = "persistent://public/default/compacted-moving"
+    client = cluster.client(0)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for key, value in [("a", b"a1"), ("b", b"b1"), ("a", b"a2"), ("c", b"c1"), ("b", b"")]:
+        producer.send(value, partition_key=key)
+    path = "/admin/v2/persistent/public/default/compacted-moving/compaction"
+    assert cluster.admin("PUT", path)[0] == 204
+    deadline = time.monotonic() + 30
+    while (status := cluster.admin("GET", path)[1])["status"] == "RUNNING":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.2)
+    assert status["status"] == "SUCCESS", status
+
+    owner = owner_of(cluster, topic)
+    destination = next(b for b in cluster.brokers() if b.endpoints["service_url"] != owner)
+    bundle = _bundle_of(cluster, topic)
+    status_code, _ = cluster.admin(
+        "PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker={destination.address}"
+    )
+    assert status_code == 200
+    producer.send(b"c2", partition_key="c")  # the tail, written at the new owner
+    assert owner_of(cluster, topic) == destination.endpoints["service_url"]
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    got = []
+    while reader.has_message_available():
+        message = reader.read_next(5000)
+        got.append((message.partition_key(), message.data()))
+    assert got == [("a", b"a2"), ("c", b"c1"), ("c", b"c2")], "the compacted view, then the tail"
+    client.close()
+
+
 def test_admin_api_shapes_and_errors(cluster: Cluster) -> None:
     assert cluster.admin("PUT", "/admin/v2/tenants/acme", {"allowedClusters": ["r1"]})[0] == 204
     assert cluster.admin("PUT", "/admin/v2/namespaces/acme/orders", {"bundles": {"numBundles": 8}})[0] == 204
