@@ -6,8 +6,8 @@ holds undispatched; otherwise the message is dropped for that subscription alone
 consumer of one subscription never holds up another, nor the producer). Dispatched messages
 count as acknowledged at once: nothing is redelivered, since nothing is kept. Every
 subscription, durable or a reader's, starts at the next message published, whatever position
-it asks for; it lives as long as it has consumers. No deduplication, no compaction, no
-termination and no geo-replication: those need what is stored.
+it asks for; it lives as long as it has consumers. Delivery times are not waited for. No
+deduplication, no compaction, no termination and no geo-replication: those need what is stored.
 """
 
 from __future__ import annotations
@@ -86,6 +86,9 @@ class NonPersistentTopic(Topic):
         subscription = self._new_subscription(name, cursor, sub_type, replicated=False)
         subscription.dispatcher.at_most_once = True
         subscription.dispatcher.on_sent = self._forget_dispatched
+        # As Pulsar's non-persistent dispatchers: a delivery time is not waited for (holding the
+        # message back would mean keeping it).
+        subscription.dispatcher.delayed_delivery = lambda: False
         self.subscriptions[name] = subscription
         self.drops[name] = 0
         self._taken[name] = 0
