@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -81,6 +82,21 @@ def admin_call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
                 continue
             return exc.code, json.loads(exc.read().decode() or "null")
     raise AssertionError("redirect loop")
+
+
+def send_until_received(
+    producer: pulsar.Producer, consumer: pulsar.Consumer, data: bytes, timeout_s: float
+) -> None:
+    """Send ``data`` again and again until ``consumer`` gets it: on a non-persistent topic, what is
+    published while the consumer is still reconnecting (after an unload or a move) reaches no one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        producer.send(data)
+        try:
+            assert consumer.receive(300).data() == data
+            return
+        except pulsar.Timeout:
+            assert time.monotonic() < deadline, f"the consumer got nothing within {timeout_s} s"
 
 
 class LocalCluster:

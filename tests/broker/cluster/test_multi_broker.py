@@ -20,7 +20,7 @@ import pytest
 
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
-from tests.broker.conftest import admin_call
+from tests.broker.conftest import admin_call, send_until_received
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -194,20 +194,8 @@ def test_non_persistent_topics_are_looked_up_and_moved_like_persistent_ones(clus
     topic, producer, consumer = names[0], producers[0], consumers[0]
     owner = owner_of(cluster, topic)
     destination = next(b for b in cluster.brokers() if b.endpoints["service_url"] != owner)
-    bundle = _bundle_of(cluster, topic)
-    status, _ = cluster.admin(
-        "PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker={destination.address}"
-    )
-    assert status == 200
-    # At most once: what is sent before the consumer is back at the new owner reaches no one.
-    deadline = time.monotonic() + 30
-    while True:
-        producer.send(b"after the move")
-        try:
-            assert consumer.receive(300).data() == b"after the move"
-            break
-        except pulsar.Timeout:
-            assert time.monotonic() < deadline, "the consumer did not follow its topic"
+    _transfer(cluster, topic, destination.address)
+    send_until_received(producer, consumer, b"after the move", timeout_s=30)  # the consumer follows
     assert owner_of(cluster, topic) == destination.endpoints["service_url"]
     status, stats = cluster.admin("GET", "/admin/v2/non-persistent/public/default/np-spread-0/stats")
     assert status == 200
@@ -231,11 +219,7 @@ def test_a_compacted_topic_keeps_its_view_when_its_bundle_moves(cluster: Cluster
 
     owner = owner_of(cluster, topic)
     destination = next(b for b in cluster.brokers() if b.endpoints["service_url"] != owner)
-    bundle = _bundle_of(cluster, topic)
-    status_code, _ = cluster.admin(
-        "PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker={destination.address}"
-    )
-    assert status_code == 200
+    _transfer(cluster, topic, destination.address)
     producer.send(b"c2", partition_key="c")  # the tail, written at the new owner
     assert owner_of(cluster, topic) == destination.endpoints["service_url"]
     reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
@@ -245,6 +229,12 @@ def test_a_compacted_topic_keeps_its_view_when_its_bundle_moves(cluster: Cluster
         got.append((message.partition_key(), message.data()))
     assert got == [("a", b"a2"), ("c", b"c1"), ("c", b"c2")], "the compacted view, then the tail"
     client.close()
+
+
+def _transfer(cluster: Cluster, topic: str, destination: str) -> None:
+    bundle = _bundle_of(cluster, topic)
+    path = f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker={destination}"
+    assert cluster.admin("PUT", path)[0] == 200
 
 
 def test_admin_api_shapes_and_errors(cluster: Cluster) -> None:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from magnetar.broker.admin_cli import admin
-from tests.broker.conftest import admin_call
+from tests.broker.conftest import admin_call, send_until_received
 from tests.broker.e2e.conftest import Standalone
 
 TOPIC = "non-persistent://public/default/np-"
@@ -106,16 +106,7 @@ def test_nothing_is_kept_across_an_unload_or_a_restart(standalone: Standalone) -
         "PUT", f"{standalone.web_service_url}/admin/v2/non-persistent/public/default/np-restart/unload"
     )
     assert status == 204, body
-    # Both reconnect to the topic loaded afresh; what is published before the consumer is back
-    # reaches no one (at most once), so the producer keeps sending until one arrives.
-    deadline = time.monotonic() + 15
-    while True:
-        producer.send(b"after the unload")
-        try:
-            assert consumer.receive(300).data() == b"after the unload"
-            break
-        except pulsar.Timeout:
-            assert time.monotonic() < deadline, "the consumer did not come back after the unload"
+    send_until_received(producer, consumer, b"after the unload", timeout_s=15)  # both reconnected
     client.close()
 
     standalone.restart()
