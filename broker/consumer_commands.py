@@ -313,11 +313,14 @@ class ConsumerCommands:
             last = compacted.last_position()
             kept = compacted.entries_at([last]) if last is not None else []
             stored = kept[0] if kept else None
+        # With the partition, as in the messages: the client compares the two whole, so a
+        # reader of a partition would otherwise wait for a message past its last one.
+        partition = topic.name.partition_index
         if last is None:
-            message_id = commands.message_id(-1, -1)
+            message_id = commands.message_id(-1, -1, partition)
         else:
             batch_index = _last_batch_index(stored) if stored is not None else -1
-            message_id = commands.message_id(last.ledger_id, last.entry_id, -1, batch_index)
+            message_id = commands.message_id(last.ledger_id, last.entry_id, partition, batch_index)
         mark = subscription.cursor.mark_delete_position
         self._channel.send(
             commands.command(

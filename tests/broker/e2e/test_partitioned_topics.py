@@ -48,6 +48,13 @@ def test_a_partitioned_topic_spreads_messages_over_its_partitions(standalone: St
         assert {m.topic_name(): m.message_id().partition() for m in messages} == {
             f"{TOPIC}-partition-{i}": i for i in range(3)
         }
+        # a reader of one partition reads it to its end and then has nothing more (the last
+        # message id names the partition too, as the messages do)
+        reader = client.create_reader(f"{TOPIC}-partition-1", pulsar.MessageId.earliest)
+        read = []
+        while reader.has_message_available():
+            read.append(reader.read_next(5000).data())
+        assert len(read) == 10
     finally:
         client.close()
     for i in range(3):
