@@ -27,6 +27,7 @@ from magnetar.broker.admin_topics import TopicAdminApi
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
 from magnetar.broker.policies import AutoTopicCreationOverride
 from magnetar.common.admin_client import AdminError, AsyncAdminClient
+from magnetar.common.authentication.providers import AuthenticationFailed
 
 __all__ = ["AdminApi", "AdminDeps", "errors"]
 
@@ -36,10 +37,11 @@ class AdminApi:
         self._deps = deps
         self._bundles = deps.bundles
         self._topics = deps.topics
-        self._owners = Owners(deps.bundles, deps.topics)
+        self._owners = Owners(deps.bundles, deps.topics, deps.broker_credentials)
 
     def install(self, app: web.Application) -> None:
         app.middlewares.append(errors)
+        app.middlewares.append(self._authenticated)
         app.middlewares.append(self._store_reachable)
         r = app.router
         r.add_get("/admin/v2/clusters", self.clusters)
@@ -75,6 +77,20 @@ class AdminApi:
         SubscriptionAdminApi(self._owners).install(app)
         PolicyAdminApi(self._deps).install(app)
         SchemaAdminApi(self._deps).install(app)
+
+    @web.middleware
+    async def _authenticated(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Admin and lookup calls say who they are (``Authorization: Bearer <token>``) when
+        authentication is on; the role is kept with the request. /metrics stays open, as Pulsar's
+        does by default."""
+        if request.path.startswith(("/admin/", "/lookup/")):
+            try:
+                request["role"] = self._deps.authentication.authenticate_http(
+                    request.headers.get("Authorization")
+                )
+            except AuthenticationFailed as exc:
+                return error(401, f"authentication failed: {exc}")
+        return await handler(request)
 
     @web.middleware
     async def _store_reachable(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -266,7 +282,10 @@ class AdminApi:
             elif owner is not None:
                 path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/unload"
                 try:
-                    await AsyncAdminClient(owner.web_service_url).request("PUT", path)
+                    client = AsyncAdminClient(
+                        owner.web_service_url, credentials=self._deps.broker_credentials
+                    )
+                    await client.request("PUT", path)
                 except AdminError as exc:
                     raise NamespaceError(f"{owner.broker_id}: {exc}", 502) from None
         return web.Response(status=204)

@@ -11,6 +11,7 @@ from magnetar.broker.admin_cli_common import AdminClient
 from magnetar.broker.admin_cli_common import show as _show
 from magnetar.broker.admin_cli_schemas import schemas
 from magnetar.broker.admin_cli_topics import topics
+from magnetar.common.authentication.client import ClientCredentials
 
 
 @click.group(
@@ -18,6 +19,7 @@ from magnetar.broker.admin_cli_topics import topics
     epilog="""\b
 Examples:
   magnetar admin tenants create acme --allowed-clusters jp-east,jp-west
+  magnetar admin --auth-plugin token --auth-params file:///path/to/admin.token tenants list
   magnetar admin namespaces create --clusters jp-east,jp-west acme/orders
   magnetar admin namespaces bundles public/default
   magnetar admin namespaces unload public/default --bundle 0x00000000_0x40000000
@@ -33,10 +35,22 @@ Examples:
 )
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default="http://127.0.0.1:8080", show_default=True,
               help="Admin REST URL of any broker (env MAGNETAR_ADMIN_URL).")  # fmt: skip
+@click.option(
+    "--auth-plugin",
+    envvar="MAGNETAR_AUTH_PLUGIN",
+    default="",
+    help="Authentication plugin: token (or org.apache.pulsar.client.impl.auth.AuthenticationToken).",
+)
+@click.option("--auth-params", envvar="MAGNETAR_AUTH_PARAMS", default="",
+              help="Its parameters: token:<jwt> or file:///path/to/token.")  # fmt: skip
 @click.pass_context
-def admin(ctx: click.Context, admin_url: str) -> None:
+def admin(ctx: click.Context, admin_url: str, auth_plugin: str, auth_params: str) -> None:
     """Administer clusters, tenants, namespaces, bundles, topics and brokers (pulsar-admin shapes)."""
-    ctx.obj = AdminClient(admin_url)
+    try:
+        credentials = ClientCredentials.from_plugin(auth_plugin, auth_params)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--auth-plugin/--auth-params") from None
+    ctx.obj = AdminClient(admin_url, credentials=credentials)
 
 
 admin.add_command(topics)

@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -27,6 +27,8 @@ from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName, TopicNotAllowedError
 from magnetar.common.admin_client import AdminError, AsyncAdminClient
+from magnetar.common.authentication.client import ClientCredentials
+from magnetar.common.authentication.providers import Authentication
 from magnetar.common.metadata import (
     BadVersionError,
     MetadataError,
@@ -174,6 +176,10 @@ class AdminDeps:
     schemas: SchemaAdmission
     #: topic compaction (start, status)
     compactions: Compactions
+    #: who an admin call comes from (authentication_enabled), and how this broker's own calls
+    #: to other brokers say who it is
+    authentication: Authentication = field(default_factory=Authentication)
+    broker_credentials: ClientCredentials = field(default_factory=ClientCredentials)
 
 
 def namespace_of(request: web.Request) -> str:
@@ -195,9 +201,12 @@ def topic_of(request: web.Request) -> TopicName:
 class Owners:
     """Where a call about a bundle or a topic is served: here, or at the owner's (a 307)."""
 
-    def __init__(self, bundles: BundleAdmin, topics: TopicAdmin) -> None:
+    def __init__(
+        self, bundles: BundleAdmin, topics: TopicAdmin, credentials: ClientCredentials | None = None
+    ) -> None:
         self._bundles = bundles
         self._topics = topics
+        self._credentials = credentials
 
     async def forward(self, request: web.Request, namespace: str, bundle: Bundle) -> None:
         """Raise a 307 to the owning broker's same URL unless this broker owns the bundle."""
@@ -226,7 +235,7 @@ class Owners:
             raise NamespaceError("this broker is not registered: cannot delete topics", 503)
         path = f"/admin/v2/{name.replace('://', '/', 1)}?force={str(force).lower()}"
         try:
-            await AsyncAdminClient(me.web_service_url).request("DELETE", path)
+            await AsyncAdminClient(me.web_service_url, credentials=self._credentials).request("DELETE", path)
         except AdminError as exc:
             if exc.status != 404:
                 raise NamespaceError(f"deleting {name}: {exc}", exc.status or 502) from None

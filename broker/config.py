@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from magnetar.bookie.client import LedgerClientConfig
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
@@ -18,6 +18,8 @@ from magnetar.broker.policies import (
     Policies,
     SchemaStrategy,
 )
+from magnetar.common.authentication.client import ClientCredentials
+from magnetar.common.authentication.providers import Authentication
 from magnetar.common.config import ComponentConfig
 
 
@@ -64,6 +66,22 @@ class BrokerConfig(ComponentConfig):
     #: open connections the broker accepts from one IP address (brokerMaxConnectionsPerIp); 0: no limit
     broker_max_connections_per_ip: int = Field(default=0, ge=0)
     broker_deduplication_enabled: bool = False
+    # -- authentication (see README "Authentication"; Pulsar's settings) -----------------------
+    #: authenticationEnabled: every connection and admin call must say who it is
+    authentication_enabled: bool = False
+    #: authenticationProviders, comma-separated: token (or Pulsar's AuthenticationProviderToken)
+    authentication_providers: str = ""
+    #: tokenSecretKey (HS256) or tokenPublicKey (RS256/ES256): data:;base64,…, file:///path or a path
+    token_secret_key: str = ""
+    token_public_key: str = ""
+    #: tokenAuthClaim: the claim naming the role
+    token_auth_claim: str = "sub"
+    #: anonymousUserRole: the role of a caller that sends no credentials (none: refused)
+    anonymous_user_role: str = ""
+    #: brokerClientAuthenticationPlugin / brokerClientAuthenticationParameters: how this broker
+    #: authenticates its own calls to brokers (admin forwarding, unloads, partition deletes)
+    broker_client_authentication_plugin: str = ""
+    broker_client_authentication_parameters: str = ""
     # -- geo-replication (see README "Geo-replication") ----------------------------------------
     #: sends a replicator has in flight to its remote cluster (replicationProducerQueueSize)
     replication_producer_queue_size: int = Field(default=1000, gt=0)
@@ -196,6 +214,29 @@ class BrokerConfig(ComponentConfig):
     load_balancer_namespace_maximum_bundles: int = Field(default=128, gt=0)
     #: Magnetar, tests only: accept PUT /admin/v2/internal/load to override the reported usage
     load_balancer_load_injection_enabled: bool = False
+
+    @model_validator(mode="after")
+    def _usable_authentication(self) -> BrokerConfig:
+        """Authentication settings that cannot work stop the broker before it serves, naming them."""
+        self.authentication()
+        self.broker_client_credentials()
+        return self
+
+    def authentication(self) -> Authentication:
+        """The broker's authentication; ValueError naming a setting that cannot be used."""
+        return Authentication.from_settings(
+            enabled=self.authentication_enabled,
+            providers=[p.strip() for p in self.authentication_providers.split(",") if p.strip()],
+            token_secret_key=self.token_secret_key,
+            token_public_key=self.token_public_key,
+            token_auth_claim=self.token_auth_claim,
+            anonymous_user_role=self.anonymous_user_role,
+        )
+
+    def broker_client_credentials(self) -> ClientCredentials:
+        return ClientCredentials.from_plugin(
+            self.broker_client_authentication_plugin, self.broker_client_authentication_parameters
+        )
 
     def ledger_client(self) -> LedgerClientConfig:
         return LedgerClientConfig(

@@ -15,7 +15,7 @@ import logging
 import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from magnetar.broker.channel import TopicSource
@@ -31,6 +31,7 @@ from magnetar.broker.schema_commands import SchemaCommands
 from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, InvalidTopicNameError, Topic
+from magnetar.common.authentication.providers import Authentication, AuthenticationFailed
 from magnetar.common.background import BackgroundTasks
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -83,6 +84,8 @@ class ConnectionDeps:
     compactions: CompactedReads
     #: PIP-63: set on a read-only broker, which refuses producers
     read_only: ReadOnlyRefusal | None = None
+    #: who a connection's CONNECT proves it is (authentication_enabled)
+    authentication: Authentication = field(default_factory=Authentication)
 
 
 class ServerConnection:
@@ -103,6 +106,8 @@ class ServerConnection:
         self.ip = str(peer[0]) if peer else "?"
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.protocol_version = 0
+        #: the role its CONNECT proved (None while authentication is off)
+        self.role: str | None = None
         self._connected = False
         self._last_read = time.monotonic()
         self._closed = False
@@ -293,6 +298,12 @@ class ServerConnection:
             self.send(commands.error(0, E.NotAllowedError, "already connected"))
             return
         connect = frame.command.connect
+        try:
+            self.role = self._deps.authentication.authenticate(connect.auth_method_name, connect.auth_data)
+        except AuthenticationFailed as exc:
+            log.warning("connection %s: authentication failed: %s", self._remote, exc)
+            self.send(commands.error(2**64 - 1, E.AuthenticationError, f"authentication failed: {exc}"))
+            raise ConnectionClosed(f"authentication failed: {exc}") from None
         self.protocol_version = min(connect.protocol_version, PROTOCOL_VERSION)
         self._connected = True
         self.send(
@@ -477,7 +488,7 @@ _DOMAINS_OF_MODE: dict[int, Sequence[str]] = {
 
 def _request_id(command: api.BaseCommand) -> int:
     """The request id of any command that has one (for ERROR answers), else 0."""
-    for field, value in command.ListFields():
-        if field.name != "type" and hasattr(value, "request_id"):
+    for descriptor, value in command.ListFields():
+        if descriptor.name != "type" and hasattr(value, "request_id"):
             return int(value.request_id)
     return 0

@@ -219,6 +219,8 @@ class LoadManager:
         election: LeaderElection | None,
     ) -> None:
         self.config = config
+        #: how this broker says who it is to the owners it asks to unload or split
+        self._credentials = config.broker_client_credentials()
         self._store = store
         self._ownership = ownership
         self._namespaces = namespaces
@@ -322,7 +324,7 @@ class LoadManager:
         log.info("shedding %s from %s (%s): %s", shed.bundle, shed.source, shed.reason, verb)
         # Through the owner's admin REST, as Pulsar's leader does (the owner unloads or transfers).
         path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/unload{query}"
-        await AsyncAdminClient(owner.web_service_url).request("PUT", path)
+        await AsyncAdminClient(owner.web_service_url, credentials=self._credentials).request("PUT", path)
         self.state.recently_shed[shed.bundle] = time.monotonic()
         self.actions.append(f"shed {shed.bundle} from {shed.source}: {verb}")
 
@@ -333,5 +335,5 @@ class LoadManager:
             return
         log.info("splitting %s owned by %s (%s)", split.bundle, split.owner, split.reason)
         path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/split"
-        await AsyncAdminClient(owner.web_service_url).request("PUT", path)
+        await AsyncAdminClient(owner.web_service_url, credentials=self._credentials).request("PUT", path)
         self.actions.append(f"split {split.bundle}: {split.reason}")

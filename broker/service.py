@@ -80,6 +80,8 @@ class BrokerService:
         self._rpc_server: grpc.aio.Server | None = None
         self._peers = PeerClient()
         self._cursor_client: CursorClient | None = None
+        #: checked at start: a setting that cannot be used stops the broker before it serves
+        self._authentication = config.authentication()
         self._auto_creation: AutoTopicCreation | None = None
         self._deps: ConnectionDeps | None = None
         #: what keeps the broker listed (registry, load reports, the campaign): stopped first
@@ -238,6 +240,8 @@ class BrokerService:
                 stores=[s for s in (self.store, self.configuration_store) if s is not None],
                 schemas=self.schemas,
                 compactions=self.compactions,
+                authentication=self._authentication,
+                broker_credentials=config.broker_client_credentials(),
             )
         ).install(self._metrics.app)
         self.load_manager.install(self._metrics.app)
@@ -337,6 +341,7 @@ class BrokerService:
             schemas=self.schemas,
             compactions=self.compactions,
             read_only=read_only,
+            authentication=self._authentication,
         )
 
     def _new_producer_name(self) -> str:

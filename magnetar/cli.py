@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "workload": "magnetar.chaos.workload.cli:workload",
     "postmortem": "magnetar.spark.cli:postmortem",
     "operator": "magnetar.operator.cli:operator",
+    "tokens": "magnetar.common.authentication.cli:tokens_command",
 }
 
 

@@ -19,6 +19,8 @@ from urllib.parse import urljoin
 
 import aiohttp
 
+from magnetar.common.authentication.client import ClientCredentials
+
 #: redirects followed before giving up (an owner that moves during the call)
 MAX_REDIRECTS = 5
 
@@ -49,16 +51,19 @@ class StoredMessage:
 
 
 class AsyncAdminClient:
-    def __init__(self, url: str, *, timeout_s: float = 60) -> None:
+    def __init__(
+        self, url: str, *, timeout_s: float = 60, credentials: ClientCredentials | None = None
+    ) -> None:
         self.url = url.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._auth_headers = credentials.http_headers() if credentials is not None else {}
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:
         """The decoded JSON answer of ``method path`` (None for an empty one; a StoredMessage for
         a message)."""
         url = f"{self.url}{path}"
         data = None if body is None else json.dumps(body)
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json", **self._auth_headers}
         try:
             async with aiohttp.ClientSession(timeout=self._timeout) as session:
                 for _ in range(MAX_REDIRECTS):
@@ -87,9 +92,9 @@ class AsyncAdminClient:
 class AdminClient:
     """The blocking wrapper: each call runs the asynchronous client to completion."""
 
-    def __init__(self, url: str, timeout_s: float = 60) -> None:
+    def __init__(self, url: str, timeout_s: float = 60, credentials: ClientCredentials | None = None) -> None:
         self.url = url.rstrip("/")
-        self._client = AsyncAdminClient(url, timeout_s=timeout_s)
+        self._client = AsyncAdminClient(url, timeout_s=timeout_s, credentials=credentials)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """The decoded JSON answer of ``method path`` (None for an empty one)."""

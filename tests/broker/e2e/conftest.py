@@ -88,12 +88,8 @@ class Standalone:
         return self.start()
 
     def client(self, **options: object) -> pulsar.Client:
-        return pulsar.Client(
-            self.service_url,
-            operation_timeout_seconds=15,
-            logger=_CLIENT_LOG,
-            **options,  # type: ignore[arg-type]
-        )
+        settings: dict[str, object] = {"operation_timeout_seconds": 15, "logger": _CLIENT_LOG, **options}
+        return pulsar.Client(self.service_url, **settings)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -1,0 +1,129 @@
+"""The broker's side of authentication (Pulsar's AuthenticationService and its providers): the
+method a client names and the data it sends become a role, or AuthenticationFailed with why.
+
+``authentication_enabled`` off: nobody is asked (no role). On: a caller without credentials gets
+``anonymous_user_role`` when one is set and is refused otherwise; a method not among
+``authentication_providers`` is refused naming the ones taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
+
+from magnetar.common.authentication import keys, tokens
+
+#: Pulsar's provider class names, and the method each answers to
+PROVIDER_METHODS = {
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
+    "token": "token",
+}
+
+
+class AuthenticationFailed(Exception):
+    """The caller is not who it claims (the message says why: no credentials, expired, …)."""
+
+
+class AuthenticationProvider(Protocol):
+    method: str
+
+    def authenticate(self, data: bytes) -> str:
+        """The role ``data`` proves; AuthenticationFailed otherwise."""
+        ...
+
+
+class TokenProvider:
+    """Pulsar's AuthenticationProviderToken: a JWT signed with the secret key (HS256) or the
+    private key matching ``token_public_key`` (RS256, ES256); the role is ``token_auth_claim``."""
+
+    method = "token"
+
+    def __init__(self, key: bytes | PublicKeyTypes, claim: str = "sub") -> None:
+        self._key = key
+        self._claim = claim
+
+    @classmethod
+    def from_settings(cls, secret_key: str, public_key: str, claim: str) -> TokenProvider:
+        if bool(secret_key) == bool(public_key):
+            raise ValueError(
+                "token authentication needs exactly one of token_secret_key and token_public_key"
+            )
+        key = keys.secret_key(secret_key) if secret_key else keys.public_key(public_key)
+        return cls(key, claim)
+
+    def authenticate(self, data: bytes) -> str:
+        try:
+            token = data.decode("ascii").strip()
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("the token is not ASCII text") from None
+        if not token:
+            raise AuthenticationFailed("the token is empty")
+        try:
+            return tokens.check(token, self._key, claim=self._claim).role
+        except tokens.TokenError as exc:
+            raise AuthenticationFailed(str(exc)) from None
+
+
+@dataclass
+class Authentication:
+    enabled: bool = False
+    providers: Mapping[str, AuthenticationProvider] = field(default_factory=dict)
+    anonymous_role: str | None = None
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        enabled: bool,
+        providers: Iterable[str],
+        token_secret_key: str = "",
+        token_public_key: str = "",
+        token_auth_claim: str = "sub",
+        anonymous_user_role: str | None = None,
+    ) -> Authentication:
+        """From the broker's settings; ValueError naming what is wrong with them."""
+        found: dict[str, AuthenticationProvider] = {}
+        for name in providers:
+            method = PROVIDER_METHODS.get(name)
+            if method is None:
+                raise ValueError(
+                    f"unknown authentication provider {name!r}: known are {sorted(PROVIDER_METHODS)}"
+                )
+            found[method] = TokenProvider.from_settings(token_secret_key, token_public_key, token_auth_claim)
+        if enabled and not found:
+            raise ValueError("authentication_enabled needs authentication_providers (e.g. token)")
+        return cls(enabled, found, anonymous_user_role or None)
+
+    def authenticate(self, method: str, data: bytes) -> str | None:
+        """The caller's role (None while authentication is off); AuthenticationFailed."""
+        if not self.enabled:
+            return None
+        if not method and not data:
+            if self.anonymous_role is not None:
+                return self.anonymous_role
+            raise AuthenticationFailed(
+                f"authentication is required and none was sent (this broker takes: {self._methods()})"
+            )
+        provider = self.providers.get(method)
+        if provider is None:
+            raise AuthenticationFailed(
+                f"unknown authentication method {method!r} (this broker takes: {self._methods()})"
+            )
+        return provider.authenticate(data)
+
+    def authenticate_http(self, authorization: str | None) -> str | None:
+        """The role of an HTTP ``Authorization`` header (``Bearer <token>``); as ``authenticate``."""
+        if not authorization:
+            return self.authenticate("", b"")
+        scheme, _, credentials = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            raise AuthenticationFailed(
+                f"unsupported Authorization scheme {scheme!r} (Bearer <token> is taken)"
+            )
+        return self.authenticate("token", credentials.strip().encode())
+
+    def _methods(self) -> str:
+        return ", ".join(sorted(self.providers)) or "none"

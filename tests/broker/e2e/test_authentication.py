@@ -1,0 +1,171 @@
+"""Token authentication (issue 17, first part) with the official client, a raw socket and the
+admin REST: keys and tokens made with ``magnetar tokens``; a broker with
+``authentication_enabled`` serves a valid token's holder, refuses a CONNECT without one or with a
+forged, expired or unknown-method one with Pulsar's AuthenticationError saying why, and answers
+admin calls without a Bearer token 401; its own calls to brokers carry its broker-client token."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from click.testing import CliRunner
+
+from magnetar.broker.admin_cli import admin
+from magnetar.common.authentication.cli import tokens_command
+from magnetar.proto import PulsarApi_pb2 as api
+from tests.broker.conftest import admin_call
+from tests.broker.e2e.conftest import Standalone
+from tests.broker.e2e.test_malformed import RawConnection
+
+T = api.BaseCommand.Type
+TOPIC = "persistent://public/default/secured"
+
+
+def _tokens(*args: str) -> str:
+    result = CliRunner().invoke(tokens_command, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output.strip()
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Path:
+    """A secret key, tokens for the roles admin and app, and an expired one, as files."""
+    key = tmp_path / "secret.key"
+    _tokens("create-secret-key", "--output", str(key))
+    for role in ("admin", "app"):
+        (tmp_path / f"{role}.token").write_text(
+            _tokens("create", "--secret-key", f"file://{key}", "-s", role)
+        )
+    expired = _tokens("create", "--secret-key", f"file://{key}", "-s", "old", "--expiry-time", "0s")
+    (tmp_path / "expired.token").write_text(expired)
+    return tmp_path
+
+
+@pytest.fixture
+def secured(keys: Path) -> Iterator[Standalone]:
+    server = Standalone(
+        keys / "standalone",
+        authentication_enabled="true",
+        authentication_providers="org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        token_secret_key=f"file://{keys / 'secret.key'}",
+        broker_client_authentication_plugin="org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        broker_client_authentication_parameters=f"file://{keys / 'admin.token'}",
+    ).start()
+    yield server
+    try:
+        server.stop()
+    finally:
+        server.kill()
+
+
+def _connect(server: Standalone, method: str = "", data: bytes = b"") -> api.BaseCommand:
+    raw = RawConnection(server)
+    raw.send(
+        api.BaseCommand(
+            type=T.CONNECT,
+            connect=api.CommandConnect(
+                client_version="raw",
+                protocol_version=21,
+                auth_method_name=method or None,
+                auth_data=data or None,
+            ),
+        )
+    )
+    reply = raw.receive()
+    assert reply is not None
+    if reply.type == T.ERROR:
+        assert raw.closed_after(), "a connection whose CONNECT failed is closed"
+    return reply
+
+
+def test_a_valid_token_is_served_and_anything_else_refused_saying_why(
+    secured: Standalone, keys: Path
+) -> None:
+    token = (keys / "app.token").read_text()
+    client = secured.client(authentication=pulsar.AuthenticationToken(token))
+    consumer = client.subscribe(TOPIC, "s")
+    client.create_producer(TOPIC).send(b"hello")
+    assert consumer.receive(5000).data() == b"hello"
+    client.close()
+
+    assert _connect(secured, "token", token.encode()).type == T.CONNECTED
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    for method, data, reason in [
+        ("", b"", "authentication is required and none was sent"),
+        ("token", forged.encode(), "signature does not match"),
+        ("token", (keys / "expired.token").read_bytes(), "has expired"),
+        ("token", b"not-a-jwt", "not a valid token"),
+        ("basic", b"user:pass", "unknown authentication method 'basic'"),
+    ]:
+        reply = _connect(secured, method, data)
+        assert reply.type == T.ERROR, method
+        assert reply.error.error == api.AuthenticationError
+        assert reason in reply.error.message
+
+    anonymous = secured.client(operation_timeout_seconds=3)
+    with pytest.raises(pulsar.PulsarException):
+        anonymous.create_producer(TOPIC)  # never a served topic
+    anonymous.close()
+
+
+def test_admin_calls_need_a_bearer_token(secured: Standalone, keys: Path) -> None:
+    url = secured.web_service_url
+    status, body = admin_call("GET", f"{url}/admin/v2/tenants")
+    assert status == 401
+    assert "authentication is required" in body["reason"]
+    request = urllib.request.Request(
+        f"{url}/admin/v2/tenants", headers={"Authorization": f"Bearer {(keys / 'expired.token').read_text()}"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
+    assert "has expired" in json.loads(refused.value.read())["reason"]
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:  # open, as Pulsar's
+        assert response.status == 200
+
+    runner = CliRunner()
+    base = ["--admin-url", url, "--auth-plugin", "token", "--auth-params", f"file://{keys / 'admin.token'}"]
+    listed = runner.invoke(admin, [*base, "tenants", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "public" in listed.output
+    refused_cli = runner.invoke(admin, ["--admin-url", url, "tenants", "list"])
+    assert refused_cli.exit_code != 0
+    assert "401" in refused_cli.output
+    # Deleting a partitioned topic deletes each partition through the broker's own admin calls,
+    # which carry its broker-client token.
+    created = runner.invoke(admin, [*base, "topics", "create-partitioned-topic", TOPIC + "-p", "-p", "2"])
+    assert created.exit_code == 0, created.output
+    deleted = runner.invoke(admin, [*base, "topics", "delete-partitioned-topic", TOPIC + "-p"])
+    assert deleted.exit_code == 0, deleted.output
+
+
+def test_tokens_are_shown_validated_and_signed_with_key_pairs(tmp_path: Path) -> None:
+    private, public = tmp_path / "private.key", tmp_path / "public.key"
+    _tokens("create-key-pair", "--output-private-key", str(private), "--output-public-key", str(public))
+    token = _tokens("create", "--private-key", f"file://{private}", "-s", "app", "-e", "1h")
+    shown = json.loads(_tokens("show", "-i", token))
+    assert shown["header"]["alg"] == "RS256"
+    assert shown["claims"]["sub"] == "app"
+    assert json.loads(_tokens("validate", "--public-key", str(public), "-i", token))["sub"] == "app"
+
+    other = tmp_path / "other"
+    _tokens(
+        "create-key-pair",
+        "--output-private-key",
+        f"{other}.private",
+        "--output-public-key",
+        f"{other}.public",
+    )
+    wrong = CliRunner().invoke(tokens_command, ["validate", "--public-key", f"{other}.public", "-i", token])
+    assert wrong.exit_code != 0
+    assert "signature does not match" in wrong.output
+    missing = CliRunner().invoke(
+        tokens_command, ["create", "--secret-key", str(tmp_path / "nope"), "-s", "x"]
+    )
+    assert missing.exit_code != 0
+    assert "cannot read key" in missing.output
