@@ -8,6 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import ValidationError
 
+from magnetar.broker.admin_access import access_checks
 from magnetar.broker.admin_http import (
     AdminDeps,
     Handler,
@@ -20,6 +21,7 @@ from magnetar.broker.admin_http import (
     probe,
     query_flag,
 )
+from magnetar.broker.admin_permissions import PermissionAdminApi
 from magnetar.broker.admin_policies import PolicyAdminApi
 from magnetar.broker.admin_schemas import SchemaAdminApi
 from magnetar.broker.admin_subscriptions import SubscriptionAdminApi
@@ -42,6 +44,8 @@ class AdminApi:
     def install(self, app: web.Application) -> None:
         app.middlewares.append(errors)
         app.middlewares.append(self._authenticated)
+        if self._deps.authorization is not None:
+            app.middlewares.append(access_checks(self._deps.authorization))
         app.middlewares.append(self._store_reachable)
         r = app.router
         r.add_get("/admin/v2/clusters", self.clusters)
@@ -77,6 +81,7 @@ class AdminApi:
         SubscriptionAdminApi(self._owners).install(app)
         PolicyAdminApi(self._deps).install(app)
         SchemaAdminApi(self._deps).install(app)
+        PermissionAdminApi(self._deps).install(app)
 
     @web.middleware
     async def _authenticated(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -138,14 +143,16 @@ class AdminApi:
     async def create_tenant(self, request: web.Request) -> web.Response:
         body = await json_object(request)
         clusters = cluster_names(body, "allowedClusters", [self._deps.cluster_name])
-        await self._namespaces.create_tenant(request.match_info["tenant"], clusters)
+        await self._namespaces.create_tenant(
+            request.match_info["tenant"], clusters, admin_roles=_admin_roles(body) or []
+        )
         return web.Response(status=204)
 
     async def update_tenant(self, request: web.Request) -> web.Response:
         body = await json_object(request)
         clusters = cluster_names(body, "allowedClusters", [self._deps.cluster_name])
         await self._check_clusters(clusters)
-        await self._namespaces.update_tenant(request.match_info["tenant"], clusters)
+        await self._namespaces.update_tenant(request.match_info["tenant"], clusters, _admin_roles(body))
         return web.Response(status=204)
 
     async def tenant(self, request: web.Request) -> web.Response:
@@ -329,3 +336,13 @@ class AdminApi:
             return error(404, "no leader broker elected yet")
         info = next((b for b in await self._bundles.brokers() if b.broker_id == leader), None)
         return web.json_response({"brokerId": leader, "serviceUrl": info.web_service_url if info else None})
+
+
+def _admin_roles(body: dict[str, object]) -> list[str] | None:
+    """A TenantInfo's adminRoles (None: not given; the Go admin client sends null)."""
+    roles = body.get("adminRoles")
+    if roles is None:
+        return None
+    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+        raise NamespaceError(f"adminRoles must be a list of role names, not {roles!r}", 400)
+    return roles

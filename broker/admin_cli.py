@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from magnetar.broker import admin_cli_policies
+from magnetar.broker import admin_cli_permissions, admin_cli_policies
 from magnetar.broker.admin_cli_common import AdminClient
 from magnetar.broker.admin_cli_common import show as _show
 from magnetar.broker.admin_cli_schemas import schemas
@@ -21,6 +21,7 @@ Examples:
   magnetar admin tenants create acme --allowed-clusters jp-east,jp-west
   magnetar admin --auth-plugin token --auth-params file:///path/to/admin.token tenants list
   magnetar admin namespaces create --clusters jp-east,jp-west acme/orders
+  magnetar admin namespaces grant-permission acme/orders --role app --actions produce,consume
   magnetar admin namespaces bundles public/default
   magnetar admin namespaces unload public/default --bundle 0x00000000_0x40000000
   magnetar admin namespaces unload public/default -b 0x00000000_0x40000000 -d 127.0.0.1:6651
@@ -98,10 +99,14 @@ def tenants_list(client: AdminClient) -> None:
 @tenants.command("create")
 @click.argument("tenant")
 @click.option("--allowed-clusters", "-c", default="", help="Comma-separated clusters.")
+@click.option("--admin-roles", "-r", default="", help="Comma-separated roles administering the tenant.")
 @click.pass_obj
-def tenants_create(client: AdminClient, tenant: str, allowed_clusters: str) -> None:
+def tenants_create(client: AdminClient, tenant: str, allowed_clusters: str, admin_roles: str) -> None:
     clusters = [c for c in allowed_clusters.split(",") if c]
-    client.call("PUT", f"/admin/v2/tenants/{tenant}", {"allowedClusters": clusters} if clusters else {})
+    body: dict[str, list[str]] = {"allowedClusters": clusters} if clusters else {}
+    if admin_roles:
+        body["adminRoles"] = [r for r in admin_roles.split(",") if r]
+    client.call("PUT", f"/admin/v2/tenants/{tenant}", body)
 
 
 @tenants.command("update")
@@ -274,3 +279,4 @@ def brokers_leader(client: AdminClient) -> None:
 
 
 admin_cli_policies.install(namespaces, topics)
+admin_cli_permissions.install(namespaces, topics)

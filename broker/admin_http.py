@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from magnetar.broker.applied_policies import PolicyUpdates
+from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.compaction.topic_compactions import Compactions
 from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
@@ -180,6 +181,8 @@ class AdminDeps:
     #: to other brokers say who it is
     authentication: Authentication = field(default_factory=Authentication)
     broker_credentials: ClientCredentials = field(default_factory=ClientCredentials)
+    #: what a role may do (authorization_enabled); None: everything
+    authorization: Authorization | None = None
 
 
 def namespace_of(request: web.Request) -> str:

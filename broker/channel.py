@@ -17,6 +17,10 @@ class CommandChannel(ConsumerChannel, Protocol):
         """Run ``work`` beside the read loop (the connection waits for it at its close)."""
         ...
 
+    async def authorize(self, topic: str, *actions: str) -> None:
+        """AuthorizationError unless the connection's role may do one of ``actions`` on ``topic``."""
+        ...
+
 
 class TopicSource(Protocol):
     """The broker's topics, as the command handlers reach them."""

@@ -78,6 +78,9 @@ class BrokerConfig(ComponentConfig):
     token_auth_claim: str = "sub"
     #: anonymousUserRole: the role of a caller that sends no credentials (none: refused)
     anonymous_user_role: str = ""
+    #: authorizationEnabled / superUserRoles (comma-separated): what authenticated roles may do
+    authorization_enabled: bool = False
+    super_user_roles: str = ""
     #: brokerClientAuthenticationPlugin / brokerClientAuthenticationParameters: how this broker
     #: authenticates its own calls to brokers (admin forwarding, unloads, partition deletes)
     broker_client_authentication_plugin: str = ""
@@ -220,6 +223,8 @@ class BrokerConfig(ComponentConfig):
         """Authentication settings that cannot work stop the broker before it serves, naming them."""
         self.authentication()
         self.broker_client_credentials()
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ValueError("authorization_enabled needs authentication_enabled (roles come from it)")
         return self
 
     def authentication(self) -> Authentication:
@@ -232,6 +237,9 @@ class BrokerConfig(ComponentConfig):
             token_auth_claim=self.token_auth_claim,
             anonymous_user_role=self.anonymous_user_role,
         )
+
+    def super_users(self) -> list[str]:
+        return [r.strip() for r in self.super_user_roles.split(",") if r.strip()]
 
     def broker_client_credentials(self) -> ClientCredentials:
         return ClientCredentials.from_plugin(

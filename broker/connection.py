@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from magnetar.broker.authorization import Authorization
 from magnetar.broker.channel import TopicSource
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer_commands import CompactedReads, ConsumerCommands
@@ -30,7 +31,7 @@ from magnetar.broker.protocol.frames import FRAME_PADDING, Frame, FrameError, en
 from magnetar.broker.schema_commands import SchemaCommands
 from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.server_errors import server_error
-from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, InvalidTopicNameError, Topic
+from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, InvalidTopicNameError, Topic, TopicName
 from magnetar.common.authentication.providers import Authentication, AuthenticationFailed
 from magnetar.common.background import BackgroundTasks
 from magnetar.proto import PulsarApi_pb2 as api
@@ -84,8 +85,9 @@ class ConnectionDeps:
     compactions: CompactedReads
     #: PIP-63: set on a read-only broker, which refuses producers
     read_only: ReadOnlyRefusal | None = None
-    #: who a connection's CONNECT proves it is (authentication_enabled)
+    #: who a connection's CONNECT proves it is (authentication_enabled), and what it may do
     authentication: Authentication = field(default_factory=Authentication)
+    authorization: Authorization | None = None
 
 
 class ServerConnection:
@@ -319,8 +321,13 @@ class ServerConnection:
     async def _ping(self, frame: Frame) -> None:
         self.send(commands.pong())
 
+    async def authorize(self, topic: str, *actions: str) -> None:
+        if self._deps.authorization is not None:
+            await self._deps.authorization.check_topic(self.role, TopicName.parse(topic), *actions)
+
     async def _partitioned_metadata(self, frame: Frame) -> None:
         request = frame.command.partitionMetadata
+        await self.authorize(request.topic, "produce", "consume")
         partitions = await self._deps.partitioned.partitions(request.topic)
         self.send(
             commands.command(
@@ -334,6 +341,7 @@ class ServerConnection:
 
     async def _lookup(self, frame: Frame) -> None:
         request = frame.command.lookupTopic
+        await self.authorize(request.topic, "produce", "consume")
         try:
             url, redirect = await self._deps.lookups.lookup(
                 request.topic,
@@ -372,6 +380,8 @@ class ServerConnection:
 
     async def _topics_of_namespace(self, frame: Frame) -> None:
         request = frame.command.getTopicsOfNamespace
+        if self._deps.authorization is not None:
+            await self._deps.authorization.check_namespace(self.role, request.namespace, "produce", "consume")
         domains = _DOMAINS_OF_MODE.get(request.mode, PERSISTENT)
         topics = await self._deps.namespace_topics.topics_of_namespace(request.namespace, domains)
         self.send(

@@ -68,6 +68,15 @@ def even_boundaries(count: int) -> list[int]:
     return [FULL_RANGE * i // count for i in range(count)] + [FULL_RANGE]
 
 
+class AuthPolicies(BaseModel):
+    """Pulsar's auth_policies: actions granted per role on the namespace, and per topic."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    namespace_auth: dict[str, list[str]] = Field(default_factory=dict)
+    destination_auth: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+
+
 class NamespacePolicies(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -86,6 +95,8 @@ class NamespacePolicies(BaseModel):
     #: beyond PIP-33 (a) for the namespace's topics (default: the broker's
     #: replicated_subscriptions_carry_individual_acks)
     replicated_subscriptions_carry_acks: bool | None = None
+    #: who may produce and consume (namespace grants, topic grants), as Pulsar's auth_policies
+    auth_policies: AuthPolicies = Field(default_factory=AuthPolicies)
 
     def bundles(self) -> list[Bundle]:
         return [Bundle(a, b) for a, b in zip(self.boundaries, self.boundaries[1:], strict=False)]
@@ -145,19 +156,27 @@ class Namespaces:
 
     # -- tenants --------------------------------------------------------------------------------
     async def create_tenant(
-        self, tenant: str, allowed_clusters: list[str], *, exist_ok: bool = False
+        self,
+        tenant: str,
+        allowed_clusters: list[str],
+        *,
+        exist_ok: bool = False,
+        admin_roles: list[str] | None = None,
     ) -> None:
         check_name("tenant", tenant)
-        doc = {"allowedClusters": allowed_clusters, "adminRoles": []}
+        doc = {"allowedClusters": allowed_clusters, "adminRoles": admin_roles or []}
         try:
             await self._store.create(f"/admin/policies/{tenant}", json.dumps(doc).encode())
         except NodeExistsError:
             if not exist_ok:
                 raise NamespaceError(f"tenant {tenant} already exists", 409) from None
 
-    async def update_tenant(self, tenant: str, allowed_clusters: list[str]) -> None:
-        await self.tenant(tenant)  # 404 for one that does not exist
-        doc = {"allowedClusters": allowed_clusters, "adminRoles": []}
+    async def update_tenant(
+        self, tenant: str, allowed_clusters: list[str], admin_roles: list[str] | None = None
+    ) -> None:
+        known = await self.tenant(tenant)  # 404 for one that does not exist
+        roles = admin_roles if admin_roles is not None else known.get("adminRoles", [])
+        doc = {"allowedClusters": allowed_clusters, "adminRoles": roles}
         await self._store.put(f"/admin/policies/{tenant}", json.dumps(doc).encode())
 
     async def tenants(self) -> list[str]:
@@ -207,6 +226,18 @@ class Namespaces:
         return await self._modify(
             namespace, lambda doc: {"topic_policies": {**doc.get("topic_policies", {}), name: value}}
         )
+
+    async def edit_auth_policies(
+        self, namespace: str, edit: Callable[[AuthPolicies], object]
+    ) -> NamespacePolicies:
+        """Grant or revoke (``edit`` changes the auth policies in place), by compare-and-set."""
+
+        def change(doc: dict[str, Any]) -> dict[str, object]:
+            auth = AuthPolicies.model_validate(doc.get("auth_policies") or {})
+            edit(auth)
+            return {"auth_policies": auth.model_dump()}
+
+        return await self._modify(namespace, change)
 
     async def _modify(
         self, namespace: str, change: Callable[[dict[str, Any]], dict[str, object]]

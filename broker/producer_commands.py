@@ -86,6 +86,7 @@ class ProducerCommands:
 
     async def producer(self, frame: Frame) -> None:
         request = frame.command.producer
+        await self._channel.authorize(request.topic, "produce")
         if self._read_only is not None:
             refusal = await self._read_only.refuse_producer(request.topic)
             self._channel.send(commands.error(request.request_id, E.NotAllowedError, refusal))

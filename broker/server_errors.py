@@ -8,6 +8,7 @@ goes on. Anything else is a bug of the broker's, answered too but logged with it
 
 from __future__ import annotations
 
+from magnetar.broker.authorization import AuthorizationError
 from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError
 from magnetar.broker.namespace import NamespaceError
 from magnetar.broker.ownership import NotServedError, UnknownListenerError
@@ -24,6 +25,7 @@ E = api.ServerError
 _KNOWN: list[tuple[type[Exception], int]] = [
     (InvalidTopicNameError, E.InvalidTopicName),
     (TopicNotAllowedError, E.NotAllowedError),
+    (AuthorizationError, E.AuthorizationError),
     (NamespaceError, E.TopicNotFound),
     (SubscriptionBusyError, E.ConsumerBusy),
     (ConsumerAssignError, E.ConsumerAssignError),

@@ -22,6 +22,7 @@ from magnetar.bookie.client import LedgerClient
 from magnetar.broker import load_report
 from magnetar.broker.admin import AdminApi, AdminDeps
 from magnetar.broker.applied_policies import PolicyUpdates
+from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.bundles import BundleGate, Bundles
 from magnetar.broker.compaction.topic_compactions import Compactions
@@ -242,6 +243,7 @@ class BrokerService:
                 compactions=self.compactions,
                 authentication=self._authentication,
                 broker_credentials=config.broker_client_credentials(),
+                authorization=self._authorization(),
             )
         ).install(self._metrics.app)
         self.load_manager.install(self._metrics.app)
@@ -342,7 +344,14 @@ class BrokerService:
             compactions=self.compactions,
             read_only=read_only,
             authentication=self._authentication,
+            authorization=self._authorization(),
         )
+
+    def _authorization(self) -> Authorization | None:
+        if not self.config.authorization_enabled:
+            return None
+        assert self.namespaces is not None
+        return Authorization(enabled=True, super_users=self.config.super_users(), policies=self.namespaces)
 
     def _new_producer_name(self) -> str:
         assert self._producer_names is not None

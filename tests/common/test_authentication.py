@@ -75,3 +75,11 @@ def test_client_credentials_from_pulsar_plugin_params(tmp_path: Path) -> None:
     assert ClientCredentials.from_plugin("", "").http_headers() == {}
     with pytest.raises(ValueError, match="unsupported authentication plugin"):
         ClientCredentials.from_plugin("org.apache.pulsar.client.impl.auth.AuthenticationTls", "")
+
+
+def test_a_broker_refuses_authorization_without_authentication() -> None:
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.common.config import ConfigError
+
+    with pytest.raises(ConfigError, match="authorization_enabled needs authentication_enabled"):
+        BrokerConfig.load(None, {"authorization_enabled": True})

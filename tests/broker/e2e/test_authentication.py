@@ -1,12 +1,15 @@
-"""Token authentication (issue 17, first part) with the official client, a raw socket and the
-admin REST: keys and tokens made with ``magnetar tokens``; a broker with
+"""Token authentication and authorization (issue 17, first parts) with the official client, a raw
+socket and the admin REST: keys and tokens made with ``magnetar tokens``; a broker with
 ``authentication_enabled`` serves a valid token's holder, refuses a CONNECT without one or with a
 forged, expired or unknown-method one with Pulsar's AuthenticationError saying why, and answers
-admin calls without a Bearer token 401; its own calls to brokers carry its broker-client token."""
+admin calls without a Bearer token 401; its own calls to brokers carry its broker-client token.
+With ``authorization_enabled``, roles produce and consume only where granted, tenant admins
+administer their tenant only, and super-users everything."""
 
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,10 +37,10 @@ def _tokens(*args: str) -> str:
 
 @pytest.fixture
 def keys(tmp_path: Path) -> Path:
-    """A secret key, tokens for the roles admin and app, and an expired one, as files."""
+    """A secret key, tokens for the roles admin, app and ops, and an expired one, as files."""
     key = tmp_path / "secret.key"
     _tokens("create-secret-key", "--output", str(key))
-    for role in ("admin", "app"):
+    for role in ("admin", "app", "ops"):
         (tmp_path / f"{role}.token").write_text(
             _tokens("create", "--secret-key", f"file://{key}", "-s", role)
         )
@@ -169,3 +172,153 @@ def test_tokens_are_shown_validated_and_signed_with_key_pairs(tmp_path: Path) ->
     )
     assert missing.exit_code != 0
     assert "cannot read key" in missing.output
+
+
+@pytest.fixture
+def authorized(keys: Path) -> Iterator[Standalone]:
+    server = Standalone(
+        keys / "authorized",
+        authentication_enabled="true",
+        authentication_providers="token",
+        token_secret_key=f"file://{keys / 'secret.key'}",
+        authorization_enabled="true",
+        super_user_roles="admin",
+        broker_client_authentication_plugin="token",
+        broker_client_authentication_parameters=f"file://{keys / 'admin.token'}",
+    ).start()
+    yield server
+    try:
+        server.stop()
+    finally:
+        server.kill()
+
+
+def _as(server: Standalone, keys: Path, role: str) -> pulsar.Client:
+    token = (keys / f"{role}.token").read_text()
+    return server.client(authentication=pulsar.AuthenticationToken(token), operation_timeout_seconds=5)
+
+
+def _admin(server: Standalone, keys: Path, role: str, *args: str) -> tuple[int, str]:
+    token = f"file://{keys / f'{role}.token'}"
+    result = CliRunner().invoke(
+        admin,
+        ["--admin-url", server.web_service_url, "--auth-plugin", "token", "--auth-params", token, *args],
+    )
+    return result.exit_code, result.output
+
+
+def test_roles_produce_and_consume_only_where_granted(authorized: Standalone, keys: Path) -> None:
+    assert _admin(authorized, keys, "admin", "tenants", "create", "acme", "--admin-roles", "ops")[0] == 0
+    assert _admin(authorized, keys, "admin", "namespaces", "create", "acme/orders")[0] == 0
+    topic = "persistent://acme/orders/placed"
+
+    app = _as(authorized, keys, "app")
+    with pytest.raises(pulsar.AuthorizationError):
+        app.create_producer(topic)
+    app.close()
+    raw = RawConnection(authorized)
+    raw.send(
+        api.BaseCommand(
+            type=T.CONNECT,
+            connect=api.CommandConnect(
+                client_version="raw",
+                protocol_version=21,
+                auth_method_name="token",
+                auth_data=(keys / "app.token").read_bytes(),
+            ),
+        )
+    )
+    assert raw.receive().type == T.CONNECTED
+    raw.send(
+        api.BaseCommand(
+            type=T.PRODUCER, producer=api.CommandProducer(topic=topic, producer_id=1, request_id=7)
+        )
+    )
+    refused = raw.receive()
+    assert refused.type == T.ERROR
+    assert refused.error.error == api.AuthorizationError
+    assert refused.error.message == f"role app may not produce on {topic}"
+
+    granted = _admin(authorized, keys, "ops", "namespaces", "grant-permission", "acme/orders",
+                     "--role", "app", "--actions", "produce")  # fmt: skip
+    assert granted[0] == 0, granted[1]
+    app = _as(authorized, keys, "app")
+    app.create_producer(topic).send(b"placed")
+    with pytest.raises(pulsar.AuthorizationError):
+        app.subscribe(topic, "audit")
+    app.close()
+    assert (
+        _admin(authorized, keys, "ops", "topics", "grant-permission", topic, "-r", "app", "-a", "consume")[0]
+        == 0
+    )
+    status, shown = _admin(authorized, keys, "ops", "topics", "permissions", topic)
+    assert status == 0
+    assert json.loads(shown) == {"app": ["consume", "produce"]}
+    app = _as(authorized, keys, "app")
+    consumer = app.subscribe(topic, "audit", initial_position=pulsar.InitialPosition.Earliest)
+    assert consumer.receive(5000).data() == b"placed"
+    pattern = app.subscribe(re.compile("persistent://acme/orders/.*"), "by-pattern")  # a namespace grant
+    pattern.close()
+    app.close()
+    lookup = urllib.request.Request(
+        f"{authorized.web_service_url}/lookup/v2/topic/persistent/acme/orders/placed",
+        headers={"Authorization": f"Bearer {(keys / 'app.token').read_text()}"},
+    )
+    with urllib.request.urlopen(lookup, timeout=10) as response:
+        assert json.load(response)["brokerUrl"] == authorized.service_url
+
+    assert (
+        _admin(authorized, keys, "ops", "namespaces", "revoke-permission", "acme/orders", "-r", "app")[0] == 0
+    )
+    app = _as(authorized, keys, "app")
+    with pytest.raises(pulsar.AuthorizationError):
+        app.create_producer(topic)
+    with pytest.raises(pulsar.PulsarException):
+        app.subscribe(re.compile("persistent://acme/orders/.*"), "by-pattern")  # no namespace grant left
+    app.close()
+    with urllib.request.urlopen(lookup, timeout=10) as response:  # its topic grant stays
+        assert response.status == 200
+    elsewhere = urllib.request.Request(
+        lookup.full_url.replace("placed", "shipped"), headers=dict(lookup.header_items())
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(elsewhere, timeout=10)
+    assert refused.value.code == 403
+    assert "role app may not produce or consume" in json.loads(refused.value.read())["reason"]
+
+
+def test_tenant_admins_administer_their_tenant_and_super_users_the_rest(
+    authorized: Standalone, keys: Path
+) -> None:
+    assert _admin(authorized, keys, "admin", "tenants", "create", "acme", "--admin-roles", "ops")[0] == 0
+    assert _admin(authorized, keys, "ops", "namespaces", "create", "acme/billing")[0] == 0
+    assert (
+        _admin(
+            authorized, keys, "ops", "namespaces", "set-retention", "acme/billing", "-s", "1G", "-t", "1d"
+        )[0]
+        == 0
+    )
+    for role, args in [
+        ("ops", ["tenants", "create", "other"]),
+        ("ops", ["tenants", "list"]),
+        ("ops", ["namespaces", "create", "public/mine"]),
+        ("ops", ["brokers", "leader-broker"]),
+        ("app", ["namespaces", "list", "acme"]),
+        ("app", ["namespaces", "grant-permission", "acme/billing", "-r", "app", "-a", "produce"]),
+    ]:
+        status, output = _admin(authorized, keys, role, *args)
+        assert status != 0, (role, args)
+        assert "403" in output
+        assert f"role {role} may not" in output
+    status, clusters = _admin(authorized, keys, "app", "clusters", "list")  # anyone may read them
+    assert status == 0
+    assert "standalone" in clusters
+    bad = _admin(
+        authorized, keys, "ops", "namespaces", "grant-permission", "acme/billing", "-r", "x", "-a", "fly"
+    )
+    assert bad[0] != 0
+    assert "unknown action 'fly'" in bad[1]
+    # the broker's own calls (a partitioned topic's deletion) carry its super-user token
+    topic = "persistent://acme/billing/invoices"
+    assert _admin(authorized, keys, "ops", "topics", "create-partitioned-topic", topic, "-p", "2")[0] == 0
+    assert _admin(authorized, keys, "ops", "topics", "delete-partitioned-topic", topic)[0] == 0
