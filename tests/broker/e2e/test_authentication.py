@@ -49,21 +49,31 @@ def keys(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def secured(keys: Path) -> Iterator[Standalone]:
+def _secured_standalone(keys: Path, name: str, **settings: str) -> Iterator[Standalone]:
+    """A standalone checking tokens signed with the fixture's key; its own calls carry admin's."""
     server = Standalone(
-        keys / "standalone",
+        keys / name,
         authentication_enabled="true",
-        authentication_providers="org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
         token_secret_key=f"file://{keys / 'secret.key'}",
-        broker_client_authentication_plugin="org.apache.pulsar.client.impl.auth.AuthenticationToken",
         broker_client_authentication_parameters=f"file://{keys / 'admin.token'}",
+        **settings,
     ).start()
     yield server
     try:
         server.stop()
     finally:
         server.kill()
+
+
+@pytest.fixture
+def secured(keys: Path) -> Iterator[Standalone]:
+    # Pulsar's class names for the provider and the plugin are taken as the short ones are
+    yield from _secured_standalone(
+        keys,
+        "standalone",
+        authentication_providers="org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        broker_client_authentication_plugin="org.apache.pulsar.client.impl.auth.AuthenticationToken",
+    )
 
 
 def _connect(server: Standalone, method: str = "", data: bytes = b"") -> api.BaseCommand:
@@ -176,21 +186,14 @@ def test_tokens_are_shown_validated_and_signed_with_key_pairs(tmp_path: Path) ->
 
 @pytest.fixture
 def authorized(keys: Path) -> Iterator[Standalone]:
-    server = Standalone(
-        keys / "authorized",
-        authentication_enabled="true",
+    yield from _secured_standalone(
+        keys,
+        "authorized",
         authentication_providers="token",
-        token_secret_key=f"file://{keys / 'secret.key'}",
+        broker_client_authentication_plugin="token",
         authorization_enabled="true",
         super_user_roles="admin",
-        broker_client_authentication_plugin="token",
-        broker_client_authentication_parameters=f"file://{keys / 'admin.token'}",
-    ).start()
-    yield server
-    try:
-        server.stop()
-    finally:
-        server.kill()
+    )
 
 
 def _as(server: Standalone, keys: Path, role: str) -> pulsar.Client:
