@@ -8,6 +8,7 @@ administer their tenant only, and super-users everything."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import urllib.request
@@ -37,10 +38,10 @@ def _tokens(*args: str) -> str:
 
 @pytest.fixture
 def keys(tmp_path: Path) -> Path:
-    """A secret key, tokens for the roles admin, app and ops, and an expired one, as files."""
+    """A secret key, tokens for the roles admin, app, ops, writer and reader, and an expired one."""
     key = tmp_path / "secret.key"
     _tokens("create-secret-key", "--output", str(key))
-    for role in ("admin", "app", "ops"):
+    for role in ("admin", "app", "ops", "writer", "reader"):
         (tmp_path / f"{role}.token").write_text(
             _tokens("create", "--secret-key", f"file://{key}", "-s", role)
         )
@@ -74,6 +75,15 @@ def secured(keys: Path) -> Iterator[Standalone]:
         authentication_providers="org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
         broker_client_authentication_plugin="org.apache.pulsar.client.impl.auth.AuthenticationToken",
     )
+
+
+def _unsigned(role: str) -> bytes:
+    """A token with ``alg: none``: no signature at all."""
+
+    def part(doc: dict[str, str]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part({'sub': role})}.".encode()
 
 
 def _connect(server: Standalone, method: str = "", data: bytes = b"") -> api.BaseCommand:
@@ -114,6 +124,7 @@ def test_a_valid_token_is_served_and_anything_else_refused_saying_why(
         ("token", (keys / "expired.token").read_bytes(), "has expired"),
         ("token", b"not-a-jwt", "not a valid token"),
         ("basic", b"user:pass", "unknown authentication method 'basic'"),
+        ("token", _unsigned("app"), "signed with an algorithm the broker's key cannot check"),
     ]:
         reply = _connect(secured, method, data)
         assert reply.type == T.ERROR, method
@@ -325,3 +336,69 @@ def test_tenant_admins_administer_their_tenant_and_super_users_the_rest(
     topic = "persistent://acme/billing/invoices"
     assert _admin(authorized, keys, "ops", "topics", "create-partitioned-topic", topic, "-p", "2")[0] == 0
     assert _admin(authorized, keys, "ops", "topics", "delete-partitioned-topic", topic)[0] == 0
+
+
+#: what each role may do, as tested: produce, consume, read a namespace's policies, create a tenant
+MATRIX = {
+    "admin": (True, True, True, True),  # super-user
+    "ops": (True, True, True, False),  # admin of tenant acme
+    "writer": (True, False, False, False),  # granted produce on acme/m
+    "reader": (False, True, False, False),  # granted consume on acme/m
+    "anonymous": (False, False, False, False),  # no credentials
+}
+
+
+def test_the_role_action_matrix(authorized: Standalone, keys: Path) -> None:
+    assert _admin(authorized, keys, "admin", "tenants", "create", "acme", "--admin-roles", "ops")[0] == 0
+    assert _admin(authorized, keys, "admin", "namespaces", "create", "acme/m")[0] == 0
+    for role, action in (("writer", "produce"), ("reader", "consume")):
+        granted = _admin(
+            authorized, keys, "ops", "namespaces", "grant-permission", "acme/m", "-r", role, "-a", action
+        )
+        assert granted[0] == 0, granted[1]
+    topic = "persistent://acme/m/t"
+    refusals: set[int] = set()
+
+    def rest(method: str, path: str, role: str) -> bool:
+        headers = (
+            {} if role == "anonymous" else {"Authorization": f"Bearer {(keys / f'{role}.token').read_text()}"}
+        )
+        request = urllib.request.Request(
+            f"{authorized.web_service_url}{path}", method=method, headers=headers
+        )
+        if method == "PUT":
+            request.data, request.headers["Content-type"] = b"{}", "application/json"
+        try:
+            urllib.request.urlopen(request, timeout=10).close()
+            return True
+        except urllib.error.HTTPError as exc:
+            refusals.add(exc.code)
+            return False
+
+    def binary(role: str, work: str) -> bool:
+        if role == "anonymous":
+            client = authorized.client(operation_timeout_seconds=3)
+        else:
+            client = _as(authorized, keys, role)
+        try:
+            if work == "produce":
+                client.create_producer(topic).send(b"m")
+            else:
+                client.subscribe(topic, f"s-{role}")
+            return True
+        except pulsar.PulsarException:
+            return False
+        finally:
+            client.close()
+
+    found = {
+        role: (
+            binary(role, "produce"),
+            binary(role, "consume"),
+            rest("GET", "/admin/v2/namespaces/acme/m/retention", role),
+            rest("PUT", f"/admin/v2/tenants/t-{role}", role),
+        )
+        for role in MATRIX
+    }
+    assert found == MATRIX
+    assert refusals == {401, 403}, "anonymous: 401; the others: 403"
