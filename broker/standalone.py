@@ -31,6 +31,7 @@ Examples:
   magnetar standalone --data-dir /tmp/magnetar --port 6651 --web-port 8081
   magnetar standalone --port 0 --web-port 0      # free ports, printed on the ready line
   magnetar standalone --set broker_deduplication_enabled=true
+  magnetar standalone --secure       # tokens on: key and super-user token made in the data dir
 Then, with the official client:
   python -c "import pulsar; c = pulsar.Client('pulsar://127.0.0.1:6650'); ..."
 Ctrl-C stops it cleanly.""",
@@ -42,9 +43,20 @@ Ctrl-C stops it cleanly.""",
 @click.option("--bookie-port", type=int, default=0, show_default=True, help="The bookie's gRPC port.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="A broker setting (Pulsar's broker.conf name in snake_case); repeatable.")  # fmt: skip
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Token authentication and authorization, with a key and super-user token made for you.",
+)
 @click.option("--log-level", default="WARNING", show_default=True)
 def standalone(
-    data_dir: Path, port: int, web_port: int, bookie_port: int, sets: tuple[str, ...], log_level: str
+    data_dir: Path,
+    port: int,
+    web_port: int,
+    bookie_port: int,
+    sets: tuple[str, ...],
+    secure: bool,
+    log_level: str,
 ) -> None:
     """Run a whole Magnetar cluster in one process (metadata, bookie, broker)."""
     from magnetar.broker.config import BrokerConfig
@@ -52,7 +64,14 @@ def standalone(
     setup_logging(log_level)
     data_dir = data_dir.resolve()
     # One bookie, so one copy of each entry (as in Pulsar standalone); --set may override the rest.
+    secured: dict[str, object] = {}
+    token = None
+    if secure:
+        from magnetar.broker.standalone_security import secure_settings
+
+        secured, token = secure_settings(data_dir)
     settings = {
+        **secured,
         "metadata_store_url": f"sqlite://{data_dir / 'metadata.db'}",
         "managed_ledger_default_ensemble_size": 1,
         "managed_ledger_default_write_quorum": 1,
@@ -66,10 +85,10 @@ def standalone(
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     data_dir.mkdir(parents=True, exist_ok=True)
-    run(_serve(data_dir, config, bookie_port))
+    run(_serve(data_dir, config, bookie_port, token))
 
 
-async def _serve(data_dir: Path, config: BrokerConfig, bookie_port: int) -> None:
+async def _serve(data_dir: Path, config: BrokerConfig, bookie_port: int, token: Path | None) -> None:
     from magnetar.bookie.config import BookieConfig
     from magnetar.bookie.server import start_bookie
     from magnetar.broker.service import BrokerService
@@ -97,6 +116,10 @@ async def _serve(data_dir: Path, config: BrokerConfig, bookie_port: int) -> None
         f"standalone ready service_url={broker.service_url} web_service_url={broker.web_service_url} "
         f"in {time.monotonic() - started:.2f}s"
     )
+    if token is not None:
+        from magnetar.broker.standalone_security import how_to_use
+
+        click.echo(how_to_use(token, broker.service_url, broker.web_service_url))
     sys.stdout.flush()
     await stop.wait()
     await broker.stop()

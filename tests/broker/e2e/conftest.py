@@ -21,9 +21,10 @@ READY = re.compile(r"standalone ready service_url=(\S+) web_service_url=(\S+)")
 
 
 class Standalone:
-    def __init__(self, data_dir: Path, **settings: object) -> None:
+    def __init__(self, data_dir: Path, flags: tuple[str, ...] = (), **settings: object) -> None:
         self.data_dir = data_dir
-        #: broker settings passed as ``--set key=value``
+        #: command-line flags (``--secure``) and broker settings passed as ``--set key=value``
+        self.flags = flags
         self.settings = settings
         self.port = 0
         self.web_port = 0
@@ -38,6 +39,7 @@ class Standalone:
             sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(self.data_dir),
             "--port", str(self.port), "--web-port", str(self.web_port), "--log-level", "INFO",
         ]  # fmt: skip
+        command += list(self.flags)
         for key, value in self.settings.items():
             command += ["--set", f"{key}={value}"]
         with self.log_path.open("a") as log:

@@ -402,3 +402,29 @@ def test_the_role_action_matrix(authorized: Standalone, keys: Path) -> None:
     }
     assert found == MATRIX
     assert refusals == {401, 403}, "anonymous: 401; the others: 403"
+
+
+def test_a_secure_standalone_makes_its_key_and_super_user_token(tmp_path: Path) -> None:
+    server = Standalone(tmp_path / "secure", flags=("--secure",)).start()
+    try:
+        token_file = tmp_path / "secure" / "security" / "admin.token"
+        token = token_file.read_text()
+        assert json.loads(_tokens("show", "-i", token))["claims"] == {"sub": "admin"}
+        client = server.client(authentication=pulsar.AuthenticationToken(token))
+        client.create_producer(TOPIC).send(b"secured")
+        client.close()
+        anonymous = server.client(operation_timeout_seconds=3)
+        with pytest.raises(pulsar.PulsarException):
+            anonymous.create_producer(TOPIC)
+        anonymous.close()
+        server.restart()
+        assert token_file.read_text() == token, "the key and token are kept across restarts"
+        listed = CliRunner().invoke(
+            admin,
+            ["--admin-url", server.web_service_url, "--auth-plugin", "token",
+             "--auth-params", f"file://{token_file}", "tenants", "list"],
+        )  # fmt: skip
+        assert listed.exit_code == 0, listed.output
+    finally:
+        server.stop()
+        server.kill()
