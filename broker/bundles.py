@@ -80,6 +80,10 @@ class BundleGate:
         if held is not None and not self.serves(name, policies):
             await asyncio.shield(held)  # sent here by a transfer that is not over yet
         if not self.serves(name, policies):
+            # Sent here by a lookup that saw this broker's node while it was still taking the
+            # bundle (a concurrent lookup's acquisition): served once that ends.
+            await self._ownership.acquired(name.namespace_name, policies.bundle_for(str(name)))
+        if not self.serves(name, policies):
             bundle = policies.bundle_for(str(name))
             raise NotServedError(
                 f"{name} (bundle {name.namespace_name}/{bundle.name}) is not served by this broker"

@@ -128,6 +128,9 @@ class Ownership:
         self._store = store
         self.me = me
         self.owned: set[tuple[str, Bundle]] = set()
+        #: acquisitions under way: their node may already be visible to a lookup (which then
+        #: sends clients here) before the bundle is in ``owned``
+        self._acquiring: dict[tuple[str, Bundle], asyncio.Future[None]] = {}
         self._brokers = brokers_root
         self._bundles = bundles_root
         self._leaving = False
@@ -188,11 +191,28 @@ class Ownership:
         except NoNodeError:
             return None
 
+    async def acquired(self, namespace: str, bundle: Bundle) -> None:
+        """Return once an acquisition of the bundle by this broker under way has ended."""
+        pending = self._acquiring.get((namespace, bundle))
+        if pending is not None:
+            await asyncio.shield(pending)
+
     async def acquire(self, namespace: str, bundle: Bundle) -> Owner:
         """Take the bundle if it is free; returns whoever owns it afterwards. A leaving broker
         takes nothing (NotServedError): the bundle would only have to move again."""
         if self._leaving:
             raise NotServedError(f"broker {self.me.broker_id} is shutting down and takes no bundle")
+        key = (namespace, bundle)
+        pending = asyncio.get_running_loop().create_future()
+        self._acquiring.setdefault(key, pending)
+        try:
+            return await self._acquire(namespace, bundle)
+        finally:
+            if self._acquiring.get(key) is pending:
+                del self._acquiring[key]
+            pending.set_result(None)
+
+    async def _acquire(self, namespace: str, bundle: Bundle) -> Owner:
         try:
             await self._store.create(
                 bundle_path(namespace, bundle, self._bundles), self.owner_record.encode(), ephemeral=True
@@ -203,7 +223,7 @@ class Ownership:
                 if owner.broker_id == self.me.broker_id:
                     self.owned.add((namespace, bundle))
                 return owner
-            return await self.acquire(namespace, bundle)
+            return await self._acquire(namespace, bundle)
         self.owned.add((namespace, bundle))
         self._report_soon()
         return self.owner_record

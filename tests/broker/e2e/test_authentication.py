@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -428,3 +430,19 @@ def test_a_secure_standalone_makes_its_key_and_super_user_token(tmp_path: Path) 
     finally:
         server.stop()
         server.kill()
+
+
+def test_the_chaos_workload_authenticates(authorized: Standalone, keys: Path, tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "magnetar", "workload", "--service-url", authorized.service_url,
+        "--admin-url", authorized.web_service_url, "--partitions", "2",
+        "--topic", "persistent://public/default/secured-workload",
+        "--auth-plugin", "token", "--auth-params", f"file://{keys / 'admin.token'}",
+        "--duration", "2", "--rate", "50", "--drain", "10", "--run-dir", str(tmp_path / "run"),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counters = dict(line.split(": ", 1) for line in done.stdout.splitlines() if line.startswith("w-"))
+    sent = int(re.search(r"send_ok (\d+)", counters["w-p0"]).group(1))  # type: ignore[union-attr]
+    assert sent > 50
+    assert f"ack {sent}" in counters["w-c0"], (counters, done.stderr[-3000:])
