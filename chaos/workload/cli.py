@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from magnetar.chaos.workload.clients import SUBSCRIPTION_TYPES, Endpoint
 from magnetar.chaos.workload.runner import WorkloadSpec, run
+from magnetar.common.authentication.client import ClientCredentials
 
 
 def _endpoint(text: str) -> Endpoint:
@@ -54,6 +56,8 @@ says {"cluster": "jp-west"}. SIGTERM stops producing; consumers then drain.""",
     help="Create the topic with this many partitions first (needs --admin-url; 0: as it is).",
 )
 @click.option("--admin-url", default=None, help="Admin REST URL, to create a partitioned topic.")
+@click.option("--auth-plugin", default="", help="Authentication plugin: token (as pulsar-client's).")
+@click.option("--auth-params", default="", help="Its parameters: token:<jwt> or file:///path/to/token.")
 @click.option("--duration", type=float, default=60, show_default=True, help="Seconds of producing.")
 @click.option("--drain", "drain_s", type=float, default=30, show_default=True, help="Max seconds to drain.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
@@ -74,6 +78,8 @@ def workload(
     batching: bool,
     partitions: int,
     admin_url: str | None,
+    auth_plugin: str,
+    auth_params: str,
     duration: float,
     drain_s: float,
     run_dir: Path,
@@ -82,12 +88,16 @@ def workload(
     """Produce and consume through the official Pulsar client, writing runs/<id>/events/*.jsonl."""
     if partitions and not admin_url:
         raise click.UsageError("--partitions needs --admin-url")
-    others = {e.cluster: e for e in map(_endpoint, endpoints)}
+    try:
+        token = ClientCredentials.from_plugin(auth_plugin, auth_params).data.decode()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--auth-plugin/--auth-params") from None
+    others = {e.cluster: replace(e, token=token) for e in map(_endpoint, endpoints)}
     spec = WorkloadSpec(
         run_dir=run_dir,
         run_id=run_dir.name,
         prefix=prefix,
-        home=Endpoint(cluster, service_url),
+        home=Endpoint(cluster, service_url, token),
         topic=topic,
         producers=producers,
         consumers=consumers,

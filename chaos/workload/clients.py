@@ -34,6 +34,8 @@ class Endpoint:
 
     cluster: str
     service_url: str
+    #: a token the clients authenticate with (``--auth-plugin token``); empty: none
+    token: str = ""
 
 
 @dataclass
@@ -57,7 +59,13 @@ class ConsumerSettings:
 
 
 def _client(endpoint: Endpoint) -> pulsar.Client:
-    return pulsar.Client(endpoint.service_url, operation_timeout_seconds=30, logger=_quiet_logger())
+    authentication = pulsar.AuthenticationToken(endpoint.token) if endpoint.token else None
+    return pulsar.Client(
+        endpoint.service_url,
+        operation_timeout_seconds=30,
+        logger=_quiet_logger(),
+        authentication=authentication,
+    )
 
 
 def _quiet_logger() -> logging.Logger:

@@ -20,6 +20,7 @@ from magnetar.chaos.workload.clients import (
 )
 from magnetar.chaos.workload.events import EventLog
 from magnetar.common.admin_client import AdminClient, AdminError
+from magnetar.common.authentication.client import ClientCredentials
 
 
 @dataclass
@@ -47,11 +48,12 @@ class WorkloadSpec:
     admin_url: str | None = None
 
 
-def create_partitioned_topic(admin_url: str, topic: str, partitions: int) -> None:
+def create_partitioned_topic(admin_url: str, topic: str, partitions: int, token: str = "") -> None:
     """Create ``topic`` with ``partitions`` partitions (one that exists already is kept as it is)."""
     path = "/admin/v2/" + topic.replace("://", "/", 1) + "/partitions"
+    credentials = ClientCredentials("token", token.encode()) if token else None
     try:
-        AdminClient(admin_url).call("PUT", path, partitions)
+        AdminClient(admin_url, credentials=credentials).call("PUT", path, partitions)
     except AdminError as exc:
         if exc.status != 409:
             raise
@@ -61,7 +63,7 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
     if spec.partitions:
         if spec.admin_url is None:
             raise ValueError("a partitioned workload needs the admin URL to create its topic")
-        create_partitioned_topic(spec.admin_url, spec.topic, spec.partitions)
+        create_partitioned_topic(spec.admin_url, spec.topic, spec.partitions, spec.home.token)
     events_dir = spec.run_dir / "events"
     control_dir = spec.run_dir / "control"
     endpoints = {spec.home.cluster: spec.home, **spec.endpoints}
