@@ -30,6 +30,8 @@ Examples:
   magnetar workload --service-url pulsar://127.0.0.1:6650 --admin-url http://127.0.0.1:8080 \
       --topic persistent://public/default/orders --partitions 8 --subscription-type KeyShared \
       --run-dir runs/parted
+  magnetar workload --service-url pulsar://127.0.0.1:6650 --auth-plugin token \\
+      --auth-params file://$PWD/data/standalone/security/admin.token --run-dir runs/secured
 A consumer moves to another region when its control file runs/<id>/control/<client>.json
 says {"cluster": "jp-west"}. SIGTERM stops producing; consumers then drain.""",
 )
