@@ -27,8 +27,8 @@ Examples:
   magnetar workload --service-url pulsar://127.0.0.1:6650 --cluster jp-east \\
       --endpoint jp-west=pulsar://127.0.0.1:6651 --subscription-type Failover \\
       --replicate-subscription-state --rate 500 --keys 64 --run-dir runs/geo
-  magnetar workload --service-url pulsar://127.0.0.1:6650 --admin-url http://127.0.0.1:8080 \
-      --topic persistent://public/default/orders --partitions 8 --subscription-type KeyShared \
+  magnetar workload --service-url pulsar://127.0.0.1:6650 --admin-url http://127.0.0.1:8080 \\
+      --topic persistent://public/default/orders --partitions 8 --subscription-type KeyShared \\
       --run-dir runs/parted
   magnetar workload --service-url pulsar://127.0.0.1:6650 --auth-plugin token \\
       --auth-params file://$PWD/data/standalone/security/admin.token --run-dir runs/secured
