@@ -40,6 +40,7 @@ class Registration:
         self._read_only = read_only
         self._lock = asyncio.Lock()
         self._retry: asyncio.Task[None] | None = None
+        self._reconnected = asyncio.Event()
         self._stopped = False
 
     def path(self, read_only: bool) -> str:
@@ -87,7 +88,11 @@ class Registration:
 
     def _on_session(self, state: SessionState) -> None:
         if state in (SessionState.EXPIRED, SessionState.CONNECTED) and not self._stopped:
-            # After expiry our ephemeral is gone; on reconnect make sure it is there again.
+            # After expiry our ephemeral is gone; on reconnect make sure it is there again, at
+            # once: a retry waiting out its delay is woken (clients cannot place new ledgers
+            # until enough bookies are registered).
+            if state is SessionState.CONNECTED:
+                self._reconnected.set()
             self._register_soon()
 
     def _register_soon(self) -> None:
@@ -98,6 +103,7 @@ class Registration:
     async def _register_until_done(self) -> None:
         attempt = 0
         while not self._stopped:
+            self._reconnected.clear()
             try:
                 await self.register()
                 return
@@ -105,7 +111,8 @@ class Registration:
                 delay = _RETRY_S[min(attempt, len(_RETRY_S) - 1)]
                 log.warning("registration failed (%s); retrying in %.1fs", exc, delay)
                 attempt += 1
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._reconnected.wait(), delay)
 
     async def stop(self) -> None:
         """Unregister at once, so clients stop choosing this bookie before it goes away."""

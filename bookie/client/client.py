@@ -39,6 +39,10 @@ class LedgerClientConfig(BaseModel):
     explicit_lac_interval_s: float = Field(0.0, ge=0)
     #: entries a range read fetches at once
     read_concurrency: int = Field(64, ge=1)
+    #: how long a new ledger waits for enough writable bookies before NotEnoughBookies (Magnetar):
+    #: bookies whose sessions expired with the broker's, in a metadata-store outage, register
+    #: again moments after the store returns, and a topic loading then should not fail for that
+    new_ensemble_wait_s: float = Field(2.0, ge=0)
 
     @model_validator(mode="after")
     def _quorums(self) -> LedgerClientConfig:
@@ -82,7 +86,9 @@ class LedgerClient:
         it), so no caller of a bookie's port can guess the key."""
         e = ensemble_size or self.config.ensemble_size
         qw = write_quorum or min(self.config.write_quorum, e)
-        ensemble = await self.placement.new_ensemble(e, write_quorum=qw)
+        ensemble = await self.placement.new_ensemble(
+            e, write_quorum=qw, wait_s=self.config.new_ensemble_wait_s
+        )
         metadata = LedgerMetadata(
             ensemble_size=e,
             write_quorum=qw,

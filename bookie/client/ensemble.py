@@ -7,7 +7,9 @@ remembered, so that their entries can still be read when they come back.
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
 from collections.abc import Iterable
 
 from magnetar.bookie.client.errors import NotEnoughBookiesError
@@ -62,18 +64,32 @@ class EnsemblePlacement:
 
     #: random ensembles tried for a new ledger; the best spread wins
     CANDIDATES = 64
+    #: how often a new ensemble still short of bookies looks at the registrations again
+    REGISTRATION_POLL_S = 0.05
 
     def __init__(self, directory: BookieDirectory, rng: random.Random | None = None) -> None:
         self._directory = directory
         self._rng = rng or random.Random()
 
     async def new_ensemble(
-        self, size: int, exclude: Iterable[str] = (), *, write_quorum: int | None = None
+        self,
+        size: int,
+        exclude: Iterable[str] = (),
+        *,
+        write_quorum: int | None = None,
+        wait_s: float = 0.0,
     ) -> tuple[str, ...]:
+        """``size`` writable bookies, waiting up to ``wait_s`` for that many to be registered."""
         excluded = set(exclude)
-        racks = {r.bookie_id: r.rack for r in await self._directory.writable() if r.bookie_id not in excluded}
-        if len(racks) < size:
-            raise NotEnoughBookiesError(size, sorted(racks))
+        deadline = time.monotonic() + wait_s
+        while True:
+            writable = await self._directory.writable()
+            racks = {r.bookie_id: r.rack for r in writable if r.bookie_id not in excluded}
+            if len(racks) >= size:
+                break
+            if time.monotonic() >= deadline:
+                raise NotEnoughBookiesError(size, sorted(racks))
+            await asyncio.sleep(self.REGISTRATION_POLL_S)
         candidates = list(racks)
         if len(set(racks.values())) == 1:
             return tuple(self._rng.sample(candidates, size))
