@@ -13,6 +13,8 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from magnetar.common.config import ComponentConfig
+from magnetar.common.grpc_tls import check_tls_files
+from magnetar.common.tls import TlsFiles
 
 
 class BookieConfig(ComponentConfig):
@@ -73,6 +75,17 @@ class BookieConfig(ComponentConfig):
     open_ledger_rereplication_grace_period: int = Field(default=30_000, ge=0)
     #: seconds between scans of the under-replication marks by an idle worker
     replication_worker_poll_interval: float = Field(default=1.0, gt=0)
+    # -- TLS (BookKeeper's tlsCertificatePath, tlsKeyStore, tlsTrustStore as PEM files) ---------
+    #: this bookie's certificate chain (PEM); set: the gRPC port serves TLS only, and this
+    #: bookie's auto-recovery proves it to the other bookies as its client certificate
+    tls_certificate_path: str = ""
+    #: the key of ``tls_certificate_path`` (PEM)
+    tls_key_path: str = ""
+    #: the CAs trusted for clients' certificates and, for auto-recovery, other bookies' (PEM)
+    tls_trust_store_path: str = ""
+    #: tlsClientAuthentication: refuse every client whose certificate the trust store's CAs did
+    #: not sign (a client without a certificate included)
+    tls_client_authentication: bool = False
 
     @model_validator(mode="after")
     def _check_thresholds(self) -> BookieConfig:
@@ -82,6 +95,33 @@ class BookieConfig(ComponentConfig):
                 f"disk_usage_threshold ({self.disk_usage_threshold})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _usable_tls(self) -> BookieConfig:
+        """TLS settings that cannot work stop the bookie before it serves, naming them."""
+        if self.tls_client_authentication and not (self.tls_certificate_path and self.tls_trust_store_path):
+            raise ValueError(
+                "tls_client_authentication needs tls_certificate_path (a TLS port) and "
+                "tls_trust_store_path (the CAs that sign clients' certificates)"
+            )
+        check_tls_files(
+            TlsFiles(self.tls_certificate_path, self.tls_key_path, self.tls_trust_store_path),
+            certificate="tls_certificate_path",
+            key="tls_key_path",
+            trust_certs="tls_trust_store_path",
+        )
+        return self
+
+    def server_tls(self) -> TlsFiles | None:
+        """The files the gRPC port serves TLS with; None: plain text."""
+        if not self.tls_certificate_path:
+            return None
+        return TlsFiles(self.tls_certificate_path, self.tls_key_path, self.tls_trust_store_path)
+
+    def client_tls(self) -> TlsFiles | None:
+        """Auto-recovery's TLS to the other bookies: on when this bookie serves TLS (the cluster's
+        bookies agree), proving this bookie's own certificate."""
+        return self.server_tls()
 
     def address_for(self, port: int) -> str:
         """``host:port`` clients connect to, once the bound port is known."""

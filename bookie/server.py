@@ -34,6 +34,7 @@ from magnetar.bookie.layout import DEFAULT_RACK, BookieRegistration
 from magnetar.bookie.ledger_storage import NoSuchEntryError, NoSuchLedgerError
 from magnetar.bookie.metrics import MetricsServer
 from magnetar.bookie.registration import Registration
+from magnetar.common.grpc_tls import add_port, grpc_server_credentials
 from magnetar.common.metadata import MetadataStore, open_store
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
@@ -325,10 +326,11 @@ class BookieServer:
         self.metrics_port = 0
 
     async def start(self) -> None:
+        credentials = self._credentials()  # an unusable file fails here, before the journal replays
         await self.bookie.open()
         self._grpc = grpc.aio.server(options=_SERVER_OPTIONS)
         bind = f"{self.config.listen_address}:{self.config.bookie_port}"
-        self.port = self._grpc.add_insecure_port(bind)
+        self.port = add_port(self._grpc, bind, credentials)
         if not self.port:
             await self.bookie.close()
             raise OSError(f"cannot bind the bookie's gRPC server to {bind}")
@@ -337,7 +339,16 @@ class BookieServer:
         _register(BookieService(self.bookie, self.bookie_id), self._grpc)
         await self._grpc.start()
         self._services = await _start_services(self)
-        log.info("bookie %s listening on %s", self.bookie_id, self.address)
+        tls = " (TLS)" if self.config.server_tls() else ""
+        log.info("bookie %s listening on %s%s", self.bookie_id, self.address, tls)
+
+    def _credentials(self) -> grpc.ServerCredentials | None:
+        """TLS only when the bookie has a certificate; client certificates required with
+        tls_client_authentication (the same registration address either way)."""
+        files = self.config.server_tls()
+        if files is None:
+            return None
+        return grpc_server_credentials(files, require_client_auth=self.config.tls_client_authentication)
 
     async def stop(self, grace_s: float = 2.0) -> None:
         """Stop serving, let in-flight requests finish (up to ``grace_s``), flush everything."""

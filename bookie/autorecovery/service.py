@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from magnetar.bookie.autorecovery.auditor import Auditor, AuditorSettings
 from magnetar.bookie.autorecovery.replication_worker import ReplicationWorker, WorkerSettings
-from magnetar.bookie.client import LedgerClient
+from magnetar.bookie.client import LedgerClient, LedgerClientConfig
 from magnetar.bookie.config import BookieConfig
 from magnetar.common.metadata import MetadataStore
 
@@ -18,7 +18,9 @@ log = logging.getLogger(__name__)
 
 class AutoRecovery:
     def __init__(self, store: MetadataStore, identity: str, config: BookieConfig) -> None:
-        self.client = LedgerClient(store)
+        # The bookie's own certificate is auto-recovery's client certificate: bookies that
+        # require one accept their peers' re-replication reads and writes.
+        self.client = LedgerClient(store, LedgerClientConfig(tls=config.client_tls()))
         self.auditor = Auditor(
             store,
             self.client,

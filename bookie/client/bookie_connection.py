@@ -27,6 +27,7 @@ from magnetar.bookie.client.errors import (
     UnauthorizedAccessError,
 )
 from magnetar.bookie.errors import REASON_METADATA_KEY
+from magnetar.common.grpc_tls import explain_refusal, open_channel
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
 
@@ -72,11 +73,16 @@ def add_failure(bookie: str, ledger_id: int, entry_id: int, reason: int, message
     )
 
 
-def rpc_failure(bookie: str, ledger_id: int, entry_id: int, error: grpc.aio.AioRpcError) -> BKError:
-    """The exception for a failed unary RPC, from its status and the reason in its trailers."""
+def rpc_failure(
+    bookie: str, ledger_id: int, entry_id: int, error: grpc.aio.AioRpcError, *, tls: bool = False
+) -> BKError:
+    """The exception for a failed unary RPC, from its status and the reason in its trailers;
+    ``tls``: the channel is TLS, so a dropped connection is explained as a refused handshake."""
     trailers: Any = error.trailing_metadata() or ()
     reason = next((str(value) for key, value in trailers if key == REASON_METADATA_KEY), "")
     detail = error.details() or error.code().name
+    if tls and error.code() == grpc.StatusCode.UNAVAILABLE:
+        detail = explain_refusal(detail)
     if reason == "NO_SUCH_LEDGER":
         return NoSuchLedgerError(ledger_id, where=f"bookie {bookie}")
     if reason == "NO_SUCH_ENTRY" or (not reason and error.code() == grpc.StatusCode.NOT_FOUND):
@@ -91,11 +97,20 @@ def rpc_failure(bookie: str, ledger_id: int, entry_id: int, error: grpc.aio.AioR
 
 
 class BookieConnection:
-    def __init__(self, bookie_id: str, address: str, *, rpc_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        bookie_id: str,
+        address: str,
+        *,
+        rpc_timeout_s: float = 10.0,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        """``credentials``: TLS (see ``magnetar.common.grpc_tls``); None: plain text."""
         self.bookie_id = bookie_id
         self.address = address
         self._rpc_timeout_s = rpc_timeout_s
-        self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self._tls = credentials is not None
+        self._channel = open_channel(address, credentials, _CHANNEL_OPTIONS)
         self._stub = pb_grpc.BookieStub(self._channel)  # type: ignore[no-untyped-call]
         self._outbox: deque[tuple[pb.Entry, bool, bytes]] = deque()
         self._waiting: defaultdict[tuple[int, int], deque[asyncio.Future[None]]] = defaultdict(deque)
@@ -135,7 +150,7 @@ class BookieConnection:
                     await call.write(request)
             await reader
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError) as exc:
-            self._fail_all(BookieUnavailableError(self.bookie_id, _describe(exc)))
+            self._fail_all(BookieUnavailableError(self.bookie_id, _describe(exc, tls=self._tls)))
         finally:
             reader.cancel()
             call.cancel()
@@ -163,7 +178,7 @@ class BookieConnection:
                 for result in response.results:
                     self._complete(result)
         except grpc.aio.AioRpcError as exc:
-            self._fail_all(BookieUnavailableError(self.bookie_id, _describe(exc)))
+            self._fail_all(BookieUnavailableError(self.bookie_id, _describe(exc, tls=self._tls)))
         else:
             # The bookie ended the stream (shutdown): nothing more will be answered on it.
             self._fail_all(BookieUnavailableError(self.bookie_id, "bookie closed the add stream"))
@@ -207,7 +222,7 @@ class BookieConnection:
                 request, timeout=self._rpc_timeout_s + long_poll_ms / 1000
             )
         except grpc.aio.AioRpcError as exc:
-            raise rpc_failure(self.bookie_id, ledger_id, entry_id, exc) from None
+            raise rpc_failure(self.bookie_id, ledger_id, entry_id, exc, tls=self._tls) from None
         return response
 
     async def read_lac(self, ledger_id: int, *, previous_lac: int = -1, long_poll_ms: int = 0) -> int:
@@ -219,7 +234,7 @@ class BookieConnection:
                 request, timeout=self._rpc_timeout_s + long_poll_ms / 1000
             )
         except grpc.aio.AioRpcError as exc:
-            raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None
+            raise rpc_failure(self.bookie_id, ledger_id, -1, exc, tls=self._tls) from None
         return response.last_add_confirmed
 
     async def write_lac(self, ledger_id: int, lac: int, master_key: bytes) -> None:
@@ -229,7 +244,7 @@ class BookieConnection:
                 timeout=self._rpc_timeout_s,
             )
         except grpc.aio.AioRpcError as exc:
-            raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None
+            raise rpc_failure(self.bookie_id, ledger_id, -1, exc, tls=self._tls) from None
 
     async def fence(self, ledger_id: int, master_key: bytes) -> pb.FenceResponse:
         try:
@@ -237,7 +252,7 @@ class BookieConnection:
                 pb.FenceRequest(ledger_id=ledger_id, master_key=master_key), timeout=self._rpc_timeout_s
             )
         except grpc.aio.AioRpcError as exc:
-            raise rpc_failure(self.bookie_id, ledger_id, -1, exc) from None
+            raise rpc_failure(self.bookie_id, ledger_id, -1, exc, tls=self._tls) from None
         return response
 
     async def info(self) -> pb.GetInfoResponse:
@@ -246,7 +261,7 @@ class BookieConnection:
                 pb.GetInfoRequest(), timeout=self._rpc_timeout_s
             )
         except grpc.aio.AioRpcError as exc:
-            raise rpc_failure(self.bookie_id, -1, -1, exc) from None
+            raise rpc_failure(self.bookie_id, -1, -1, exc, tls=self._tls) from None
         return response
 
     async def close(self) -> None:
@@ -260,18 +275,28 @@ class BookieConnection:
         await self._channel.close(grace=None)
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, *, tls: bool) -> str:
     if isinstance(exc, grpc.aio.AioRpcError):
-        return f"{exc.code().name}: {exc.details()}"
+        details = exc.details() or ""
+        if tls and exc.code() == grpc.StatusCode.UNAVAILABLE:
+            details = explain_refusal(details)
+        return f"{exc.code().name}: {details}"
     return f"{type(exc).__name__}: {exc}"
 
 
 class BookieConnectionPool:
     """One connection per bookie id, created on first use."""
 
-    def __init__(self, resolve: BookieResolver, *, rpc_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        resolve: BookieResolver,
+        *,
+        rpc_timeout_s: float = 10.0,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self._resolve = resolve
         self._rpc_timeout_s = rpc_timeout_s
+        self._credentials = credentials
         self._connections: dict[str, BookieConnection] = {}
         self._lock = asyncio.Lock()
 
@@ -283,7 +308,7 @@ class BookieConnectionPool:
             if bookie_id not in self._connections:
                 address = await self._resolve(bookie_id)
                 self._connections[bookie_id] = BookieConnection(
-                    bookie_id, address, rpc_timeout_s=self._rpc_timeout_s
+                    bookie_id, address, rpc_timeout_s=self._rpc_timeout_s, credentials=self._credentials
                 )
             return self._connections[bookie_id]
 

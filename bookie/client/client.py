@@ -22,7 +22,9 @@ from magnetar.bookie.client.ledger_manager import LedgerManager
 from magnetar.bookie.client.ledger_metadata import LedgerMetadata
 from magnetar.bookie.client.read_handle import ReadHandle
 from magnetar.bookie.client.recovery import LedgerRecovery
+from magnetar.common.grpc_tls import grpc_channel_credentials
 from magnetar.common.metadata.store import MetadataStore
+from magnetar.common.tls import TlsFiles
 
 
 class LedgerClientConfig(BaseModel):
@@ -39,6 +41,9 @@ class LedgerClientConfig(BaseModel):
     explicit_lac_interval_s: float = Field(0.0, ge=0)
     #: entries a range read fetches at once
     read_concurrency: int = Field(64, ge=1)
+    #: TLS to the bookies: their certificates checked against ``trust_certs``, and this client's
+    #: certificate proved to them when one is given; None: plain-text channels
+    tls: TlsFiles | None = None
     #: how long a new ledger waits for enough writable bookies before NotEnoughBookies (Magnetar):
     #: bookies whose sessions expired with the broker's, in a metadata-store outage, register
     #: again moments after the store returns, and a topic loading then should not fail for that
@@ -64,7 +69,12 @@ class LedgerClient:
         #: choice of bookies for new and replacement ensembles
         self.placement = EnsemblePlacement(self.directory)
         #: one gRPC connection per bookie, shared by every handle of this client
-        self.pool = BookieConnectionPool(self.directory.address, rpc_timeout_s=self.config.rpc_timeout_s)
+        self.pool = BookieConnectionPool(
+            self.directory.address,
+            rpc_timeout_s=self.config.rpc_timeout_s,
+            # Read once, here: an unusable file fails the client's construction, not each add.
+            credentials=grpc_channel_credentials(self.config.tls) if self.config.tls else None,
+        )
 
     async def __aenter__(self) -> LedgerClient:
         return self
