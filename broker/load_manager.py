@@ -48,7 +48,7 @@ from magnetar.broker.load_report import MB, LoadReport, LoadSampler, split_bundl
 from magnetar.broker.namespace import Namespaces
 from magnetar.broker.ownership import Ownership
 from magnetar.common.admin_client import AsyncAdminClient
-from magnetar.common.metadata import LeaderElection, MetadataStore
+from magnetar.common.metadata import LeaderElection, MetadataError, MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +272,8 @@ class LoadManager:
                 if self.config.load_balancer_enabled:
                     try:
                         await self.balance()
+                    except MetadataError as exc:  # the store's trouble, said elsewhere: no traceback
+                        log.warning("load balancing cycle skipped: %s", exc)
                     except Exception:
                         log.exception("load balancing cycle failed")
             elif election is None or not election.is_leader:
