@@ -21,6 +21,8 @@ from magnetar.broker.policies import (
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.authentication.providers import Authentication
 from magnetar.common.config import ComponentConfig
+from magnetar.common.grpc_tls import check_tls_files
+from magnetar.common.tls import TlsFiles
 
 
 class BrokerConfig(ComponentConfig):
@@ -55,6 +57,11 @@ class BrokerConfig(ComponentConfig):
     broker_service_port: int = Field(default=6650, ge=0, le=65535)
     #: HTTP port of /metrics (and the admin REST); 0 picks a free one
     web_service_port: int = Field(default=8080, ge=0, le=65535)
+    #: the broker's certificate chain and key (PEM), served on both TLS ports and the broker RPCs
+    tls_certificate_file_path: str = ""
+    tls_key_file_path: str = ""
+    #: the CAs whose client certificates are trusted (the TLS provider's roles come from them)
+    tls_trust_certs_file_path: str = ""
     #: largest message accepted (maxMessageSize, 5 MiB)
     max_message_size: int = Field(default=5 * 1024 * 1024, gt=0)
     keep_alive_interval_seconds: int = Field(default=30, gt=0)
@@ -66,6 +73,23 @@ class BrokerConfig(ComponentConfig):
     #: open connections the broker accepts from one IP address (brokerMaxConnectionsPerIp); 0: no limit
     broker_max_connections_per_ip: int = Field(default=0, ge=0)
     broker_deduplication_enabled: bool = False
+    # -- TLS of the gRPC channels: to bookies and between brokers (Pulsar's settings) -----------
+    #: bookkeeperTLSTrustCertsFilePath: the CAs bookies' certificates are checked against; set:
+    #: the ledger client talks TLS to the bookies
+    bookkeeper_tls_trust_certs_file_path: str = ""
+    #: bookkeeperTLSClientAuthentication: prove the certificate below to the bookies (bookies
+    #: with tls_client_authentication refuse a broker without one)
+    bookkeeper_tls_client_authentication: bool = False
+    bookkeeper_tls_certificate_file_path: str = ""
+    bookkeeper_tls_key_file_path: str = ""
+    #: brokerClientTlsEnabled: the broker RPCs (transfers, PIP-63 cursors) are TLS, on both
+    #: sides: this broker serves them with tls_certificate_file_path/tls_key_file_path and
+    #: refuses a caller whose certificate tls_trust_certs_file_path's CAs did not sign, and
+    #: calls other brokers with the certificate below (set it on every broker of the cluster)
+    broker_client_tls_enabled: bool = False
+    broker_client_trust_certs_file_path: str = ""
+    broker_client_certificate_file_path: str = ""
+    broker_client_key_file_path: str = ""
     # -- authentication (see README "Authentication"; Pulsar's settings) -----------------------
     #: authenticationEnabled: every connection and admin call must say who it is
     authentication_enabled: bool = False
@@ -246,6 +270,94 @@ class BrokerConfig(ComponentConfig):
             self.broker_client_authentication_plugin, self.broker_client_authentication_parameters
         )
 
+    @model_validator(mode="after")
+    def _usable_grpc_tls(self) -> BrokerConfig:
+        """The gRPC channels' TLS settings: one that cannot work stops the broker at start, naming
+        the setting and the file, rather than failing every handshake later."""
+        if not self.bookkeeper_tls_trust_certs_file_path and (
+            self.bookkeeper_tls_client_authentication or self.bookkeeper_tls_certificate_file_path
+        ):
+            raise ValueError(
+                "TLS to bookies is on when bookkeeper_tls_trust_certs_file_path is set: set it too"
+            )
+        if self.bookkeeper_tls_client_authentication and not self.bookkeeper_tls_certificate_file_path:
+            raise ValueError(
+                "bookkeeper_tls_client_authentication needs bookkeeper_tls_certificate_file_path "
+                "and bookkeeper_tls_key_file_path"
+            )
+        check_tls_files(
+            TlsFiles(
+                self.bookkeeper_tls_certificate_file_path,
+                self.bookkeeper_tls_key_file_path,
+                self.bookkeeper_tls_trust_certs_file_path,
+            ),
+            certificate="bookkeeper_tls_certificate_file_path",
+            key="bookkeeper_tls_key_file_path",
+            trust_certs="bookkeeper_tls_trust_certs_file_path",
+        )
+        if self.broker_client_tls_enabled:
+            self._check_broker_rpc_tls()
+        return self
+
+    def _check_broker_rpc_tls(self) -> None:
+        # Both sides are needed: every broker serves the RPCs and calls the others'.
+        needed = {
+            "tls_certificate_file_path": self.tls_certificate_file_path,
+            "tls_key_file_path": self.tls_key_file_path,
+            "tls_trust_certs_file_path": self.tls_trust_certs_file_path,
+            "broker_client_trust_certs_file_path": self.broker_client_trust_certs_file_path,
+            "broker_client_certificate_file_path": self.broker_client_certificate_file_path,
+            "broker_client_key_file_path": self.broker_client_key_file_path,
+        }
+        missing = [name for name, path in needed.items() if not path]
+        if missing:
+            raise ValueError(
+                f"broker_client_tls_enabled (mutual TLS on the broker RPCs) needs {', '.join(missing)}"
+            )
+        check_tls_files(
+            TlsFiles(self.tls_certificate_file_path, self.tls_key_file_path, self.tls_trust_certs_file_path),
+            certificate="tls_certificate_file_path",
+            key="tls_key_file_path",
+            trust_certs="tls_trust_certs_file_path",
+        )
+        check_tls_files(
+            self.broker_client_tls() or TlsFiles(),
+            certificate="broker_client_certificate_file_path",
+            key="broker_client_key_file_path",
+            trust_certs="broker_client_trust_certs_file_path",
+        )
+
+    def bookkeeper_tls(self) -> TlsFiles | None:
+        """The ledger client's TLS to the bookies (None: plain text); the broker's certificate is
+        proved only with bookkeeper_tls_client_authentication, as in Pulsar."""
+        if not self.bookkeeper_tls_trust_certs_file_path:
+            return None
+        if not self.bookkeeper_tls_client_authentication:
+            return TlsFiles(trust_certs=self.bookkeeper_tls_trust_certs_file_path)
+        return TlsFiles(
+            self.bookkeeper_tls_certificate_file_path,
+            self.bookkeeper_tls_key_file_path,
+            self.bookkeeper_tls_trust_certs_file_path,
+        )
+
+    def broker_rpc_server_tls(self) -> TlsFiles | None:
+        """What the broker RPC port serves with, client certificates required (None: plain text)."""
+        if not self.broker_client_tls_enabled:
+            return None
+        return TlsFiles(
+            self.tls_certificate_file_path, self.tls_key_file_path, self.tls_trust_certs_file_path
+        )
+
+    def broker_client_tls(self) -> TlsFiles | None:
+        """How this broker calls other brokers' RPC ports (None: plain text)."""
+        if not self.broker_client_tls_enabled:
+            return None
+        return TlsFiles(
+            self.broker_client_certificate_file_path,
+            self.broker_client_key_file_path,
+            self.broker_client_trust_certs_file_path,
+        )
+
     def ledger_client(self) -> LedgerClientConfig:
         return LedgerClientConfig(
             ensemble_size=self.managed_ledger_default_ensemble_size,
@@ -253,6 +365,7 @@ class BrokerConfig(ComponentConfig):
             ack_quorum=self.managed_ledger_default_ack_quorum,
             rpc_timeout_s=self.bookkeeper_client_timeout_in_seconds,
             explicit_lac_interval_s=self.bookkeeper_explicit_lac_interval_in_mills / 1000,
+            tls=self.bookkeeper_tls(),
         )
 
     def managed_ledger(self) -> ManagedLedgerConfig:

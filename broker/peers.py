@@ -15,6 +15,8 @@ import grpc
 from magnetar.broker.namespace import Bundle, NamespaceError
 from magnetar.broker.ownership import BrokerInfo, NotServedError
 from magnetar.broker.topic import InvalidTopicNameError, TopicName
+from magnetar.common.grpc_tls import explain_refusal, grpc_channel_credentials, open_channel
+from magnetar.common.tls import TlsFiles
 from magnetar.proto import peer_pb2 as pb
 from magnetar.proto import peer_pb2_grpc as pb_grpc
 
@@ -41,16 +43,18 @@ class PeerError(Exception):
 
 
 class PeerClient:
-    def __init__(self) -> None:
+    def __init__(self, tls: TlsFiles | None = None) -> None:
+        """``tls``: mutual TLS to the other brokers' RPC ports (None: plain text)."""
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._credentials = grpc_channel_credentials(tls) if tls else None
 
     def _stub(self, target: BrokerInfo) -> pb_grpc.BrokerPeerStub:
         if not target.cursor_rpc_address:
             raise PeerError(f"{target.broker_id} advertises no broker RPC address")
         channel = self._channels.get(target.cursor_rpc_address)
         if channel is None:
-            channel = self._channels[target.cursor_rpc_address] = grpc.aio.insecure_channel(
-                target.cursor_rpc_address
+            channel = self._channels[target.cursor_rpc_address] = open_channel(
+                target.cursor_rpc_address, self._credentials
             )
         return pb_grpc.BrokerPeerStub(channel)  # type: ignore[no-untyped-call]
 
@@ -73,7 +77,13 @@ class PeerClient:
         try:
             await self._stub(target).AcquireBundle(request, timeout=ACQUIRE_TIMEOUT_S)
         except grpc.aio.AioRpcError as exc:
-            raise PeerError(f"{target.broker_id}: {exc.code().name} {exc.details()}") from None
+            raise PeerError(f"{target.broker_id}: {exc.code().name} {self._details(exc)}") from None
+
+    def _details(self, exc: grpc.aio.AioRpcError) -> str:
+        details = exc.details() or ""
+        if self._credentials is not None and exc.code() == grpc.StatusCode.UNAVAILABLE:
+            return explain_refusal(details)
+        return details
 
     async def close(self) -> None:
         for channel in self._channels.values():

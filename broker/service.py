@@ -79,7 +79,7 @@ class BrokerService:
         self._server: asyncio.Server | None = None
         self._metrics: MetricsServer | None = None
         self._rpc_server: grpc.aio.Server | None = None
-        self._peers = PeerClient()
+        self._peers = PeerClient(config.broker_client_tls())
         self._cursor_client: CursorClient | None = None
         #: checked at start: a setting that cannot be used stops the broker before it serves
         self._authentication = config.authentication()
@@ -192,7 +192,9 @@ class BrokerService:
                 non_persistent=in_memory,
             )
         # A view of the writable pool's registry and ownership, to find where cursors live.
-        self._cursor_client = CursorClient(Ownership(self.store, me), self._bundle_of_topic)
+        self._cursor_client = CursorClient(
+            Ownership(self.store, me), self._bundle_of_topic, tls=config.broker_client_tls()
+        )
         return ReadOnlyOpener(
             self.store,
             self.ledger_client,
@@ -256,6 +258,7 @@ class BrokerService:
             config.bind_address,
             config.broker_cursor_rpc_port,
             cursors=not config.read_only_broker,
+            tls=config.broker_rpc_server_tls(),
         )
         me.cursor_rpc_address = f"{config.advertised_address}:{self.rpc_port}"
 

@@ -21,6 +21,8 @@ import grpc
 from magnetar.broker.managed_ledger import ManagedLedgerError, Position
 from magnetar.broker.namespace import Bundle
 from magnetar.broker.ownership import BrokerInfo, Ownership
+from magnetar.common.grpc_tls import explain_refusal, grpc_channel_credentials, open_channel
+from magnetar.common.tls import TlsFiles
 from magnetar.proto import broker_pb2 as pb
 from magnetar.proto import broker_pb2_grpc as pb_grpc
 
@@ -52,13 +54,16 @@ class CursorClient:
         *,
         rpc_timeout_s: float = 10.0,
         retry_for_s: float = 30.0,
+        tls: TlsFiles | None = None,
     ) -> None:
+        """``tls``: mutual TLS to the writable brokers' RPC ports (None: plain text)."""
         #: a read-only view of the writable pool's registry and ownership (never registers)
         self._writable = writable
         self._bundle_of = bundle_of
         self._timeout = rpc_timeout_s
         self._retry_for = retry_for_s
         self._channels: dict[str, tuple[grpc.aio.Channel, pb_grpc.CursorsStub]] = {}
+        self._credentials = grpc_channel_credentials(tls) if tls else None
 
     async def writable_owner(self, topic: str) -> BrokerInfo | None:
         """The registry record of the topic's writable owner (None: no writable owner now)."""
@@ -83,8 +88,9 @@ class CursorClient:
     def _stub(self, address: str) -> pb_grpc.CursorsStub:
         found = self._channels.get(address)
         if found is None:
-            channel = grpc.aio.insecure_channel(
+            channel = open_channel(
                 address,
+                self._credentials,
                 options=[("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)],
             )
             found = (channel, pb_grpc.CursorsStub(channel))  # type: ignore[no-untyped-call]
@@ -101,6 +107,8 @@ class CursorClient:
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 detail = exc.details() or str(code)
+                if self._credentials is not None and code == grpc.StatusCode.UNAVAILABLE:
+                    detail = explain_refusal(detail)
             except CursorRpcError as exc:
                 code, detail = exc.code or grpc.StatusCode.UNKNOWN, str(exc)
             if code not in _RETRY or time.monotonic() + delay > deadline:

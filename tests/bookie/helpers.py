@@ -1,9 +1,11 @@
-"""Shared pieces of the bookie tests: an in-process bookie and entry builders."""
+"""Shared pieces of the bookie tests: an in-process bookie, entry builders, and certificates for
+mutual TLS (also used by the broker tests of the gRPC channels)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.digest import entry_digest
 from magnetar.bookie.errors import REASON_METADATA_KEY
 from magnetar.bookie.server import BookieServer, start_bookie
+from magnetar.common.certificates import CertificateAuthority, Issued
+from magnetar.common.tls import TlsFiles
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
 
@@ -86,3 +90,39 @@ async def running(root: Path, **settings: Any) -> AsyncIterator[tuple[BookieServ
     finally:
         await client.close()
         await server.stop()
+
+
+@dataclass(frozen=True)
+class Pki:
+    """One CA that signs the cluster's certificates, and an intruder signed by another CA."""
+
+    ca: Path
+    bookie: Issued
+    broker: Issued
+    intruder: Issued
+
+    def bookie_settings(self) -> dict[str, Any]:
+        return {
+            "tls_certificate_path": str(self.bookie.certificate),
+            "tls_key_path": str(self.bookie.key),
+            "tls_trust_store_path": str(self.ca),
+            "tls_client_authentication": True,
+        }
+
+    def client(self, issued: Issued | None) -> TlsFiles:
+        """A client trusting the cluster's CA, proving ``issued`` (None: no certificate)."""
+        if issued is None:
+            return TlsFiles(trust_certs=str(self.ca))
+        return TlsFiles(str(issued.certificate), str(issued.key), str(self.ca))
+
+
+def make_pki(directory: Path) -> Pki:
+    """Certificates for 127.0.0.1 (gRPC checks the host a client dials against them)."""
+    ca = CertificateAuthority(directory / "ca")
+    other = CertificateAuthority(directory / "other-ca", name="other-ca")
+    return Pki(
+        ca=ca.certificate_path,
+        bookie=ca.issue("bookie", "bookie", hosts=("127.0.0.1", "localhost")),
+        broker=ca.issue("broker", "broker", hosts=("127.0.0.1", "localhost")),
+        intruder=other.issue("intruder", "broker", hosts=("127.0.0.1",)),
+    )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -22,51 +21,19 @@ from magnetar.bookie.client.bookie_connection import BookieConnection
 from magnetar.bookie.client.errors import BookieUnavailableError
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.server import BookieServer, start_bookie
-from magnetar.common.certificates import CertificateAuthority, Issued
 from magnetar.common.grpc_tls import grpc_channel_credentials
 from magnetar.common.metadata import open_store
 from magnetar.common.tls import TlsFiles
 from tests.bookie.conftest import BookieFactory
-from tests.bookie.helpers import Client, config, entry
+from tests.bookie.helpers import Client, Pki, config, entry, make_pki
 from tests.bookie.test_autorecovery import RECOVERY_SETTINGS, Cluster, eventually, nobody_uses
 
 LEDGER = 7
 
 
-@dataclass(frozen=True)
-class Pki:
-    """One CA that signs the cluster's certificates, and an intruder signed by another CA."""
-
-    ca: Path
-    bookie: Issued
-    broker: Issued
-    intruder: Issued
-
-    def bookie_settings(self) -> dict[str, object]:
-        return {
-            "tls_certificate_path": str(self.bookie.certificate),
-            "tls_key_path": str(self.bookie.key),
-            "tls_trust_store_path": str(self.ca),
-            "tls_client_authentication": True,
-        }
-
-    def client(self, issued: Issued | None) -> TlsFiles:
-        """A client trusting the cluster's CA, proving ``issued`` (None: no certificate)."""
-        if issued is None:
-            return TlsFiles(trust_certs=str(self.ca))
-        return TlsFiles(str(issued.certificate), str(issued.key), str(self.ca))
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
-    ca = CertificateAuthority(tmp_path / "ca")
-    other = CertificateAuthority(tmp_path / "other-ca", name="other-ca")
-    return Pki(
-        ca=ca.certificate_path,
-        bookie=ca.issue("bookie", "bookie", hosts=("127.0.0.1", "localhost")),
-        broker=ca.issue("broker", "broker"),
-        intruder=other.issue("intruder", "broker", hosts=("127.0.0.1",)),
-    )
+    return make_pki(tmp_path / "pki")
 
 
 @pytest.fixture
