@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +21,10 @@ from rich.progress import Progress
 from rich.table import Table
 
 from magnetar.bookie.autorecovery.marks import Mark, UnderReplication
-from magnetar.bookie.client import BKError, LedgerClient
+from magnetar.bookie.client import BKError, LedgerClient, LedgerClientConfig
 from magnetar.bookie.layout import AUDIT_REQUESTED
 from magnetar.common.metadata import open_store
+from magnetar.common.tls import TlsFiles
 
 console = Console()
 
@@ -36,19 +38,39 @@ _metadata_option = click.option(
 )
 
 
+def _tls_option(name: str, setting: str, what: str) -> Callable[[click.decorators.FC], click.decorators.FC]:
+    # The bookie's own settings and environment variables: on a bookie's host the shell then
+    # talks to the bookies as that bookie does.
+    return click.option(
+        name,
+        setting,
+        envvar=f"MAGNETAR_BOOKIE_{setting.upper()}",
+        default="",
+        help=f"{what} (PEM; env MAGNETAR_BOOKIE_{setting.upper()}).",
+    )
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The cluster a command inspects: its metadata store, and TLS to its bookies (None: plain)."""
+
+    uri: str
+    tls: TlsFiles | None
+
+
 @asynccontextmanager
-async def _client(uri: str) -> AsyncIterator[LedgerClient]:
-    store = await open_store(uri)
+async def _client(target: _Target) -> AsyncIterator[LedgerClient]:
+    store = await open_store(target.uri)
     try:
-        async with LedgerClient(store) as client:
+        async with LedgerClient(store, LedgerClientConfig(tls=target.tls)) as client:
             yield client
     finally:
         await store.close()
 
 
-def _run(uri: str, action: Callable[[LedgerClient], Awaitable[None]]) -> None:
+def _run(target: _Target, action: Callable[[LedgerClient], Awaitable[None]]) -> None:
     async def main() -> None:
-        async with _client(uri) as client:
+        async with _client(target) as client:
             await action(client)
 
     try:
@@ -67,20 +89,34 @@ Examples:
   magnetar shell -m zk://127.0.0.1:2181/magnetar readledger 12 --first 0 --last 9
   magnetar shell -m zk://127.0.0.1:2181/magnetar listunderreplicated
   magnetar shell -m zk://127.0.0.1:2181/magnetar triggeraudit
-  magnetar shell -m zk://127.0.0.1:2181/magnetar decommissionbookie 127.0.0.1:3181""",
+  magnetar shell -m zk://127.0.0.1:2181/magnetar decommissionbookie 127.0.0.1:3181
+  magnetar shell -m zk://127.0.0.1:2181/magnetar --tls-trust-store-path ca.pem \\
+      --tls-certificate-path admin.cert.pem --tls-key-path admin.key.pem readledger 12""",
 )
 @_metadata_option
+@_tls_option(
+    "--tls-trust-store-path", "tls_trust_store_path", "CAs of the bookies' certificates; set: TLS to them"
+)
+@_tls_option("--tls-certificate-path", "tls_certificate_path", "Certificate proved to the bookies")
+@_tls_option("--tls-key-path", "tls_key_path", "Key of --tls-certificate-path")
 @click.pass_context
-def shell(ctx: click.Context, metadata_service_uri: str) -> None:
+def shell(
+    ctx: click.Context,
+    metadata_service_uri: str,
+    tls_trust_store_path: str,
+    tls_certificate_path: str,
+    tls_key_path: str,
+) -> None:
     """Inspect bookies and ledgers (like `bookkeeper shell`)."""
-    ctx.obj = metadata_service_uri
+    tls = TlsFiles(tls_certificate_path, tls_key_path, tls_trust_store_path)
+    ctx.obj = _Target(metadata_service_uri, tls if tls.trust_certs else None)
 
 
 @shell.command("listbookies")
 @click.option("--readwrite", "-rw", "only", flag_value="rw", help="Only writable bookies.")
 @click.option("--readonly", "-ro", "only", flag_value="ro", help="Only read-only bookies.")
 @click.pass_obj
-def list_bookies(uri: str, only: str | None) -> None:
+def list_bookies(target: _Target, only: str | None) -> None:
     """List the registered bookies and whether they accept writes."""
 
     async def action(client: LedgerClient) -> None:
@@ -93,12 +129,12 @@ def list_bookies(uri: str, only: str | None) -> None:
                 table.add_row(r.bookie_id, r.address, r.rack, "read-only")
         console.print(table)
 
-    _run(uri, action)
+    _run(target, action)
 
 
 @shell.command("listledgers")
 @click.pass_obj
-def list_ledgers(uri: str) -> None:
+def list_ledgers(target: _Target) -> None:
     """List ledger ids with their state and size."""
 
     async def action(client: LedgerClient) -> None:
@@ -112,13 +148,13 @@ def list_ledgers(uri: str) -> None:
             table.add_row(str(ledger_id), md.state.value, quorums, str(md.last_entry_id), str(md.length))
         console.print(table)
 
-    _run(uri, action)
+    _run(target, action)
 
 
 @shell.command("ledgermetadata")
 @click.argument("ledger_id", type=int)
 @click.pass_obj
-def ledger_metadata(uri: str, ledger_id: int) -> None:
+def ledger_metadata(target: _Target, ledger_id: int) -> None:
     """Print a ledger's metadata as JSON: state, quorums, ensembles by first entry."""
 
     async def action(client: LedgerClient) -> None:
@@ -128,7 +164,7 @@ def ledger_metadata(uri: str, ledger_id: int) -> None:
         doc["ledger_id"] = ledger_id
         console.print_json(data=doc)
 
-    _run(uri, action)
+    _run(target, action)
 
 
 @shell.command("readledger")
@@ -137,7 +173,7 @@ def ledger_metadata(uri: str, ledger_id: int) -> None:
 @click.option("--last", type=int, default=None, help="Last entry id (default: the LAC).")
 @click.option("--hex/--text", "as_hex", default=False, help="Print payloads as hex instead of text.")
 @click.pass_obj
-def read_ledger(uri: str, ledger_id: int, first: int, last: int | None, as_hex: bool) -> None:
+def read_ledger(target: _Target, ledger_id: int, first: int, last: int | None, as_hex: bool) -> None:
     """Print entries of a ledger, up to its LAC, without fencing it."""
 
     async def action(client: LedgerClient) -> None:
@@ -152,12 +188,12 @@ def read_ledger(uri: str, ledger_id: int, first: int, last: int | None, as_hex: 
             body = entry.payload.hex() if as_hex else entry.payload.decode("utf-8", "backslashreplace")
             console.print(f"{ledger_id}:{entry.entry_id}\t{len(entry.payload)} B\t{body}", markup=False)
 
-    _run(uri, action)
+    _run(target, action)
 
 
 @shell.command("listunderreplicated")
 @click.pass_obj
-def list_under_replicated(uri: str) -> None:
+def list_under_replicated(target: _Target) -> None:
     """List ledgers marked under-replicated, with the bookies to replace and since when."""
 
     async def action(client: LedgerClient) -> None:
@@ -169,26 +205,26 @@ def list_under_replicated(uri: str) -> None:
         console.print(table)
         console.print(f"{len(marks)} under-replicated ledgers")
 
-    _run(uri, action)
+    _run(target, action)
 
 
 @shell.command("triggeraudit")
 @click.pass_obj
-def trigger_audit(uri: str) -> None:
+def trigger_audit(target: _Target) -> None:
     """Ask the auditor to check every ledger now instead of at its next period."""
 
     async def action(client: LedgerClient) -> None:
         await client.store.put(AUDIT_REQUESTED, str(time.time_ns()).encode())
         console.print("audit requested; the auditor checks every ledger now")
 
-    _run(uri, action)
+    _run(target, action)
 
 
 @shell.command("decommissionbookie")
 @click.argument("bookie_id")
 @click.option("--timeout", "timeout_s", type=float, default=3600, show_default=True, help="Seconds to wait.")
 @click.pass_obj
-def decommission_bookie(uri: str, bookie_id: str, timeout_s: float) -> None:
+def decommission_bookie(target: _Target, bookie_id: str, timeout_s: float) -> None:
     """Move every copy held by a stopped bookie elsewhere, then return.
 
     As in BookKeeper, stop the bookie first: its ledgers are marked for re-replication at once
@@ -205,7 +241,7 @@ def decommission_bookie(uri: str, bookie_id: str, timeout_s: float) -> None:
             )
         await drain(client, bookie_id, timeout_s)
 
-    _run(uri, action)
+    _run(target, action)
 
 
 async def _ledgers_using(client: LedgerClient, bookie_id: str) -> list[int]:

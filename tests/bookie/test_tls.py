@@ -27,6 +27,7 @@ from magnetar.common.tls import TlsFiles
 from tests.bookie.conftest import BookieFactory
 from tests.bookie.helpers import Client, Pki, config, entry, make_pki
 from tests.bookie.test_autorecovery import RECOVERY_SETTINGS, Cluster, eventually, nobody_uses
+from tests.bookie.test_shell import shell
 
 LEDGER = 7
 
@@ -170,3 +171,25 @@ async def test_auto_recovery_re_replicates_between_bookies_that_require_certific
     finally:
         await client.close()
         await store.close()
+
+
+@pytest.mark.zookeeper
+async def test_shell_reads_from_bookies_that_require_certificates(
+    zk_url: str, bookie_factory: BookieFactory, pki: Pki
+) -> None:
+    await bookie_factory.start_async(zk_url, auto_recovery_daemon_enabled=False, **pki.bookie_settings())
+    client = await ledger_client(zk_url, pki.client(pki.broker))
+    try:
+        writer = await client.create_ledger()
+        await writer.add_entry(b"over mutual TLS")
+        await writer.close()
+    finally:
+        await client.close()
+        await client.store.close()
+    tls = ["--tls-trust-store-path", str(pki.ca)]
+    tls += ["--tls-certificate-path", str(pki.broker.certificate), "--tls-key-path", str(pki.broker.key)]
+    read = await asyncio.to_thread(shell, zk_url, *tls, "readledger", str(writer.ledger_id))
+    assert read.returncode == 0, read.stderr
+    assert "over mutual TLS" in read.stdout
+    refused = await asyncio.to_thread(shell, zk_url, "readledger", str(writer.ledger_id))
+    assert refused.returncode != 0
