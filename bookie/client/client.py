@@ -41,13 +41,13 @@ class LedgerClientConfig(BaseModel):
     explicit_lac_interval_s: float = Field(0.0, ge=0)
     #: entries a range read fetches at once
     read_concurrency: int = Field(64, ge=1)
-    #: TLS to the bookies: their certificates checked against ``trust_certs``, and this client's
-    #: certificate proved to them when one is given; None: plain-text channels
-    tls: TlsFiles | None = None
     #: how long a new ledger waits for enough writable bookies before NotEnoughBookies (Magnetar):
     #: bookies whose sessions expired with the broker's, in a metadata-store outage, register
     #: again moments after the store returns, and a topic loading then should not fail for that
     new_ensemble_wait_s: float = Field(2.0, ge=0)
+    #: TLS to the bookies: their certificates checked against ``trust_certs``, and this client's
+    #: certificate proved to them when one is given; None: plain-text channels
+    tls: TlsFiles | None = None
 
     @model_validator(mode="after")
     def _quorums(self) -> LedgerClientConfig:

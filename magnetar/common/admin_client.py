@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -52,11 +53,19 @@ class StoredMessage:
 
 class AsyncAdminClient:
     def __init__(
-        self, url: str, *, timeout_s: float = 60, credentials: ClientCredentials | None = None
+        self,
+        url: str,
+        *,
+        timeout_s: float = 60,
+        credentials: ClientCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: how an https:// URL's certificate is checked (and the client certificate sent);
+        None: against the system's CAs."""
         self.url = url.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._auth_headers = credentials.http_headers() if credentials is not None else {}
+        self._ssl: ssl.SSLContext | bool = tls if tls is not None else True
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:
         """The decoded JSON answer of ``method path`` (None for an empty one; a StoredMessage for
@@ -68,7 +77,7 @@ class AsyncAdminClient:
             async with aiohttp.ClientSession(timeout=self._timeout) as session:
                 for _ in range(MAX_REDIRECTS):
                     async with session.request(
-                        method, url, data=data, headers=headers, allow_redirects=False
+                        method, url, data=data, headers=headers, allow_redirects=False, ssl=self._ssl
                     ) as response:
                         if response.status in (307, 308) and "Location" in response.headers:
                             url = urljoin(url, response.headers["Location"])
@@ -92,9 +101,15 @@ class AsyncAdminClient:
 class AdminClient:
     """The blocking wrapper: each call runs the asynchronous client to completion."""
 
-    def __init__(self, url: str, timeout_s: float = 60, credentials: ClientCredentials | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 60,
+        credentials: ClientCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
-        self._client = AsyncAdminClient(url, timeout_s=timeout_s, credentials=credentials)
+        self._client = AsyncAdminClient(url, timeout_s=timeout_s, credentials=credentials, tls=tls)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """The decoded JSON answer of ``method path`` (None for an empty one)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from magnetar.common.authentication import keys, tokens
+from magnetar.common.authentication.basic import hash_password
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.authentication.providers import Authentication, AuthenticationFailed
 
@@ -45,8 +46,10 @@ def test_a_public_key_checks_tokens_signed_with_its_private_key(tmp_path: Path) 
             "token",
             tokens.create(signing_key, "x").encode(),
         )
-    with pytest.raises(AuthenticationFailed, match="unsupported Authorization scheme 'Basic'"):
-        auth.authenticate_http("Basic dXNlcjpwYXNz")
+    with pytest.raises(AuthenticationFailed, match="unknown authentication method 'basic'"):
+        auth.authenticate_http("Basic dXNlcjpwYXNz")  # basic is not among this broker's providers
+    with pytest.raises(AuthenticationFailed, match="unsupported Authorization scheme 'Digest'"):
+        auth.authenticate_http("Digest username=app")
 
 
 @pytest.mark.parametrize(
@@ -74,7 +77,7 @@ def test_client_credentials_from_pulsar_plugin_params(tmp_path: Path) -> None:
     }
     assert ClientCredentials.from_plugin("", "").http_headers() == {}
     with pytest.raises(ValueError, match="unsupported authentication plugin"):
-        ClientCredentials.from_plugin("org.apache.pulsar.client.impl.auth.AuthenticationTls", "")
+        ClientCredentials.from_plugin("org.apache.pulsar.client.impl.auth.AuthenticationKerberos", "")
 
 
 def test_a_broker_refuses_authorization_without_authentication() -> None:
@@ -83,3 +86,58 @@ def test_a_broker_refuses_authorization_without_authentication() -> None:
 
     with pytest.raises(ConfigError, match="authorization_enabled needs authentication_enabled"):
         BrokerConfig.load(None, {"authorization_enabled": True})
+
+
+def _basic(tmp_path: Path, text: str) -> Authentication:
+    (tmp_path / "users").write_text(text)
+    return _settings(providers=["basic", "tls"], basic_auth_conf=str(tmp_path / "users"))
+
+
+def test_basic_users_are_checked_against_their_bcrypt_hashes(tmp_path: Path) -> None:
+    auth = _basic(tmp_path, f"# users\n\nops:{hash_password('s3cret', rounds=4)}\n")
+    assert auth.authenticate("basic", b"ops:s3cret") == "ops"
+    assert auth.authenticate("basic", b"ops:s3cret") == "ops"  # proven once, then remembered
+    assert auth.authenticate_http("Basic " + base64.b64encode(b"ops:s3cret").decode()) == "ops"
+    for data in (b"ops:wrong", b"eve:s3cret", b"ops:", b"ops"):
+        with pytest.raises(AuthenticationFailed, match=r"wrong user or password|not user:password"):
+            auth.authenticate("basic", data)
+    with pytest.raises(AuthenticationFailed, match="not base64"):
+        auth.authenticate_http("Basic !!!")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ops\n", "line 1: not user:hash"),
+        ("# comment\nops:$apr1$abc$def\n", "line 2: user 'ops' has a hash that is not bcrypt"),
+        ("ops:plain-text-password\n", "not bcrypt"),
+    ],
+)
+def test_a_basic_auth_file_that_cannot_be_used_is_refused_at_start(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        _basic(tmp_path, text)
+
+
+def test_the_tls_provider_takes_the_verified_certificates_cn_only() -> None:
+    auth = _settings(providers=["org.apache.pulsar.broker.authentication.AuthenticationProviderTls"])
+    assert auth.authenticate("tls", b"", tls_common_name="app") == "app"
+    assert auth.authenticate_http(None, tls_common_name="app") == "app"
+    with pytest.raises(AuthenticationFailed, match="client certificate"):
+        auth.authenticate("tls", b"")
+    with pytest.raises(AuthenticationFailed, match="required"):
+        auth.authenticate_http(None)
+
+
+@pytest.mark.parametrize(
+    ("plugin", "params", "message"),
+    [
+        ("basic", "ops:s3cret", 'needs {"userId"'),
+        ("basic", '{"userId": "a:b", "password": "x"}', "without ':'"),
+        ("tls", "tlsCertFile:/c.pem", "tlsKeyFile"),
+    ],
+)
+def test_client_plugins_say_what_their_params_lack(plugin: str, params: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ClientCredentials.from_plugin(plugin, params)
