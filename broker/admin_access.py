@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from magnetar.broker.admin_http import error
+from magnetar.broker.admin_http import ROLE, error
 from magnetar.broker.authorization import Authorization, AuthorizationError
 from magnetar.broker.topic import TopicName
 
@@ -39,7 +39,7 @@ def access_checks(authorization: Authorization) -> Middleware:
 
 
 async def _check(authorization: Authorization, request: web.Request) -> None:
-    role: str | None = request.get("role")
+    role = request.get(ROLE)
     parts = [p for p in request.path.split("/") if p]
     what = f"{request.method} {request.path}"
     if parts[:3] == ["lookup", "v2", "topic"] and len(parts) >= 7:

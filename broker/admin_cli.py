@@ -12,6 +12,7 @@ from magnetar.broker.admin_cli_common import show as _show
 from magnetar.broker.admin_cli_schemas import schemas
 from magnetar.broker.admin_cli_topics import topics
 from magnetar.common.authentication.client import ClientCredentials
+from magnetar.common.tls import TlsSettingsError, client_context
 
 
 @click.group(
@@ -20,6 +21,9 @@ from magnetar.common.authentication.client import ClientCredentials
 Examples:
   magnetar admin tenants create acme --allowed-clusters jp-east,jp-west
   magnetar admin --auth-plugin token --auth-params file:///path/to/admin.token tenants list
+  magnetar admin --admin-url https://127.0.0.1:8443 --tls-trust-certs-file-path ca.cert.pem \
+      --auth-plugin tls --auth-params tlsCertFile:admin.cert.pem,tlsKeyFile:admin.key.pem tenants list
+  magnetar admin --auth-plugin basic --auth-params '{"userId":"ops","password":"..."}' tenants list
   magnetar admin namespaces create --clusters jp-east,jp-west acme/orders
   magnetar admin namespaces grant-permission acme/orders --role app --actions produce,consume
   magnetar admin namespaces bundles public/default
@@ -40,18 +44,46 @@ Examples:
     "--auth-plugin",
     envvar="MAGNETAR_AUTH_PLUGIN",
     default="",
-    help="Authentication plugin: token (or org.apache.pulsar.client.impl.auth.AuthenticationToken).",
+    help="Authentication plugin: token, basic or tls (or Pulsar's …client.impl.auth.* class names).",
 )
 @click.option("--auth-params", envvar="MAGNETAR_AUTH_PARAMS", default="",
-              help="Its parameters: token:<jwt> or file:///path/to/token.")  # fmt: skip
+              help="Its parameters: token:<jwt> or file:///path/to/token; "
+              '{"userId":"…","password":"…"}; tlsCertFile:…,tlsKeyFile:….')  # fmt: skip
+@click.option(
+    "--tls-trust-certs-file-path",
+    "--tls-trust-cert-path",
+    "trust_certs",
+    envvar="MAGNETAR_TLS_TRUST_CERTS",
+    default="",
+    help="The CAs an https:// admin URL's certificate is checked against (default: the system's).",
+)
+@click.option(
+    "--tls-allow-insecure", is_flag=True, help="Do not check the server's certificate (testing only)."
+)
 @click.pass_context
-def admin(ctx: click.Context, admin_url: str, auth_plugin: str, auth_params: str) -> None:
+def admin(
+    ctx: click.Context,
+    admin_url: str,
+    auth_plugin: str,
+    auth_params: str,
+    trust_certs: str,
+    tls_allow_insecure: bool,
+) -> None:
     """Administer clusters, tenants, namespaces, bundles, topics and brokers (pulsar-admin shapes)."""
     try:
         credentials = ClientCredentials.from_plugin(auth_plugin, auth_params)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--auth-plugin/--auth-params") from None
-    ctx.obj = AdminClient(admin_url, credentials=credentials)
+    try:
+        tls = client_context(
+            trust_certs,
+            certificate=credentials.tls_certificate,
+            key=credentials.tls_key,
+            allow_insecure=tls_allow_insecure,
+        )
+    except TlsSettingsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tls-trust-certs-file-path/--auth-params") from None
+    ctx.obj = AdminClient(admin_url, credentials=credentials, tls=tls)
 
 
 admin.add_command(topics)

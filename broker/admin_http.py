@@ -23,7 +23,7 @@ from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.compaction.topic_compactions import Compactions
 from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
-from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner
+from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Owner
 from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName, TopicNotAllowedError
@@ -42,6 +42,8 @@ from magnetar.common.metadata import (
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: the role a request's credentials proved (None while authentication is off)
+ROLE: web.RequestKey[str | None] = web.RequestKey("role", str | None)  # type: ignore[arg-type]
 _NODE_STATE_ERRORS = (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError)
 
 
@@ -136,7 +138,7 @@ class BundleAdmin(Protocol):
 
     async def lookup(
         self, topic: str, *, authoritative: bool = False, listener: str | None = None
-    ) -> tuple[str, bool]: ...
+    ) -> tuple[LookupUrls, bool]: ...
 
     async def unload(self, namespace: str, bundle: Bundle) -> list[str]: ...
 

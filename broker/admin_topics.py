@@ -188,21 +188,27 @@ class TopicAdminApi:
     # -- HTTP lookups ---------------------------------------------------------------------------
     async def lookup(self, request: web.Request) -> web.Response:
         authoritative = query_flag(request, "authoritative")
-        url, redirect = await self._bundles.lookup(str(topic_of(request)), authoritative=authoritative)
-        owner = next((b for b in await self._bundles.brokers() if b.service_url == url), None)
+        urls, redirect = await self._bundles.lookup(str(topic_of(request)), authoritative=authoritative)
+        owner = next((b for b in await self._bundles.brokers() if b.service_url == urls.url), None)
         if redirect and owner is not None:
             # As Pulsar's: the broker chosen for an unowned bundle takes it only when asked itself
             # (authoritatively), so the client is sent there; the official clients follow a 307.
-            raise web.HTTPTemporaryRedirect(f"{owner.web_service_url}{request.path}?authoritative=true")
+            # A client that asked over https:// is sent to the owner's https:// port.
+            web_url = (
+                owner.web_service_url_tls
+                if request.secure and owner.web_service_url_tls
+                else owner.web_service_url
+            )
+            raise web.HTTPTemporaryRedirect(f"{web_url}{request.path}?authoritative=true")
         # Pulsar's LookupData: the official clients need every field, TLS ones empty without TLS
         # (the C++ client refuses the answer without brokerUrlTls, and the Python client crashed).
         return web.json_response(
             {
-                "brokerUrl": url,
-                "brokerUrlTls": "",
+                "brokerUrl": urls.url,
+                "brokerUrlTls": urls.url_tls,
                 "httpUrl": owner.web_service_url if owner else "",
-                "httpUrlTls": "",
-                "nativeUrl": url,
+                "httpUrlTls": owner.web_service_url_tls if owner else "",
+                "nativeUrl": urls.url,
             }
         )
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from magnetar.broker.namespace import Bundle, NamespacePolicies, Namespaces
-from magnetar.broker.ownership import BrokerInfo, NotServedError, Owner, Ownership, listener_url
+from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Owner, Ownership, lookup_urls
 from magnetar.broker.peers import PeerClient
 from magnetar.broker.topic import InvalidTopicNameError, TopicName
 from magnetar.broker.topics import Topics
@@ -185,8 +185,8 @@ class Bundles:
     # -- lookup ---------------------------------------------------------------------------------
     async def lookup(
         self, topic: str, *, authoritative: bool = False, listener: str | None = None
-    ) -> tuple[str, bool]:
-        """(service URL, redirect?) for ``topic``: its owner, or a broker chosen to own it; the
+    ) -> tuple[LookupUrls, bool]:
+        """(service URLs, redirect?) for ``topic``: its owner, or a broker chosen to own it; the
         address of the ``listener`` when one is named (UnknownListenerError if not advertised)."""
         try:
             url, redirect = await self._lookup(topic, authoritative, listener)
@@ -197,15 +197,14 @@ class Bundles:
         self.lookup_stats.redirects += redirect
         return url, redirect
 
-    async def _lookup(self, topic: str, authoritative: bool, listener: str | None) -> tuple[str, bool]:
+    async def _lookup(self, topic: str, authoritative: bool, listener: str | None) -> tuple[LookupUrls, bool]:
         name = TopicName.parse(topic)
         if self.gate.incoming(name):  # a transfer brings it here: its clients wait here
-            me = self._ownership.owner_record
-            return listener_url(me.service_url, dict(me.listeners), me.broker_id, listener), False
+            return lookup_urls(self._ownership.owner_record, listener), False
         namespace, bundle = await self.bundle_of(name)
         outgoing = self._outgoing.get((namespace, bundle))
         if outgoing is not None:  # its clients were sent to the destination: so are lookups
-            return listener_url(outgoing.service_url, outgoing.listeners, outgoing.broker_id, listener), True
+            return lookup_urls(outgoing, listener), True
         owner = await self._ownership.owner(namespace, bundle)
         if owner is None:
             if self._ownership.leaving:  # shutting down: a bundle taken now would move again
@@ -215,11 +214,9 @@ class Bundles:
             if chosen != self.broker_id:
                 target = await self._live_broker(chosen)
                 if target is not None:
-                    url = listener_url(target.service_url, target.listeners, target.broker_id, listener)
-                    return url, True
+                    return lookup_urls(target, listener), True
             owner = await self._ownership.acquire(namespace, bundle)
-        url = listener_url(owner.service_url, dict(owner.listeners), owner.broker_id, listener)
-        return url, owner.broker_id != self.broker_id
+        return lookup_urls(owner, listener), owner.broker_id != self.broker_id
 
     async def _live_broker(self, broker_id: str) -> BrokerInfo | None:
         return next((b for b in await self._ownership.brokers() if b.broker_id == broker_id), None)

@@ -3,9 +3,11 @@ defaults where the setting exists there. Environment variables are ``MAGNETAR_BR
 
 from __future__ import annotations
 
+import json
+import ssl
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from magnetar.bookie.client import LedgerClientConfig
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
@@ -22,7 +24,7 @@ from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.authentication.providers import Authentication
 from magnetar.common.config import ComponentConfig
 from magnetar.common.grpc_tls import check_tls_files
-from magnetar.common.tls import TlsFiles
+from magnetar.common.tls import TlsFiles, server_context
 
 
 class BrokerConfig(ComponentConfig):
@@ -57,11 +59,20 @@ class BrokerConfig(ComponentConfig):
     broker_service_port: int = Field(default=6650, ge=0, le=65535)
     #: HTTP port of /metrics (and the admin REST); 0 picks a free one
     web_service_port: int = Field(default=8080, ge=0, le=65535)
+    # -- TLS (see README "Security"; Pulsar's settings) -----------------------------------------
+    #: brokerServicePortTls: the pulsar+ssl:// port (6651 in Pulsar's broker.conf); None: none
+    broker_service_port_tls: int | None = Field(default=None, ge=0, le=65535)
+    #: webServicePortTls: the https:// admin and lookup port (8443 in broker.conf); None: none
+    web_service_port_tls: int | None = Field(default=None, ge=0, le=65535)
     #: the broker's certificate chain and key (PEM), served on both TLS ports and the broker RPCs
     tls_certificate_file_path: str = ""
     tls_key_file_path: str = ""
     #: the CAs whose client certificates are trusted (the TLS provider's roles come from them)
     tls_trust_certs_file_path: str = ""
+    #: tlsRequireTrustedClientCertOnConnect: a client without a certificate the CAs signed is refused
+    tls_require_trusted_client_cert_on_connect: bool = False
+    #: tlsCertRefreshCheckDurationSec: how often renewed certificate files are loaded (0: never)
+    tls_cert_refresh_check_duration_sec: int = Field(default=300, ge=0)
     #: largest message accepted (maxMessageSize, 5 MiB)
     max_message_size: int = Field(default=5 * 1024 * 1024, gt=0)
     keep_alive_interval_seconds: int = Field(default=30, gt=0)
@@ -102,6 +113,9 @@ class BrokerConfig(ComponentConfig):
     token_auth_claim: str = "sub"
     #: anonymousUserRole: the role of a caller that sends no credentials (none: refused)
     anonymous_user_role: str = ""
+    #: basicAuthConf: the basic provider's htpasswd-style user:bcrypt-hash file (a path,
+    #: file:///path or data:;base64,…)
+    basic_auth_conf: str = ""
     #: authorizationEnabled / superUserRoles (comma-separated): what authenticated roles may do
     authorization_enabled: bool = False
     super_user_roles: str = ""
@@ -242,11 +256,19 @@ class BrokerConfig(ComponentConfig):
     #: Magnetar, tests only: accept PUT /admin/v2/internal/load to override the reported usage
     load_balancer_load_injection_enabled: bool = False
 
+    @field_validator("broker_client_authentication_parameters", mode="before")
+    @classmethod
+    def _parameters_as_text(cls, value: object) -> object:
+        """Basic's parameters are JSON (``{"userId": …}``), which a YAML file or ``--set`` reads
+        as a mapping: taken back as the JSON text the plugin expects."""
+        return json.dumps(value) if isinstance(value, dict) else value
+
     @model_validator(mode="after")
     def _usable_authentication(self) -> BrokerConfig:
         """Authentication settings that cannot work stop the broker before it serves, naming them."""
         self.authentication()
         self.broker_client_credentials()
+        self.tls_server_context()
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError("authorization_enabled needs authentication_enabled (roles come from it)")
         return self
@@ -260,6 +282,20 @@ class BrokerConfig(ComponentConfig):
             token_public_key=self.token_public_key,
             token_auth_claim=self.token_auth_claim,
             anonymous_user_role=self.anonymous_user_role,
+            basic_auth_conf=self.basic_auth_conf,
+        )
+
+    def tls_files(self) -> TlsFiles:
+        return TlsFiles(
+            self.tls_certificate_file_path, self.tls_key_file_path, self.tls_trust_certs_file_path
+        )
+
+    def tls_server_context(self) -> ssl.SSLContext | None:
+        """What the TLS ports serve with (None: no TLS port); TlsSettingsError naming the problem."""
+        if self.broker_service_port_tls is None and self.web_service_port_tls is None:
+            return None
+        return server_context(
+            self.tls_files(), require_client_cert=self.tls_require_trusted_client_cert_on_connect
         )
 
     def super_users(self) -> list[str]:

@@ -23,7 +23,7 @@ from magnetar.broker.channel import TopicSource
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer_commands import CompactedReads, ConsumerCommands
 from magnetar.broker.namespace import NamespaceError
-from magnetar.broker.ownership import NotServedError, UnknownListenerError
+from magnetar.broker.ownership import LookupUrls, NotServedError, UnknownListenerError
 from magnetar.broker.producer_commands import ProducerCommands, ReadOnlyRefusal
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
@@ -34,6 +34,7 @@ from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, InvalidTopicNameError, Topic, TopicName
 from magnetar.common.authentication.providers import Authentication, AuthenticationFailed
 from magnetar.common.background import BackgroundTasks
+from magnetar.common.tls import peer_common_name
 from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class Lookups(Protocol):
 
     async def lookup(
         self, topic: str, *, authoritative: bool = False, listener: str | None = None
-    ) -> tuple[str, bool]: ...
+    ) -> tuple[LookupUrls, bool]: ...
 
     def awaits_handover(self, topic: str) -> bool: ...
 
@@ -107,6 +108,8 @@ class ServerConnection:
         peer = writer.get_extra_info("peername")
         self.ip = str(peer[0]) if peer else "?"
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        #: the CN of the client certificate a TLS port verified (the tls provider's role)
+        self._tls_common_name = peer_common_name(writer.get_extra_info("ssl_object"))
         self.protocol_version = 0
         #: the role its CONNECT proved (None while authentication is off)
         self.role: str | None = None
@@ -301,7 +304,13 @@ class ServerConnection:
             return
         connect = frame.command.connect
         try:
-            self.role = self._deps.authentication.authenticate(connect.auth_method_name, connect.auth_data)
+            # Off the loop: a basic provider's bcrypt check takes tens of milliseconds.
+            self.role = await asyncio.to_thread(
+                self._deps.authentication.authenticate,
+                connect.auth_method_name,
+                connect.auth_data,
+                self._tls_common_name,
+            )
         except AuthenticationFailed as exc:
             log.warning("connection %s: authentication failed: %s", self._remote, exc)
             self.send(commands.error(2**64 - 1, E.AuthenticationError, f"authentication failed: {exc}"))
@@ -343,7 +352,7 @@ class ServerConnection:
         request = frame.command.lookupTopic
         await self.authorize(request.topic, "produce", "consume")
         try:
-            url, redirect = await self._deps.lookups.lookup(
+            urls, redirect = await self._deps.lookups.lookup(
                 request.topic,
                 authoritative=request.authoritative,
                 listener=request.advertised_listener_name or None,
@@ -360,7 +369,8 @@ class ServerConnection:
                 T.LOOKUP_RESPONSE,
                 "lookupTopicResponse",
                 request_id=request.request_id,
-                brokerServiceUrl=url,
+                brokerServiceUrl=urls.url,
+                brokerServiceUrlTls=urls.url_tls,
                 response=kind.Redirect if redirect else kind.Connect,
                 authoritative=True,
             )

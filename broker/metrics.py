@@ -7,6 +7,7 @@ interval.
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Iterator
 from typing import Protocol
@@ -129,16 +130,20 @@ class MetricsServer:
         self.app = web.Application()
         self.app.router.add_get("/metrics", self._metrics)
         self.port = 0
+        #: the https:// port (web_service_port_tls), when there is one
+        self.tls_port: int | None = None
 
-    async def start(self) -> None:
+    async def start(self, tls: tuple[int, ssl.SSLContext] | None = None) -> None:
+        """Serve on the plain port and, given ``(port, context)``, on a TLS port too."""
         # Lines up to 1 MiB are parsed, so the admin API answers an over-long path in JSON (414)
         # rather than aiohttp answering plain text at its 8 KB default.
         self._runner = web.AppRunner(self.app, access_log=None, max_line_size=1 << 20)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
-        sockets = getattr(site._server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self._port
+        self.port = await _serve(web.TCPSite(self._runner, self._host, self._port), self._port)
+        if tls is not None:
+            port, context = tls
+            site = web.TCPSite(self._runner, self._host, port, ssl_context=context)
+            self.tls_port = await _serve(site, port)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         return web.Response(
@@ -148,3 +153,10 @@ class MetricsServer:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+async def _serve(site: web.TCPSite, port: int) -> int:
+    """Start ``site``; the port it bound (the one asked for, or the one 0 picked)."""
+    await site.start()
+    sockets = getattr(site._server, "sockets", None) or []
+    return int(sockets[0].getsockname()[1]) if sockets else port

@@ -56,6 +56,9 @@ class BrokerInfo:
     extra: dict[str, float] = field(default_factory=dict)
     #: the broker's addresses by listener name (advertised_listeners)
     listeners: dict[str, str] = field(default_factory=dict)
+    #: pulsar+ssl:// and https:// URLs, when the broker has TLS ports
+    service_url_tls: str = ""
+    web_service_url_tls: str = ""
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -72,13 +75,18 @@ class Owner:
     web_service_url: str
     #: (listener name, pulsar URL) pairs: the owner's advertised listeners
     listeners: tuple[tuple[str, str], ...] = ()
+    service_url_tls: str = ""
+    web_service_url_tls: str = ""
 
     def encode(self) -> bytes:
+        # Pulsar's NamespaceEphemeralData field names
         return json.dumps(
             {
                 "brokerId": self.broker_id,
                 "nativeUrl": self.service_url,
+                "nativeUrlTls": self.service_url_tls,
                 "httpUrl": self.web_service_url,
+                "httpUrlTls": self.web_service_url_tls,
                 "advertisedListeners": {name: {"brokerServiceUrl": url} for name, url in self.listeners},
             }
         ).encode()
@@ -88,21 +96,39 @@ class Owner:
         doc = json.loads(data)
         advertised = doc.get("advertisedListeners", {})
         listeners = tuple(sorted((name, v["brokerServiceUrl"]) for name, v in advertised.items()))
-        return cls(doc["brokerId"], doc["nativeUrl"], doc["httpUrl"], listeners)
+        return cls(
+            doc["brokerId"],
+            doc["nativeUrl"],
+            doc["httpUrl"],
+            listeners,
+            doc.get("nativeUrlTls", ""),
+            doc.get("httpUrlTls", ""),
+        )
+
+
+@dataclass(frozen=True)
+class LookupUrls:
+    """Where a lookup sends a client: pulsar:// (or the named listener's), and pulsar+ssl://
+    when the broker has a TLS port (clients on pulsar+ssl:// take that one)."""
+
+    url: str
+    url_tls: str = ""
 
 
 class UnknownListenerError(LookupError):
     """A lookup named a listener the owner does not advertise."""
 
 
-def listener_url(default: str, listeners: dict[str, str], broker_id: str, listener: str | None) -> str:
-    """The URL a lookup answers with: the named listener's, else the broker's service URL."""
+def lookup_urls(broker: Owner | BrokerInfo, listener: str | None) -> LookupUrls:
+    """The URLs a lookup answers with: the named listener's, else the broker's service URLs."""
     if not listener:
-        return default
+        return LookupUrls(broker.service_url, broker.service_url_tls)
     try:
-        return listeners[listener]
+        return LookupUrls(dict(broker.listeners)[listener])
     except KeyError:
-        raise UnknownListenerError(f"broker {broker_id} advertises no listener named {listener!r}") from None
+        raise UnknownListenerError(
+            f"broker {broker.broker_id} advertises no listener named {listener!r}"
+        ) from None
 
 
 class NotServedError(Exception):
@@ -141,7 +167,15 @@ class Ownership:
     @property
     def owner_record(self) -> Owner:
         listeners = tuple(sorted(self.me.listeners.items()))
-        return Owner(self.me.broker_id, self.me.service_url, self.me.web_service_url, listeners)
+        me = self.me
+        return Owner(
+            me.broker_id,
+            me.service_url,
+            me.web_service_url,
+            listeners,
+            me.service_url_tls,
+            me.web_service_url_tls,
+        )
 
     @property
     def leaving(self) -> bool:

@@ -51,6 +51,7 @@ from magnetar.broker.topic_loader import ReadOnlyOpener, WritableOpener
 from magnetar.broker.topics import Topics
 from magnetar.common.background import BackgroundTasks
 from magnetar.common.metadata import LeaderElection, MetadataStore, open_store
+from magnetar.common.tls import CertificateReloader
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ class BrokerService:
         self.port = 0
         self.web_port = 0
         self.rpc_port = 0
+        #: the pulsar+ssl:// and https:// ports (broker_service_port_tls, web_service_port_tls)
+        self.tls_port: int | None = None
+        self.web_tls_port: int | None = None
         self.store: MetadataStore | None = None
         self.configuration_store: MetadataStore | None = None
         self.ledger_client: LedgerClient | None = None
@@ -77,6 +81,10 @@ class BrokerService:
         self.replication: ReplicationManager | None = None
         self.connections = Connections(config.broker_max_connections, config.broker_max_connections_per_ip)
         self._server: asyncio.Server | None = None
+        self._tls_server: asyncio.Server | None = None
+        #: checked at start, as the authentication below; one context for both TLS ports, so a
+        #: renewed certificate reaches both
+        self._tls_context = config.tls_server_context()
         self._metrics: MetricsServer | None = None
         self._rpc_server: grpc.aio.Server | None = None
         self._peers = PeerClient(config.broker_client_tls())
@@ -104,6 +112,14 @@ class BrokerService:
     def web_service_url(self) -> str:
         return f"http://{self.config.advertised_address}:{self.web_port}"
 
+    @property
+    def service_url_tls(self) -> str:
+        return f"pulsar+ssl://{self.config.advertised_address}:{self.tls_port}" if self.tls_port else ""
+
+    @property
+    def web_service_url_tls(self) -> str:
+        return f"https://{self.config.advertised_address}:{self.web_tls_port}" if self.web_tls_port else ""
+
     # -- starting -------------------------------------------------------------------------------
     async def start(self) -> None:
         config = self.config
@@ -123,8 +139,15 @@ class BrokerService:
             self._accept, config.bind_address, config.broker_service_port, limit=1 << 20, start_serving=False
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        await self._bind_tls()
+        self._reload_renewed_certificates()
         me = BrokerInfo(
-            self.broker_id, self.service_url, "", config.cluster_name, listeners=config.listeners()
+            self.broker_id,
+            self.service_url,
+            "",
+            config.cluster_name,
+            listeners=config.listeners(),
+            service_url_tls=self.service_url_tls,
         )
         if config.read_only_broker:
             # PIP-63: the read-only pool registers and owns bundles among itself; the writable
@@ -174,8 +197,40 @@ class BrokerService:
         await self._start_endpoints(me)
         self._deps = self._connection_deps()
         await self._server.start_serving()
+        if self._tls_server is not None:
+            await self._tls_server.start_serving()
         await self._join_cluster()
         log.info("broker serving %s (metrics on %s/metrics)", self.service_url, self.web_service_url)
+        if self._tls_context is not None:
+            log.info(
+                "broker serving TLS on %s %s", self.service_url_tls or "-", self.web_service_url_tls or "-"
+            )
+
+    async def _bind_tls(self) -> None:
+        """The pulsar+ssl:// port, bound (served once everything is wired, as the plain one)."""
+        config, context = self.config, self._tls_context
+        if config.broker_service_port_tls is None or context is None:
+            return
+        self._tls_server = await asyncio.start_server(
+            self._accept,
+            config.bind_address,
+            config.broker_service_port_tls,
+            limit=1 << 20,
+            ssl=context,
+            # a plain-text client on this port, or one that never finishes its handshake, is
+            # dropped after this long instead of holding a connection slot
+            ssl_handshake_timeout=10.0,
+            start_serving=False,
+        )
+        self.tls_port = self._tls_server.sockets[0].getsockname()[1]
+
+    def _reload_renewed_certificates(self) -> None:
+        config, context = self.config, self._tls_context
+        if context is not None and config.tls_cert_refresh_check_duration_sec:
+            reloader = CertificateReloader(
+                context, config.tls_files(), config.tls_cert_refresh_check_duration_sec
+            )
+            self._loops.spawn(reloader.run())
 
     def _opener(
         self, factory: ManagedLedgerFactory, me: BrokerInfo, policies: PolicyUpdates
@@ -249,9 +304,14 @@ class BrokerService:
             )
         ).install(self._metrics.app)
         self.load_manager.install(self._metrics.app)
-        await self._metrics.start()
+        web_tls = config.web_service_port_tls
+        await self._metrics.start(
+            (web_tls, self._tls_context) if web_tls is not None and self._tls_context else None
+        )
         self.web_port = self._metrics.port
+        self.web_tls_port = self._metrics.tls_port
         me.web_service_url = self.web_service_url
+        me.web_service_url_tls = self.web_service_url_tls
         self._rpc_server, self.rpc_port = await start_rpc_server(
             self.topics,
             self.bundles,
@@ -364,8 +424,9 @@ class BrokerService:
     async def stop(self) -> None:
         """Graceful shutdown: every owned bundle is transferred to another broker (unloaded if
         there is none), then connections, topics and stores are closed."""
-        if self._server is not None:
-            self._server.close()
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                server.close()
         await self._leave_cluster()
         if self.bundles is not None:
             await self.bundles.move_all_away()

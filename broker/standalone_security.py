@@ -1,12 +1,18 @@
-"""``magnetar standalone --secure``: token authentication and authorization turned on with what a
-laptop needs made for it — a secret key and a super-user token, kept in the data directory (and
-reused at the next start), the broker's own calls carrying that token."""
+"""``magnetar standalone --secure``: token authentication, authorization and TLS turned on with
+what a laptop needs made for it — a secret key, a super-user token, a CA and the broker's
+certificate, kept in the data directory (and reused at the next start), the broker's own calls
+carrying that token."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.common.authentication import keys, tokens
+from magnetar.common.certificates import CertificateAuthority
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
 
 SUPER_USER = "admin"
 
@@ -26,23 +32,50 @@ def secure_settings(data_dir: Path) -> tuple[dict[str, object], Path]:
         token.chmod(0o600)
     settings: dict[str, object] = {
         "authentication_enabled": True,
-        "authentication_providers": "token",
         "token_secret_key": f"file://{key}",
         "authorization_enabled": True,
         "super_user_roles": SUPER_USER,
         "broker_client_authentication_plugin": "token",
         "broker_client_authentication_parameters": f"file://{token}",
+        **_tls_settings(secrets),
     }
     return settings, token
 
 
-def how_to_use(token: Path, service_url: str, web_service_url: str) -> str:
-    key = token.parent / "secret.key"
-    return (
-        f"secured: token authentication and authorization; super-user token in {token}\n"
-        f"  client: pulsar.Client('{service_url}', "
-        f"authentication=pulsar.AuthenticationToken(open('{token}').read()))\n"
-        f"  admin:  magnetar admin --admin-url {web_service_url} --auth-plugin token "
-        f"--auth-params file://{token} tenants list\n"
-        f"  tokens: magnetar tokens create --secret-key file://{key} --subject app"
-    )
+def _tls_settings(secrets: Path) -> dict[str, object]:
+    """A CA of the data directory's own and the broker's certificate for this machine's names;
+    clients trust ``ca.cert.pem``."""
+    authority = CertificateAuthority(secrets, name="magnetar-standalone-ca")
+    broker = secrets / "broker.cert.pem"
+    if not broker.exists():
+        authority.issue("broker", "standalone", hosts=("localhost", "127.0.0.1", "::1"))
+    return {
+        "broker_service_port_tls": 6651,
+        "web_service_port_tls": 8443,
+        "tls_certificate_file_path": str(broker),
+        "tls_key_file_path": str(secrets / "broker.key.pem"),
+        "tls_trust_certs_file_path": str(authority.certificate_path),
+        "authentication_providers": "token,tls",
+    }
+
+
+def how_to_use(token: Path, broker: BrokerService) -> str:
+    key, ca = token.parent / "secret.key", token.parent / "ca.cert.pem"
+    lines = [
+        f"secured: token and TLS authentication, authorization; super-user token in {token}",
+        f"  client: pulsar.Client('{broker.service_url}', "
+        f"authentication=pulsar.AuthenticationToken(open('{token}').read()))",
+    ]
+    if broker.service_url_tls:
+        lines.append(
+            f"  TLS:    pulsar.Client('{broker.service_url_tls}', tls_trust_certs_file_path='{ca}', "
+            "authentication=...)"
+        )
+    web = broker.web_service_url_tls or broker.web_service_url
+    trust = f" --tls-trust-certs-file-path {ca}" if broker.web_service_url_tls else ""
+    lines += [
+        f"  admin:  magnetar admin --admin-url {web}{trust} --auth-plugin token "
+        f"--auth-params file://{token} tenants list",
+        f"  tokens: magnetar tokens create --secret-key file://{key} --subject app",
+    ]
+    return "\n".join(lines)

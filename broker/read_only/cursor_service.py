@@ -11,7 +11,7 @@ import grpc
 
 from magnetar.broker.managed_ledger import InitialPosition, ManagedCursor, ManagedLedgerError, Position
 from magnetar.broker.namespace import NamespaceError
-from magnetar.broker.ownership import NotServedError
+from magnetar.broker.ownership import LookupUrls, NotServedError
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import InvalidTopicNameError, Topic
 from magnetar.proto import PulsarApi_pb2 as api
@@ -50,7 +50,7 @@ class BundleLookup(Protocol):
 
     async def lookup(
         self, topic: str, *, authoritative: bool = False, listener: str | None = None
-    ) -> tuple[str, bool]: ...
+    ) -> tuple[LookupUrls, bool]: ...
 
 
 class CursorService(pb_grpc.CursorsServicer):
@@ -64,9 +64,9 @@ class CursorService(pb_grpc.CursorsServicer):
             try:
                 return await self._topics.get_or_load(name)
             except NotServedError:
-                url, redirect = await self._lookups.lookup(name, authoritative=True)
+                urls, redirect = await self._lookups.lookup(name, authoritative=True)
                 if redirect:
-                    raise NotServedError(f"{name} is owned by {url}") from None
+                    raise NotServedError(f"{name} is owned by {urls.url}") from None
                 return await self._topics.get_or_load(name)
         except NotServedError as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))

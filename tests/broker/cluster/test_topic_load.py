@@ -12,7 +12,7 @@ import pytest
 from magnetar.broker.bundles import Bundles
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.namespace import NamespacePolicies
-from magnetar.broker.ownership import BrokerInfo, NotServedError, Ownership
+from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Ownership
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import Topic, TopicName
 from tests.broker.conftest import Storage
@@ -53,8 +53,8 @@ async def test_loading_a_topic_reads_the_namespace_policies_once(
 
     monkeypatch.setattr(broker.namespaces, "policies", counted)
     name = "persistent://public/default/loaded-once"
-    url, redirect = await bundles(broker).lookup(name, authoritative=True)
-    assert (url, redirect) == (broker.service_url, False)
+    urls, redirect = await bundles(broker).lookup(name, authoritative=True)
+    assert (urls.url, redirect) == (broker.service_url, False)
     readers.clear()
     topic = await load(broker, name)
     assert str(topic.name) == name
@@ -72,7 +72,7 @@ async def test_a_client_sent_ahead_of_a_handover_waits_for_it(broker: BrokerServ
     namespace, bundle = await bundles(broker).bundle_of(TopicName.parse(name))
     bundles(broker).gate.expect_handover([name])
     # A client that looks the topic up meanwhile is kept here too, not sent elsewhere.
-    assert await bundles(broker).lookup(name) == (broker.service_url, False)
+    assert await bundles(broker).lookup(name) == (LookupUrls(broker.service_url), False)
     assert broker.ownership is not None
     assert await broker.ownership.owner(namespace, bundle) is None, "the lookup took the bundle itself"
     early = asyncio.ensure_future(load(broker, name))

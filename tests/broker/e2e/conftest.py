@@ -17,7 +17,10 @@ import pytest
 
 _CLIENT_LOG = logging.getLogger("pulsar-client")
 _CLIENT_LOG.setLevel(logging.WARNING)
-READY = re.compile(r"standalone ready service_url=(\S+) web_service_url=(\S+)")
+READY = re.compile(
+    r"standalone ready service_url=(\S+) web_service_url=(\S+)"
+    r"(?: service_url_tls=(\S+) web_service_url_tls=(\S+))?"
+)
 
 
 class Standalone:
@@ -30,6 +33,9 @@ class Standalone:
         self.web_port = 0
         self.service_url = ""
         self.web_service_url = ""
+        #: pulsar+ssl:// and https:// URLs when TLS ports were asked for ("-": that one was not)
+        self.service_url_tls = ""
+        self.web_service_url_tls = ""
         self.log_path = data_dir / "standalone.log"
         self._process: subprocess.Popen[str] | None = None
 
@@ -69,6 +75,7 @@ class Standalone:
             self.kill()
             raise RuntimeError(f"standalone did not start:\n{self.log_path.read_text()[-3000:]}")
         self.service_url, self.web_service_url = found[0].group(1), found[0].group(2)
+        self.service_url_tls, self.web_service_url_tls = found[0].group(3) or "", found[0].group(4) or ""
         self.port = int(self.service_url.rsplit(":", 1)[1])
         self.web_port = int(self.web_service_url.rsplit(":", 1)[1])
         return self

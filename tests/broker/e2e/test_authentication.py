@@ -406,8 +406,10 @@ def test_the_role_action_matrix(authorized: Standalone, keys: Path) -> None:
     assert refusals == {401, 403}, "anonymous: 401; the others: 403"
 
 
-def test_a_secure_standalone_makes_its_key_and_super_user_token(tmp_path: Path) -> None:
-    server = Standalone(tmp_path / "secure", flags=("--secure",)).start()
+def test_a_secure_standalone_makes_its_key_super_user_token_and_certificates(tmp_path: Path) -> None:
+    # free TLS ports instead of 6651 and 8443, as other tests run alongside
+    flags = ("--secure", "--set", "broker_service_port_tls=0", "--set", "web_service_port_tls=0")
+    server = Standalone(tmp_path / "secure", flags=flags).start()
     try:
         token_file = tmp_path / "secure" / "security" / "admin.token"
         token = token_file.read_text()
@@ -415,6 +417,22 @@ def test_a_secure_standalone_makes_its_key_and_super_user_token(tmp_path: Path) 
         client = server.client(authentication=pulsar.AuthenticationToken(token))
         client.create_producer(TOPIC).send(b"secured")
         client.close()
+        ca = tmp_path / "secure" / "security" / "ca.cert.pem"
+        assert server.service_url_tls.startswith("pulsar+ssl://")
+        over_tls = pulsar.Client(
+            server.service_url_tls,
+            authentication=pulsar.AuthenticationToken(token),
+            tls_trust_certs_file_path=str(ca),
+            operation_timeout_seconds=15,
+        )
+        over_tls.create_producer(TOPIC).send(b"secured over TLS")
+        over_tls.close()
+        listed = CliRunner().invoke(
+            admin,
+            ["--admin-url", server.web_service_url_tls, "--tls-trust-certs-file-path", str(ca),
+             "--auth-plugin", "token", "--auth-params", f"file://{token_file}", "tenants", "list"],
+        )  # fmt: skip
+        assert listed.exit_code == 0, listed.output
         anonymous = server.client(operation_timeout_seconds=3)
         with pytest.raises(pulsar.PulsarException):
             anonymous.create_producer(TOPIC)
