@@ -113,6 +113,10 @@ class BrokerConfig(ComponentConfig):
     token_auth_claim: str = "sub"
     #: anonymousUserRole: the role of a caller that sends no credentials (none: refused)
     anonymous_user_role: str = ""
+    #: authenticationRefreshCheckSeconds: how often a connection's expiring credentials (a token's
+    #: exp) are checked; once expired the client is challenged for fresh ones (AUTH_CHALLENGE) and
+    #: disconnected if none come by the next check; 0: never checked
+    authentication_refresh_check_seconds: float = Field(default=60, ge=0)
     #: basicAuthConf: the basic provider's htpasswd-style user:bcrypt-hash file (a path,
     #: file:///path or data:;base64,…)
     basic_auth_conf: str = ""

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from magnetar.broker.auth_refresh import AuthenticationRefresh
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.channel import TopicSource
 from magnetar.broker.config import BrokerConfig
@@ -128,6 +129,9 @@ class ServerConnection:
         self._consumers = ConsumerCommands(self, deps.topics, deps.schemas, deps.compactions)
         self._schemas = SchemaCommands(self, deps.schemas)
         self._handlers = self._handler_table()  # built once: it is consulted for every frame
+        #: expiring credentials challenged (auth_refresh.py), once CONNECT proved some
+        self._refresh: AuthenticationRefresh | None = None
+        self._refresh_task: asyncio.Task[None] | None = None
 
     @property
     def id(self) -> int:
@@ -275,6 +279,7 @@ class ServerConnection:
         return {
             T.CONNECT: self._connect,
             T.PING: self._ping,
+            T.AUTH_RESPONSE: self._auth_response,
             T.PONG: self._noop,
             T.PARTITIONED_METADATA: self._partitioned_metadata,
             T.LOOKUP: self._lookup,
@@ -317,6 +322,7 @@ class ServerConnection:
             raise ConnectionClosed(f"authentication failed: {exc}") from None
         self.protocol_version = min(connect.protocol_version, PROTOCOL_VERSION)
         self._connected = True
+        self._watch_expiry(connect.auth_method_name, connect.auth_data)
         self.send(
             commands.command(
                 T.CONNECTED,
@@ -326,6 +332,33 @@ class ServerConnection:
                 max_message_size=self._config.max_message_size,
             )
         )
+
+    def _watch_expiry(self, method: str, data: bytes) -> None:
+        interval = self._config.authentication_refresh_check_seconds
+        if not self._deps.authentication.enabled or interval <= 0:
+            return
+        self._refresh = AuthenticationRefresh(
+            self._deps.authentication,
+            self,
+            interval_s=interval,
+            server_version=SERVER_VERSION,
+            protocol_version=self.protocol_version,
+        )
+        self._refresh.connected(method, data, self.role)
+        self._refresh_task = asyncio.get_running_loop().create_task(self._refresh.run())
+
+    async def _auth_response(self, frame: Frame) -> None:
+        if self._refresh is None:
+            self.send(commands.error(0, E.NotAllowedError, "no AUTH_CHALLENGE was sent on this connection"))
+            return
+        await self._refresh.answered(frame.command.authResponse)
+
+    def close_for(self, reason: str) -> None:
+        """Authentication says the connection must go: tell the client why, then close."""
+        log.warning("closing connection %s: %s", self._remote, reason)
+        self.send(commands.error(2**64 - 1, E.AuthenticationError, reason))
+        self._writer.close()
+        self._producers.wake()  # a read loop paused on publishing sees the close
 
     async def _ping(self, frame: Frame) -> None:
         self.send(commands.pong())
@@ -435,6 +468,8 @@ class ServerConnection:
         if self._closed:
             return
         self._closed = True
+        if self._refresh_task is not None:
+            self._refresh_task.cancel()
         self._producers.close()
         self._consumers.close()
         with contextlib.suppress(Exception):

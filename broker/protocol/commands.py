@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from google.protobuf.message import Message
+
 from magnetar.proto import PulsarApi_pb2 as api
 
 T = api.BaseCommand.Type
@@ -14,7 +16,7 @@ def command(kind: int, field: str, **values: object) -> api.BaseCommand:
         if value is None:
             continue
         target = getattr(base, field)
-        if isinstance(value, api.MessageIdData):
+        if isinstance(value, Message):  # a sub-message (MessageIdData, AuthData) is copied in
             getattr(target, key).CopyFrom(value)
         elif isinstance(value, list):
             getattr(target, key).extend(value)

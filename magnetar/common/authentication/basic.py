@@ -73,6 +73,9 @@ class BasicProvider:
             raise AuthenticationFailed(f"wrong user or password for {user!r}")
         return user
 
+    def expires_at(self, data: bytes) -> float | None:
+        return None  # a password does not expire mid-connection
+
     def _matches(self, user: str, password: bytes, digest: bytes) -> bool:
         key = hashlib.sha256(b"\0".join((user.encode(), digest, password))).digest()
         if key in self._proven:

@@ -44,6 +44,10 @@ class AuthenticationProvider(Protocol):
         """The role ``data`` (or the client certificate's CN) proves; AuthenticationFailed otherwise."""
         ...
 
+    def expires_at(self, data: bytes) -> float | None:
+        """When credentials already authenticated stop being valid (epoch seconds; None: never)."""
+        ...
+
 
 class TokenProvider:
     """Pulsar's AuthenticationProviderToken: a JWT signed with the secret key (HS256) or the
@@ -76,6 +80,9 @@ class TokenProvider:
         except tokens.TokenError as exc:
             raise AuthenticationFailed(str(exc)) from None
 
+    def expires_at(self, data: bytes) -> float | None:
+        return tokens.expiry(data.decode("ascii", "replace").strip())
+
 
 class TlsProvider:
     """Pulsar's AuthenticationProviderTls: the role is the CN of the client certificate the TLS
@@ -90,6 +97,9 @@ class TlsProvider:
                 "on a TLS port (none was verified on this connection)"
             )
         return tls_common_name
+
+    def expires_at(self, data: bytes) -> float | None:
+        return None  # the certificate was checked in the handshake, for the connection's life
 
 
 @dataclass
@@ -146,6 +156,11 @@ class Authentication:
                 f"unknown authentication method {method!r} (this broker takes: {self._methods()})"
             )
         return provider.authenticate(data, tls_common_name)
+
+    def expires_at(self, method: str, data: bytes) -> float | None:
+        """When a connection's credentials expire (None: never, or authentication off)."""
+        provider = self.providers.get(method) if self.enabled else None
+        return provider.expires_at(data) if provider is not None else None
 
     def authenticate_http(self, authorization: str | None, tls_common_name: str | None = None) -> str | None:
         """The role of an HTTP ``Authorization`` header (``Bearer <token>``, ``Basic <base64>``)

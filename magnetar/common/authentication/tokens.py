@@ -59,6 +59,16 @@ class Checked:
     claims: dict[str, Any]
 
 
+def expiry(token: str) -> float | None:
+    """The ``exp`` of a token already checked (None: it has none, or it cannot be read)."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return None
+    exp = claims.get("exp")
+    return float(exp) if isinstance(exp, int | float) else None
+
+
 def check(token: str, key: bytes | PublicKeyTypes, *, claim: str = "sub") -> Checked:
     """The role a token names, once its signature and expiry are checked; TokenError otherwise."""
     try:

@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -464,3 +465,60 @@ def test_the_chaos_workload_authenticates(authorized: Standalone, keys: Path, tm
     sent = int(re.search(r"send_ok (\d+)", counters["w-p0"]).group(1))  # type: ignore[union-attr]
     assert sent > 50
     assert f"ack {sent}" in counters["w-c0"], (counters, done.stderr[-3000:])
+
+
+@pytest.fixture
+def refreshing(keys: Path) -> Iterator[Standalone]:
+    """Tokens checked every second for expiry (authentication_refresh_check_seconds)."""
+    yield from _secured_standalone(
+        keys,
+        "refreshing",
+        authentication_providers="token",
+        broker_client_authentication_plugin="token",
+        authentication_refresh_check_seconds="1",
+    )
+
+
+def _short_lived(keys: Path, role: str = "admin", seconds: int = 2) -> str:
+    return _tokens(
+        "create", "--secret-key", f"file://{keys / 'secret.key'}", "-s", role, "--expiry-time", f"{seconds}s"
+    )
+
+
+def test_an_expiring_token_is_refreshed_on_the_open_connection(refreshing: Standalone, keys: Path) -> None:
+    """The client's token supplier is asked again at each AUTH_CHALLENGE: the producer keeps its
+    connection across several expiries."""
+    supplied: list[str] = []
+
+    def supplier() -> str:
+        supplied.append(_short_lived(keys))
+        return supplied[-1]
+
+    client = refreshing.client(authentication=pulsar.AuthenticationToken(supplier))
+    try:
+        producer = client.create_producer(TOPIC)
+        producer.send(b"before")
+        time.sleep(6)  # three expiries, each challenged and answered
+        producer.send(b"after")
+        assert len(supplied) >= 3
+        log = refreshing.log_path.read_text()
+        assert "credentials of role 'admin' refreshed" in log
+        assert "closing connection" not in log, "the connection was closed instead of refreshed"
+    finally:
+        client.close()
+
+
+def test_an_expired_token_not_renewed_closes_the_connection(refreshing: Standalone, keys: Path) -> None:
+    token = _short_lived(keys)
+    client = refreshing.client(authentication=pulsar.AuthenticationToken(token), operation_timeout_seconds=3)
+    try:
+        producer = client.create_producer(TOPIC, send_timeout_millis=3000)
+        producer.send(b"while valid")
+        deadline = time.monotonic() + 15
+        while "refreshed credentials refused: the token has expired" not in refreshing.log_path.read_text():
+            assert time.monotonic() < deadline, refreshing.log_path.read_text()[-2000:]
+            time.sleep(0.5)
+        with pytest.raises(pulsar.PulsarException):
+            producer.send(b"after expiry")  # reconnecting with the expired token is refused
+    finally:
+        client.close()
