@@ -51,6 +51,12 @@ async def _check(authorization: Authorization, request: web.Request) -> None:
     kind, rest = parts[2], parts[3:]
     if kind == "clusters" and request.method == "GET":
         return
+    if kind in ("persistent", "non-persistent") and request.method == "GET" and rest[3:] == ["partitions"]:
+        # A client's HTTP lookup asks the partition count first: a lookup, open to anyone who
+        # may produce or consume there (Pulsar's TopicOperation.LOOKUP), not only tenant admins.
+        topic = TopicName.parse(f"{kind}://{rest[0]}/{rest[1]}/{rest[2]}")
+        await authorization.check_topic(role, topic, "produce", "consume")
+        return
     if kind == "tenants" and rest:
         if request.method == "GET":
             await authorization.check_tenant_admin(role, rest[0], what)

@@ -143,11 +143,17 @@ def tenants_create(client: AdminClient, tenant: str, allowed_clusters: str, admi
 
 @tenants.command("update")
 @click.argument("tenant")
-@click.option("--allowed-clusters", "-c", required=True, help="Comma-separated clusters.")
+@click.option("--allowed-clusters", "-c", default="", help="Comma-separated clusters (default: kept).")
+@click.option(
+    "--admin-roles", "-r", default="", help="Comma-separated roles administering the tenant (default: kept)."
+)
 @click.pass_obj
-def tenants_update(client: AdminClient, tenant: str, allowed_clusters: str) -> None:
-    clusters = [c for c in allowed_clusters.split(",") if c]
-    client.call("POST", f"/admin/v2/tenants/{tenant}", {"allowedClusters": clusters})
+def tenants_update(client: AdminClient, tenant: str, allowed_clusters: str, admin_roles: str) -> None:
+    """Change what is given; what is not is kept, as pulsar-admin's tenants update does."""
+    current = client.call("GET", f"/admin/v2/tenants/{tenant}")
+    clusters = [c for c in allowed_clusters.split(",") if c] or current.get("allowedClusters", [])
+    roles = [r for r in admin_roles.split(",") if r] or current.get("adminRoles", [])
+    client.call("POST", f"/admin/v2/tenants/{tenant}", {"allowedClusters": clusters, "adminRoles": roles})
 
 
 @tenants.command("delete")

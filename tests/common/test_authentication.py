@@ -27,6 +27,10 @@ def _settings(**overrides: object) -> Authentication:
 def test_off_asks_nobody_and_anonymous_role_serves_callers_without_credentials() -> None:
     assert Authentication().authenticate("", b"") is None
     assert _settings(anonymous_user_role="guest").authenticate("", b"") == "guest"
+    # as Pulsar's: a method no provider answers is served as the anonymous role when there is one
+    assert _settings(anonymous_user_role="guest").authenticate("unknown", b"x") == "guest"
+    with pytest.raises(AuthenticationFailed, match="unknown authentication method 'unknown'"):
+        _settings().authenticate("unknown", b"x")
     with pytest.raises(AuthenticationFailed, match="required"):
         _settings().authenticate("", b"")
 

@@ -151,6 +151,10 @@ class Authentication:
                 f"authentication is required and none was sent (this broker takes: {self._methods()})"
             )
         provider = self.providers.get(method)
+        if provider is None and self.anonymous_role is not None:
+            # As Pulsar's brokers: a method no provider answers is served as the anonymous role,
+            # which then meets authorization like any caller without credentials.
+            return self.anonymous_role
         if provider is None:
             raise AuthenticationFailed(
                 f"unknown authentication method {method!r} (this broker takes: {self._methods()})"

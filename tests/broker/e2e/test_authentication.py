@@ -283,6 +283,14 @@ def test_roles_produce_and_consume_only_where_granted(authorized: Standalone, ke
     )
     with urllib.request.urlopen(lookup, timeout=10) as response:
         assert json.load(response)["brokerUrl"] == authorized.service_url
+    # the client's HTTP lookup service asks the partition count first: a grant is enough
+    over_http = pulsar.Client(
+        authorized.web_service_url,
+        authentication=pulsar.AuthenticationToken((keys / "app.token").read_text()),
+        operation_timeout_seconds=5,
+    )
+    over_http.create_producer(topic).send(b"looked up over HTTP")
+    over_http.close()
 
     assert (
         _admin(authorized, keys, "ops", "namespaces", "revoke-permission", "acme/orders", "-r", "app")[0] == 0
