@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from bench_unload import cluster_spec  # beside this script
+from common import cpu_seconds
 from perf_go import produce
 from rich.console import Console
 from rich.table import Table
@@ -34,12 +35,6 @@ console = Console(width=150)
 RESULTS = Path(__file__).parent / "results" / "bench_partitioned.json"
 CPUS = os.cpu_count() or 1
 NAMESPACE = "public/bench-partitioned"
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time a process has used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_ticks() -> tuple[int, int, int]:

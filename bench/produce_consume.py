@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
+from common import percentile, start_standalone
 from local_storage import LocalStorageCluster
 
 console = Console()
@@ -42,11 +43,6 @@ RESULTS = Path(__file__).parent / "results" / "produce_consume.json"
 PAYLOAD = b"x" * 1024
 _LOG = logging.getLogger("pulsar-bench")
 _LOG.setLevel(logging.WARNING)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def rss_mb(pid: int) -> float:
@@ -163,20 +159,9 @@ def catch_up(url: str, backlog: int) -> dict[str, Any]:
 
 
 def standalone_start(workdir: Path) -> float:
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(workdir / "standalone"),
-         "--port", "0", "--web-port", "0"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("standalone ready"):
-            break
-    elapsed = time.perf_counter() - start
-    process.terminate()
-    process.wait(30)
-    return elapsed
+    standalone = start_standalone(workdir / "standalone")
+    standalone.stop()
+    return standalone.start_s
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""Helpers the benchmarks share: percentiles, CPU time of a process, ``magnetar standalone``
+processes started and stopped by PID, and the JSON results file.
+
+Scripts import it as ``from common import …`` (bench/ is on ``sys.path`` when a script in it runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: where benchmarks that follow the project rule write their JSON (git-ignored)
+RUNS = Path(__file__).resolve().parent.parent / "runs" / "bench"
+READY = re.compile(
+    r"standalone ready service_url=(\S+) web_service_url=(\S+)"
+    r"(?: service_url_tls=(\S+) web_service_url_tls=(\S+))?"
+)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stop_process(process: subprocess.Popen[Any], timeout_s: float = 30) -> None:
+    """SIGTERM to this one PID, then SIGKILL if it is still there after ``timeout_s``."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+@dataclass
+class Processes:
+    """Every process a benchmark starts, stopped by PID when the block ends (error or Ctrl-C
+    included); SIGTERM to the benchmark itself ends the block the same way."""
+
+    started: list[subprocess.Popen[Any]] = field(default_factory=list)
+
+    def add(self, process: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+        self.started.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in reversed(self.started):
+            stop_process(process)
+        self.started.clear()
+
+
+@contextmanager
+def processes() -> Iterator[Processes]:
+    group = Processes()
+
+    def on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield group
+    finally:
+        group.stop_all()
+        signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class Standalone:
+    """A running ``magnetar standalone`` and the URLs of its ready line."""
+
+    process: subprocess.Popen[str]
+    service_url: str
+    web_service_url: str
+    #: pulsar+ssl:// and https:// URLs when TLS ports were asked for ("" otherwise)
+    service_url_tls: str = ""
+    web_service_url_tls: str = ""
+    #: launch to the ready line
+    start_s: float = 0.0
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
+
+def start_standalone(
+    data_dir: Path,
+    settings: dict[str, object] | None = None,
+    *,
+    group: Processes | None = None,
+    log_level: str = "WARNING",
+    timeout_s: float = 60,
+) -> Standalone:
+    """``magnetar standalone --port 0 --web-port 0`` with ``--set key=value`` for each setting;
+    returns once it printed its ready line (its log: ``data_dir``/standalone.log)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data_dir),
+        "--port", "0", "--web-port", "0", "--log-level", log_level,
+    ]  # fmt: skip
+    for key, value in (settings or {}).items():
+        command += ["--set", f"{key}={value}"]
+    log = data_dir / "standalone.log"
+    start = time.perf_counter()
+    with log.open("a") as stderr:
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    if group is not None:
+        group.add(process)
+    found: list[re.Match[str]] = []
+    ready = threading.Event()
+
+    def read() -> None:  # keeps draining stdout so the process never blocks on it
+        assert process.stdout is not None
+        for line in process.stdout:
+            match = READY.search(line)
+            if match and not found:
+                found.append(match)
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    ready.wait(timeout_s)
+    if not found:
+        stop_process(process)
+        raise RuntimeError(f"standalone did not start; see {log}:\n{log.read_text()[-2000:]}")
+    match = found[0]
+    return Standalone(
+        process, match.group(1), match.group(2), match.group(3) or "", match.group(4) or "",
+        time.perf_counter() - start,
+    )  # fmt: skip
+
+
+def write_results(path: Path, data: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))
+    return path
