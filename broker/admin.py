@@ -134,10 +134,22 @@ class AdminApi:
         service_url, broker_url = body.get("serviceUrl", ""), body.get("brokerServiceUrl", "")
         if not isinstance(broker_url, str) or not broker_url.startswith("pulsar://"):
             return error(412, f"brokerServiceUrl must be a pulsar://host:port URL, not {broker_url!r}")
+        broker_url_tls = body.get("brokerServiceUrlTls") or ""
+        if not isinstance(broker_url_tls, str) or (
+            broker_url_tls and not broker_url_tls.startswith("pulsar+ssl://")
+        ):
+            return error(
+                412, f"brokerServiceUrlTls must be a pulsar+ssl://host:port URL, not {broker_url_tls!r}"
+            )
         if name in await self._namespaces.clusters():
             return error(409, f"cluster {name} already exists")
         await self._namespaces.set_cluster(
-            name, str(service_url), broker_url, str(body.get("listenerName", ""))
+            name,
+            str(service_url),
+            broker_url,
+            str(body.get("listenerName", "")),
+            service_url_tls=str(body.get("serviceUrlTls") or ""),
+            broker_service_url_tls=broker_url_tls,
         )
         return web.Response(status=204)
 

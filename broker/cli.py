@@ -87,6 +87,10 @@ async def serve(config: BrokerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     address = f"{config.advertised_address}:{service.port}"
     urls = f"service_url={service.service_url} web_service_url={service.web_service_url}"
+    if service.service_url_tls or service.web_service_url_tls:  # announced only when there
+        urls += (
+            f" service_url_tls={service.service_url_tls} web_service_url_tls={service.web_service_url_tls}"
+        )
     click.echo(f"{READY_PREFIX} {address} {urls}")
     sys.stdout.flush()
     await stop.wait()

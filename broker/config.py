@@ -48,6 +48,9 @@ class BrokerConfig(ComponentConfig):
     #: how other regions reach this cluster (a load balancer or DNS name in front of its brokers;
     #: pulsar initialize-cluster-metadata's --broker-service-url); empty: this broker's own URL
     cluster_broker_service_url: str = ""
+    #: the same for TLS (pulsar+ssl://, the cluster's brokerServiceUrlTls); empty: this broker's
+    #: own TLS URL, if it has a TLS port
+    cluster_broker_service_url_tls: str = ""
     #: the listener other regions' replicators look this cluster's brokers up under
     #: (the cluster's listenerName); empty: their service URLs
     replication_listener_name: str = ""
@@ -451,11 +454,24 @@ class BrokerConfig(ComponentConfig):
         )
 
     def listeners(self) -> dict[str, str]:
-        """``advertised_listeners`` as {name: pulsar URL}; ValueError naming a malformed entry."""
+        """``advertised_listeners``' pulsar:// URLs as {name: URL}; ValueError naming a
+        malformed entry."""
+        return self._listeners("pulsar://")
+
+    def listeners_tls(self) -> dict[str, str]:
+        """``advertised_listeners``' pulsar+ssl:// URLs (a listener may have both, as in
+        Pulsar: ``internal:pulsar://h:6650,internal:pulsar+ssl://h:6651``)."""
+        return self._listeners("pulsar+ssl://")
+
+    def _listeners(self, scheme: str) -> dict[str, str]:
         found: dict[str, str] = {}
         for entry in filter(None, (e.strip() for e in self.advertised_listeners.split(","))):
             name, _, url = entry.partition(":")
-            if not name or not url.startswith("pulsar://"):
-                raise ValueError(f"advertised_listeners: expected name:pulsar://host:port, got {entry!r}")
-            found[name] = url
+            if not name or not url.startswith(("pulsar://", "pulsar+ssl://")):
+                raise ValueError(
+                    f"advertised_listeners: expected name:pulsar://host:port or name:pulsar+ssl://host:port, "
+                    f"got {entry!r}"
+                )
+            if url.startswith(scheme):
+                found[name] = url
         return found

@@ -1,6 +1,7 @@
 """Tenants, namespaces, their policies and bundles (DESIGN §5), in the configuration store.
 
-    /admin/clusters/<cluster>                 JSON {serviceUrl, brokerServiceUrl}
+    /admin/clusters/<cluster>                 JSON {serviceUrl, brokerServiceUrl, [serviceUrlTls,
+                                              brokerServiceUrlTls, listenerName]}
     /admin/policies/<tenant>                  JSON {allowedClusters, adminRoles}
     /admin/policies/<tenant>/<namespace>      JSON namespace policies (below)
 
@@ -134,10 +135,23 @@ class Namespaces:
 
     # -- clusters -------------------------------------------------------------------------------
     async def set_cluster(
-        self, name: str, service_url: str, broker_service_url: str, listener_name: str = ""
+        self,
+        name: str,
+        service_url: str,
+        broker_service_url: str,
+        listener_name: str = "",
+        *,
+        service_url_tls: str = "",
+        broker_service_url_tls: str = "",
     ) -> None:
+        """Pulsar's ClusterData; the TLS URLs (https://, pulsar+ssl://) are kept only when given,
+        so records written before them read the same."""
         check_name("cluster", name)
         doc = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
+        if service_url_tls:
+            doc["serviceUrlTls"] = service_url_tls
+        if broker_service_url_tls:
+            doc["brokerServiceUrlTls"] = broker_service_url_tls
         if listener_name:
             doc["listenerName"] = listener_name
         await self._store.put(f"/admin/clusters/{name}", json.dumps(doc).encode())

@@ -59,6 +59,8 @@ class BrokerInfo:
     #: pulsar+ssl:// and https:// URLs, when the broker has TLS ports
     service_url_tls: str = ""
     web_service_url_tls: str = ""
+    #: the broker's pulsar+ssl:// addresses by listener name (advertised_listeners)
+    listeners_tls: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -77,6 +79,8 @@ class Owner:
     listeners: tuple[tuple[str, str], ...] = ()
     service_url_tls: str = ""
     web_service_url_tls: str = ""
+    #: (listener name, pulsar+ssl URL) pairs
+    listeners_tls: tuple[tuple[str, str], ...] = ()
 
     def encode(self) -> bytes:
         # Pulsar's NamespaceEphemeralData field names
@@ -87,7 +91,7 @@ class Owner:
                 "nativeUrlTls": self.service_url_tls,
                 "httpUrl": self.web_service_url,
                 "httpUrlTls": self.web_service_url_tls,
-                "advertisedListeners": {name: {"brokerServiceUrl": url} for name, url in self.listeners},
+                "advertisedListeners": _advertised(self.listeners, self.listeners_tls),
             }
         ).encode()
 
@@ -95,7 +99,14 @@ class Owner:
     def decode(cls, data: bytes) -> Owner:
         doc = json.loads(data)
         advertised = doc.get("advertisedListeners", {})
-        listeners = tuple(sorted((name, v["brokerServiceUrl"]) for name, v in advertised.items()))
+        listeners = tuple(
+            sorted((n, v["brokerServiceUrl"]) for n, v in advertised.items() if v.get("brokerServiceUrl"))
+        )
+        listeners_tls = tuple(
+            sorted(
+                (n, v["brokerServiceUrlTls"]) for n, v in advertised.items() if v.get("brokerServiceUrlTls")
+            )
+        )
         return cls(
             doc["brokerId"],
             doc["nativeUrl"],
@@ -103,7 +114,19 @@ class Owner:
             listeners,
             doc.get("nativeUrlTls", ""),
             doc.get("httpUrlTls", ""),
+            listeners_tls,
         )
+
+
+def _advertised(
+    listeners: tuple[tuple[str, str], ...], listeners_tls: tuple[tuple[str, str], ...]
+) -> dict[str, dict[str, str]]:
+    """Pulsar's ``advertisedListeners``: {name: {brokerServiceUrl, brokerServiceUrlTls}}."""
+    found: dict[str, dict[str, str]] = {}
+    for key, pairs in (("brokerServiceUrl", listeners), ("brokerServiceUrlTls", listeners_tls)):
+        for name, url in pairs:
+            found.setdefault(name, {})[key] = url
+    return found
 
 
 @dataclass(frozen=True)
@@ -123,12 +146,10 @@ def lookup_urls(broker: Owner | BrokerInfo, listener: str | None) -> LookupUrls:
     """The URLs a lookup answers with: the named listener's, else the broker's service URLs."""
     if not listener:
         return LookupUrls(broker.service_url, broker.service_url_tls)
-    try:
-        return LookupUrls(dict(broker.listeners)[listener])
-    except KeyError:
-        raise UnknownListenerError(
-            f"broker {broker.broker_id} advertises no listener named {listener!r}"
-        ) from None
+    url, url_tls = dict(broker.listeners).get(listener, ""), dict(broker.listeners_tls).get(listener, "")
+    if not (url or url_tls):
+        raise UnknownListenerError(f"broker {broker.broker_id} advertises no listener named {listener!r}")
+    return LookupUrls(url, url_tls)
 
 
 class NotServedError(Exception):
@@ -175,6 +196,7 @@ class Ownership:
             listeners,
             me.service_url_tls,
             me.web_service_url_tls,
+            tuple(sorted(self.me.listeners_tls.items())),
         )
 
     @property

@@ -147,6 +147,7 @@ class BrokerService:
             "",
             config.cluster_name,
             listeners=config.listeners(),
+            listeners_tls=config.listeners_tls(),
             service_url_tls=self.service_url_tls,
         )
         if config.read_only_broker:
@@ -338,6 +339,8 @@ class BrokerService:
                 self.web_service_url,
                 self.config.cluster_broker_service_url or self.service_url,
                 self.config.replication_listener_name,
+                service_url_tls=self.web_service_url_tls,
+                broker_service_url_tls=self.config.cluster_broker_service_url_tls or self.service_url_tls,
             )
         await self.namespaces.create_tenant("public", [cluster], exist_ok=True)
         await self.namespaces.create("public/default", exist_ok=True)

@@ -5,6 +5,10 @@ Replicators start when a topic loads and stop when it closes (unload, transfer, 
 next owner starts them again from their cursors). Policy changes (``set-clusters``) are picked
 up every ``replication_policy_check_interval_seconds``: a cluster added gets a replicator, a
 cluster removed loses its replicator and its cursor (as in Pulsar).
+
+Replicators reach remote clusters with the broker's client credentials and TLS settings
+(``remote_access``): the cluster's ``brokerServiceUrlTls`` with ``broker_client_tls_enabled``,
+its ``brokerServiceUrl`` without.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Protocol
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.namespace import NamespaceError, NamespacePolicies, Namespaces
+from magnetar.broker.replication.remote_access import RemoteAccess, RemoteAddressError
 from magnetar.broker.replication.replicated_subscriptions import ReplicatedSubscriptionsController
 from magnetar.broker.replication.replicator import CURSOR_PREFIX, Replicator, cursor_name
 from magnetar.broker.topic import Topic
@@ -36,6 +41,10 @@ class ReplicationManager:
         self._config = config
         self._namespaces = namespaces
         self._topics = topics
+        #: how replicators reach remote clusters (read once: the settings do not change live)
+        self._access = RemoteAccess.from_config(config)
+        #: clusters whose missing address was logged (once each, not every check)
+        self._unreachable: set[str] = set()
         #: topic name -> remote cluster -> replicator
         self.replicators: dict[str, dict[str, Replicator]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -149,6 +158,7 @@ class ReplicationManager:
                     url,
                     queue_size=self._config.replication_producer_queue_size,
                     remote_listener_name=self._config.replication_outbound_listener_name or listener_name,
+                    access=self._access,
                 )
                 await replicator.start()
                 running[remote] = replicator
@@ -164,13 +174,22 @@ class ReplicationManager:
                         await topic.ledger.delete_cursor(cursor)
 
     async def _address(self, cluster: str) -> tuple[str, str] | None:
-        """(brokerServiceUrl, listenerName) of a registered cluster."""
+        """(service URL, listenerName) of a registered cluster: its brokerServiceUrlTls on TLS,
+        its brokerServiceUrl otherwise."""
         try:
             data = await self._namespaces.cluster(cluster)
-            return data["brokerServiceUrl"], data.get("listenerName", "")
-        except (NamespaceError, KeyError):
+        except NamespaceError:
             log.warning("replication to %s waits: the cluster is not registered", cluster)
             return None
+        try:
+            url = self._access.service_url(cluster, data)
+        except RemoteAddressError as exc:
+            if cluster not in self._unreachable:
+                self._unreachable.add(cluster)
+                log.warning("replication to %s waits: %s", cluster, exc)
+            return None
+        self._unreachable.discard(cluster)
+        return url, data.get("listenerName", "")
 
     async def run(self) -> None:
         """Follow policy changes (and clusters registered late)."""

@@ -2,7 +2,11 @@
 
 It looks the topic up on the remote cluster's service URL (following Redirects), connects to
 the owner, CONNECTs and creates a producer, then pipelines SENDs whose receipts come back in
-order. Anything that breaks the session (connection lost, SEND_ERROR, the remote closing the
+order. It proves who it is as the broker's own client does (``credentials``: CONNECT carries
+them, and an AUTH_CHALLENGE, the remote's token refresh, is answered with them again) and, given
+a ``tls`` context, speaks ``pulsar+ssl://`` and follows lookups to the owners' TLS URLs. A
+remote that refuses the credentials raises ``RemoteAuthenticationError`` saying so, never a
+timeout. Anything that breaks the session (connection lost, SEND_ERROR, the remote closing the
 producer on unload or transfer) fails every pending send with ``ProducerBrokenError``; the
 replicator then reconnects and resends from its cursor, and the remote drops what it already
 stored (see ``broker/replication/__init__.py``).
@@ -14,19 +18,25 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import struct
 from collections import deque
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import encode, parse_frame
+from magnetar.common.authentication.client import ClientCredentials
 from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)
 
 _PROTOCOL_VERSION = 21
 _MAX_REDIRECTS = 8
+#: the request id of an ERROR that answers no request (Java's -1): a refused CONNECT, or a
+#: connection closed because its credentials were refused
+_NO_REQUEST = 2**64 - 1
 
 
 def _retrieve(future: asyncio.Future[tuple[int, int]]) -> None:
@@ -36,6 +46,10 @@ def _retrieve(future: asyncio.Future[tuple[int, int]]) -> None:
 
 class ProducerBrokenError(Exception):
     """The remote session is gone; pending sends are unconfirmed and must be sent again."""
+
+
+class RemoteAuthenticationError(ProducerBrokenError):
+    """The remote cluster refused the replicator's credentials (AuthenticationError)."""
 
 
 class _Connection:
@@ -49,12 +63,23 @@ class _Connection:
         self.closed = asyncio.Event()
 
     @classmethod
-    async def open(cls, service_url: str, timeout_s: float) -> _Connection:
+    async def open(cls, service_url: str, timeout_s: float, tls: ssl.SSLContext | None) -> _Connection:
+        """Connect to ``service_url``: pulsar+ssl:// with ``tls``, pulsar:// without."""
         url = urlparse(service_url)
-        if url.scheme != "pulsar" or not url.hostname or not url.port:
-            raise ProducerBrokenError(f"unsupported service URL {service_url!r}: expected pulsar://host:port")
+        expected = "pulsar+ssl" if tls is not None else "pulsar"
+        if url.scheme != expected or not url.hostname or not url.port:
+            raise ProducerBrokenError(
+                f"unsupported service URL {service_url!r}: expected {expected}://host:port"
+            )
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(url.hostname, url.port, limit=1 << 20), timeout_s
+            asyncio.open_connection(
+                url.hostname,
+                url.port,
+                limit=1 << 20,
+                ssl=tls,
+                server_hostname=url.hostname if tls is not None else None,
+            ),
+            timeout_s,
         )
         return cls(reader, writer)
 
@@ -95,6 +120,12 @@ class _Connection:
             self.writer.close()
 
 
+def _refusal(url: str, error: api.CommandError) -> ProducerBrokenError:
+    if error.error == api.ServerError.AuthenticationError:
+        return RemoteAuthenticationError(f"{url} answered AuthenticationError: {error.message}")
+    return ProducerBrokenError(f"{url} refused the connection: {error.message}")
+
+
 class RemoteProducer:
     def __init__(
         self,
@@ -104,8 +135,16 @@ class RemoteProducer:
         *,
         timeout_s: float = 30,
         listener_name: str = "",
+        credentials: Callable[[], ClientCredentials] = ClientCredentials,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``credentials``: gives what CONNECT and AUTH_RESPONSE carry, asked each time (as the
+        official clients' token supplier: a renewed token file is read); the default is
+        anonymous. ``tls``: the client context of ``pulsar+ssl://`` (then lookups are followed
+        to TLS URLs)."""
         self.service_url = service_url
+        self.credentials = credentials
+        self.tls = tls
         #: the remote cluster's listenerName: lookups ask for the owner's address under it
         self.listener_name = listener_name
         self.topic = topic
@@ -138,25 +177,40 @@ class RemoteProducer:
             if answer.response == kind.Failed:
                 connection.close()
                 raise ProducerBrokenError(f"lookup of {self.topic} at {url} failed: {answer.message}")
-            if answer.response == kind.Connect and answer.brokerServiceUrl in (url, ""):
+            owner = answer.brokerServiceUrlTls if self.tls is not None else answer.brokerServiceUrl
+            if answer.response == kind.Connect and owner in (url, ""):
                 await self._create_producer(connection, url)
                 return
             connection.close()
-            url = answer.brokerServiceUrl
+            if not owner:  # on TLS, an owner without a TLS port (or listener) cannot be reached
+                raise ProducerBrokenError(
+                    f"lookup of {self.topic} at {url} named no {'TLS ' if self.tls else ''}URL of the owner"
+                    + (f" under listener {self.listener_name!r}" if self.listener_name else "")
+                )
+            url = owner
         raise ProducerBrokenError(f"lookup of {self.topic} redirected more than {_MAX_REDIRECTS} times")
 
     async def _handshake(self, url: str) -> _Connection:
-        connection = await _Connection.open(url, self.timeout_s)
+        try:
+            credentials = self.credentials()
+        except ValueError as exc:  # a token file gone or unreadable
+            raise ProducerBrokenError(f"the replicator's credentials cannot be read: {exc}") from None
+        connection = await _Connection.open(url, self.timeout_s, self.tls)
         reader = asyncio.get_running_loop().create_task(self._read_loop(connection))
         connect = commands.command(
             T.CONNECT, "connect", client_version="magnetar-replicator", protocol_version=_PROTOCOL_VERSION
         )
+        if credentials.method:
+            connect.connect.auth_method_name = credentials.method
+            connect.connect.auth_data = credentials.data
         connection.send(connect)
         # CONNECTED has no request id: the read loop answers it as request 0.
         future: asyncio.Future[api.BaseCommand] = asyncio.get_running_loop().create_future()
         connection._waiting[0] = future
         try:
-            await asyncio.wait_for(future, self.timeout_s)
+            answer = await asyncio.wait_for(future, self.timeout_s)
+            if answer.type == T.ERROR:
+                raise _refusal(url, answer.error)
         except BaseException:
             reader.cancel()
             connection.close()
@@ -215,6 +269,8 @@ class RemoteProducer:
             connection.answer(0, command)
         elif kind == T.PING:
             connection.send(commands.pong())
+        elif kind == T.AUTH_CHALLENGE:
+            self._answer_challenge(connection)
         elif kind == T.SEND_RECEIPT:
             self._receipt(command.send_receipt)
         elif kind == T.SEND_ERROR:
@@ -222,13 +278,40 @@ class RemoteProducer:
             self._break(ProducerBrokenError(f"remote refused sequence {error.sequence_id}: {error.message}"))
         elif kind == T.CLOSE_PRODUCER:
             self._break(ProducerBrokenError("the remote closed the producer (unload or transfer)"))
-        elif kind == T.ERROR and not connection.answer(command.error.request_id, command):
-            if command.error.request_id == 0:  # a fatal error before CONNECTED
-                connection.answer(0, command)
+        elif kind == T.ERROR:
+            self._error(connection, command)
         else:
             for field in ("lookupTopicResponse", "producer_success", "success"):
                 if command.HasField(field):
                     connection.answer(getattr(command, field).request_id, command)
+
+    def _answer_challenge(self, connection: _Connection) -> None:
+        """The remote's refresh (its token expired): the credentials again, read afresh."""
+        try:
+            credentials = self.credentials()
+        except ValueError as exc:  # the token file is gone: the remote closes the connection
+            log.warning("replicator producer %s cannot answer AUTH_CHALLENGE: %s", self.producer_name, exc)
+            return
+        response = api.AuthData(auth_method_name=credentials.method, auth_data=credentials.data)
+        connection.send(
+            commands.command(
+                T.AUTH_RESPONSE,
+                "authResponse",
+                client_version="magnetar-replicator",
+                protocol_version=_PROTOCOL_VERSION,
+                response=response,
+            )
+        )
+
+    def _error(self, connection: _Connection, command: api.BaseCommand) -> None:
+        error = command.error
+        if connection.answer(error.request_id, command):
+            return
+        if error.request_id in (0, _NO_REQUEST) and connection.answer(0, command):
+            return  # a fatal error before CONNECTED: the handshake reports it
+        if error.error == api.ServerError.AuthenticationError and connection is self._connection:
+            # the remote closes the connection after this: say why, not "connection lost"
+            self._break(_refusal(self.connected_url, error))
 
     def _receipt(self, receipt: api.CommandSendReceipt) -> None:
         if not self._pending:

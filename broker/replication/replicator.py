@@ -13,6 +13,11 @@ When anything fails (remote down, producer closed by an unload or transfer there
 the replicator drops its session, waits (backoff 100 ms doubling to 60 s) and resends from its
 cursor; the remote drops what it had already stored: each message carries its position here in
 the property ``__MSG_PROP_REPL_SOURCE_POSITION`` (see ``deduplication.replicated_identity``).
+
+The producer authenticates with the broker's own client credentials and, on TLS, speaks
+``pulsar+ssl://`` (``remote_access.RemoteAccess``); a remote that refuses the credentials is
+named in ``last_error`` and the log, and retried with the same backoff (a fixed token or a
+restarted remote may let it in).
 """
 
 from __future__ import annotations
@@ -26,7 +31,13 @@ from typing import TYPE_CHECKING, NamedTuple
 from magnetar.broker.deduplication import SOURCE_POSITION
 from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, ManagedLedgerError, Position
 from magnetar.broker.protocol.frames import FrameError, payload_section, read_metadata
-from magnetar.broker.replication.producer import ProducerBrokenError, RemoteProducer
+from magnetar.broker.replication.producer import (
+    ProducerBrokenError,
+    RemoteAuthenticationError,
+    RemoteProducer,
+)
+from magnetar.broker.replication.remote_access import RemoteAccess
+from magnetar.common.tls import TlsSettingsError
 
 if TYPE_CHECKING:
     from magnetar.broker.topic import Topic
@@ -111,8 +122,11 @@ class Replicator:
         *,
         queue_size: int = 1000,
         remote_listener_name: str = "",
+        access: RemoteAccess | None = None,
     ) -> None:
+        """``access``: the credentials and TLS settings the remote is reached with."""
         self.topic = topic
+        self.access = access or RemoteAccess()
         self.local_cluster = local_cluster
         self.remote_cluster = remote_cluster
         self.remote_service_url = remote_service_url
@@ -147,14 +161,9 @@ class Replicator:
     async def _run(self) -> None:
         backoff = _BACKOFF_START_S
         while not self._closed:
-            producer = RemoteProducer(
-                self.remote_service_url,
-                str(self.topic.name),
-                f"{CURSOR_PREFIX}{self.local_cluster}",
-                listener_name=self.remote_listener_name,
-            )
-            self.producer = producer
+            producer: RemoteProducer | None = None
             try:
+                producer = self.producer = self._new_producer()
                 await producer.connect()
                 log.info("replicator %s -> %s connected", self.topic.name, self.remote_cluster)
                 backoff = _BACKOFF_START_S
@@ -162,6 +171,11 @@ class Replicator:
                 await self._replicate(producer)
             except asyncio.CancelledError:
                 raise
+            except RemoteAuthenticationError as exc:
+                self.last_error = (
+                    f"remote cluster {self.remote_cluster} refused the replicator's credentials: {exc}"
+                )
+                log.warning("replicator %s -> %s: %s", self.topic.name, self.remote_cluster, self.last_error)
             except (ProducerBrokenError, OSError, TimeoutError, ManagedLedgerError) as exc:
                 self.last_error = str(exc) or repr(exc)
                 log.info("replicator %s -> %s: %s", self.topic.name, self.remote_cluster, self.last_error)
@@ -169,11 +183,28 @@ class Replicator:
                 self.last_error = repr(exc)
                 log.exception("replicator %s -> %s failed", self.topic.name, self.remote_cluster)
             finally:
-                await producer.close()
+                if producer is not None:
+                    await producer.close()
             if self.closed:
                 return
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+    def _new_producer(self) -> RemoteProducer:
+        """This session's producer; ProducerBrokenError when the broker's client TLS files
+        cannot be used (retried: they may be being renewed)."""
+        try:
+            tls = self.access.ssl_context()
+        except TlsSettingsError as exc:
+            raise ProducerBrokenError(f"the broker's client TLS settings cannot be used: {exc}") from None
+        return RemoteProducer(
+            self.remote_service_url,
+            str(self.topic.name),
+            f"{CURSOR_PREFIX}{self.local_cluster}",
+            listener_name=self.remote_listener_name,
+            credentials=self.access.credentials,
+            tls=tls,
+        )
 
     async def _replicate(self, producer: RemoteProducer) -> None:
         """Send from the cursor on until the session breaks; receipts move the cursor in order."""
