@@ -85,6 +85,57 @@ class Kube:
         found: dict[str, Any] = _json(response)
         return found
 
+    # -- Secrets (their data never reaches a log line or an exception message from here) -------
+    async def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = await asyncio.to_thread(
+                self.core.read_namespaced_secret, name, namespace, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        found: dict[str, Any] = _json(response)
+        return found
+
+    async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create ``body``; when it exists already (made meanwhile), the one that exists."""
+        try:
+            manifest: Any = body  # the client takes the dict as its V1Secret
+            response = await asyncio.to_thread(
+                self.core.create_namespaced_secret, namespace, manifest, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            found = await self.secret(namespace, body["metadata"]["name"])
+            if found is None:
+                raise
+            return found
+        created: dict[str, Any] = _json(response)
+        return created
+
+    async def replace_secret(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        manifest: Any = body
+        response = await asyncio.to_thread(
+            self.core.replace_namespaced_secret, name, namespace, manifest, _preload_content=False
+        )
+        replaced: dict[str, Any] = _json(response)
+        return replaced
+
+    async def annotate_custom(
+        self, plural: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        await asyncio.to_thread(
+            self.custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            {"metadata": {"annotations": annotations}},
+        )
+
     # -- our custom resources -------------------------------------------------------------------
     async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:

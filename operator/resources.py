@@ -114,6 +114,26 @@ class ExternalCluster(_Spec):
     service_url: str | None = Field(default=None, alias="serviceUrl")
 
 
+class AuthSpec(_Spec):
+    """Token authentication and authorization of the brokers: on by default. The operator makes
+    the signing key and the tokens it and the brokers use as Secrets."""
+
+    enabled: bool = True
+    #: roles granted everything besides the operator's and the brokers' own
+    super_user_roles: list[str] = Field(default_factory=list, alias="superUserRoles")
+
+
+class TlsSpec(_Spec):
+    """TLS for brokers (pulsar+ssl, https) and bookies (mutual TLS): on by default, with a CA and
+    certificates the operator issues and renews, or a Secret a user names (cert-manager's shape:
+    ``tls.crt``, ``tls.key``, ``ca.crt``)."""
+
+    enabled: bool = True
+    secret_name: str | None = Field(default=None, alias="secretName")
+    #: re-issue the operator's certificates this many days before they expire
+    renew_before_days: int = Field(default=30, ge=1, le=180, alias="renewBeforeDays")
+
+
 class ClusterSpec(_Spec):
     #: the region's name (Pulsar's clusterName); default: the resource's name
     cluster_name: str | None = Field(default=None, alias="clusterName")
@@ -127,6 +147,8 @@ class ClusterSpec(_Spec):
     brokers: BrokersSpec = Field(default_factory=BrokersSpec)
     replication_peers: list[ReplicationPeer] = Field(default_factory=list, alias="replicationPeers")
     external: ExternalCluster | None = None
+    auth: AuthSpec = Field(default_factory=AuthSpec)
+    tls: TlsSpec = Field(default_factory=TlsSpec)
 
     def region(self, name: str) -> str:
         return self.cluster_name or name
