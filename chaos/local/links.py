@@ -14,6 +14,11 @@ With two or more regions every cross-region connection goes through a link proxy
   in each direction, is its own link: one can be cut or slowed while the others flow (PIP-33's
   race of a message from b reaching c before a needs exactly that).
 
+With TLS (``security: {tls: true}``) every link has a second proxy beside it for the
+``pulsar+ssl://`` traffic (the same listener name advertises both URLs, as Pulsar's
+``advertisedListeners`` do, and the front door has a TLS twin registered as the cluster's
+``brokerServiceUrlTls``); the proxies move the encrypted bytes as they are.
+
 Clients inside a region use the brokers' own service URLs and are never cut.
 ``magnetar.chaos.network.actions.partition_regions`` signals the proxies of a region to cut.
 """
@@ -32,12 +37,14 @@ LISTENER = "replication"
 ROLE = "link-proxy"
 
 
-def front_door(regions: dict[str, dict[str, str]], region: str) -> str:
-    """host:port of ``region``'s front door, chosen once and kept in the cluster state."""
+def front_door(regions: dict[str, dict[str, str]], region: str, *, tls: bool = False) -> str:
+    """host:port of ``region``'s front door (its TLS one with ``tls``), chosen once and kept in
+    the cluster state."""
     info = regions[region]
-    if "front_door" not in info:
-        info["front_door"] = f"127.0.0.1:{free_port()}"
-    return info["front_door"]
+    key = "front_door_tls" if tls else "front_door"
+    if key not in info:
+        info[key] = f"127.0.0.1:{free_port()}"
+    return info[key]
 
 
 def listener_name(source: str) -> str:
@@ -45,29 +52,39 @@ def listener_name(source: str) -> str:
     return f"{LISTENER}-from-{source}"
 
 
-def broker_settings(regions: dict[str, dict[str, str]], region: str, peers: list[str]) -> dict[str, Any]:
+def broker_settings(
+    regions: dict[str, dict[str, str]], region: str, peers: list[str], *, tls: bool = False
+) -> dict[str, Any]:
     """The settings that route a writable broker's cross-region traffic through link proxies:
     a listener per region ``peers`` (the other regions) and its own region's name for lookups
-    its replicators make."""
-    return {
+    its replicators make; with ``tls`` each listener has a pulsar+ssl:// address too."""
+    schemes = ("pulsar", "pulsar+ssl") if tls else ("pulsar",)
+    settings: dict[str, Any] = {
         "advertised_listeners": ",".join(
-            f"{listener_name(peer)}:pulsar://127.0.0.1:{free_port()}" for peer in peers
+            f"{listener_name(peer)}:{scheme}://127.0.0.1:{free_port()}"
+            for peer in peers
+            for scheme in schemes
         ),
         "replication_outbound_listener_name": listener_name(region),
         "cluster_broker_service_url": f"pulsar://{front_door(regions, region)}",
     }
+    if tls:
+        settings["cluster_broker_service_url_tls"] = f"pulsar+ssl://{front_door(regions, region, tls=True)}"
+    return settings
 
 
-def listener_addresses(config_file: Path) -> dict[str, str]:
-    """Region -> host:port of the listener for that region's traffic, from a broker's
-    configuration file."""
+def listener_addresses(config_file: Path, *, tls: bool = False) -> dict[str, str]:
+    """Region -> host:port of the listener for that region's traffic (its pulsar+ssl:// one with
+    ``tls``), from a broker's configuration file."""
     config = yaml.safe_load(config_file.read_text())
     found = {}
     prefix = listener_name("")
+    scheme = "pulsar+ssl://" if tls else "pulsar://"
     for listener in str(config.get("advertised_listeners", "")).split(","):
         name, _, url = listener.partition(":")
-        if name.strip().startswith(prefix):
-            found[name.strip()[len(prefix) :]] = url.strip().removeprefix("pulsar://")
+        url = url.strip()
+        if name.strip().startswith(prefix) and url.startswith(scheme):
+            found[name.strip()[len(prefix) :]] = url.removeprefix(scheme)
     return found
 
 

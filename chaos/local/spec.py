@@ -56,6 +56,20 @@ class RegionSpec(BaseModel):
         return self
 
 
+class SecuritySpec(BaseModel):
+    """``security:`` of a cluster file (see magnetar.chaos.local.security); off by default."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: token authentication and authorization on every broker, a super-user token for the lab
+    tokens: bool = False
+    #: TLS ports on every broker, and replication between regions over pulsar+ssl://
+    tls: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.tokens or self.tls
+
+
 class ClusterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -63,6 +77,7 @@ class ClusterSpec(BaseModel):
     #: with two or more regions, carry cross-region traffic through link proxies that
     #: ``partition_regions`` can cut (see magnetar.chaos.local.links)
     link_proxies: bool = True
+    security: SecuritySpec = Field(default_factory=SecuritySpec)
 
     @property
     def linked(self) -> bool:

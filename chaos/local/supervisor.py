@@ -4,6 +4,9 @@ Every process is started in its own session (so a terminal's Ctrl-C reaches only
 that was running), writes stdout and stderr to ``<cluster dir>/<name>.log``, and announces
 itself with a ready line that the supervisor reads from that log. The state file is written
 after every start, so even an ``up`` that fails half-way leaves a record ``down`` can use.
+
+A cluster file's ``security`` section secures every broker (see ``security``); the state then
+records, under ``security``, the credentials and CA the lab's own clients use.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import yaml
 
 from magnetar.chaos.local import links
+from magnetar.chaos.local.security import ClusterSecrets
 from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
 from magnetar.common.zkserver import ZooKeeperServer, free_port
 
@@ -63,6 +67,8 @@ class ClusterState:
     configuration_store: str = ""
     regions: dict[str, dict[str, str]] = field(default_factory=dict)
     processes: list[ProcessRecord] = field(default_factory=list)
+    #: a secured cluster's client side (security.ClusterSecrets.client_settings); empty: open
+    security: dict[str, str] = field(default_factory=dict)
 
     def save(self) -> None:
         path = Path(self.directory) / STATE_FILE
@@ -130,15 +136,19 @@ class Supervisor:
         ):
             raise LocalClusterError(f"a cluster is already running from {self.directory}; run `down` first")
         state = ClusterState(spec.name, str(self.directory))
+        secrets = None
+        if spec.security.enabled:
+            secrets = ClusterSecrets.make(self.directory / "security", spec.security)
+            state.security = secrets.client_settings()
         state.save()
         try:
             self._start_zookeeper(state, timeout_s)
             names = [r.name for r in spec.regions]
             for region in spec.regions:
                 peers = [name for name in names if name != region.name] if spec.linked else None
-                self._start_region(state, region, timeout_s, peers=peers)
+                self._start_region(state, region, timeout_s, peers=peers, secrets=secrets)
             if spec.linked:
-                self._start_links(state, timeout_s)
+                self._start_links(state, timeout_s, tls=spec.security.tls)
         except BaseException:
             self._say("start failed: stopping what was started")
             self.down(state)
@@ -158,9 +168,17 @@ class Supervisor:
         state.save()
 
     def _start_region(
-        self, state: ClusterState, region: RegionSpec, timeout_s: float, *, peers: list[str] | None = None
+        self,
+        state: ClusterState,
+        region: RegionSpec,
+        timeout_s: float,
+        *,
+        peers: list[str] | None = None,
+        secrets: ClusterSecrets | None = None,
     ) -> None:
-        """``peers``: the other regions, when cross-region traffic goes through link proxies."""
+        """``peers``: the other regions, when cross-region traffic goes through link proxies;
+        ``secrets``: a secured cluster's."""
+        tls = secrets is not None and secrets.spec.tls
         metadata = f"zk://{state.zookeeper}/{region.name}"
         state.regions[region.name] = {"metadata_store": metadata}
         for index in range(region.bookies):
@@ -180,38 +198,53 @@ class Supervisor:
             self._start(state, name, "bookie", region.name, command, "bookie ready", timeout_s)
         for index in range(region.brokers):
             name = f"{region.name}-broker-{index}"
-            settings = links.broker_settings(state.regions, region.name, peers) if peers is not None else {}
-            record = self._start_broker(state, region, metadata, name, settings, timeout_s)
+            settings = (
+                links.broker_settings(state.regions, region.name, peers, tls=tls) if peers is not None else {}
+            )
+            record = self._start_broker(state, region, metadata, name, settings, timeout_s, secrets)
             service_url = record.endpoints.get("service_url", "")
             if service_url and "service_url" not in state.regions[region.name]:
-                state.regions[region.name]["service_url"] = service_url
-                state.regions[region.name]["web_service_url"] = record.endpoints.get("web_service_url", "")
+                for key in ("service_url", "web_service_url", "service_url_tls", "web_service_url_tls"):
+                    if record.endpoints.get(key):
+                        state.regions[region.name][key] = record.endpoints[key]
         for index in range(region.read_only_brokers):
             name = f"{region.name}-read-only-broker-{index}"
-            record = self._start_broker(state, region, metadata, name, {"read_only_broker": True}, timeout_s)
+            settings = {"read_only_broker": True}
+            record = self._start_broker(state, region, metadata, name, settings, timeout_s, secrets)
             if "read_only_service_url" not in state.regions[region.name]:
                 state.regions[region.name]["read_only_service_url"] = record.endpoints.get("service_url", "")
         state.save()
 
-    def _start_links(self, state: ClusterState, timeout_s: float) -> None:
+    def _start_links(self, state: ClusterState, timeout_s: float, *, tls: bool = False) -> None:
         """A link proxy in front of every writable broker for each other region, and a front
-        door per region."""
+        door per region; with ``tls`` the same again for the brokers' TLS ports."""
         for region in state.regions:
             brokers = [b for b in state.find("broker", region) if b.name.startswith(f"{region}-broker-")]
             if not brokers:
                 continue  # a storage-only region: nothing to reach it through
-            targets = [b.endpoints["service_url"].removeprefix("pulsar://") for b in brokers]
-            for broker, target in zip(brokers, targets, strict=True):
-                for peer, listen in links.listener_addresses(self.directory / f"{broker.name}.yaml").items():
-                    arguments = links.proxy_arguments(listen, [target])
-                    record = self._start(state, f"{broker.name}-link-from-{peer}", links.ROLE, region,
-                                         arguments, "link proxy ready", timeout_s)  # fmt: skip
-                    record.peer = peer
-                    state.save()
-            arguments = links.proxy_arguments(links.front_door(state.regions, region), targets)
-            self._start(
-                state, f"{region}-front-door", links.ROLE, region, arguments, "link proxy ready", timeout_s
-            )
+            self._start_region_links(state, region, brokers, timeout_s, tls=False)
+            if tls:
+                self._start_region_links(state, region, brokers, timeout_s, tls=True)
+
+    def _start_region_links(
+        self, state: ClusterState, region: str, brokers: list[ProcessRecord], timeout_s: float, *, tls: bool
+    ) -> None:
+        key, scheme, kind = (
+            ("service_url_tls", "pulsar+ssl://", "-tls") if tls else ("service_url", "pulsar://", "")
+        )
+        targets = [b.endpoints[key].removeprefix(scheme) for b in brokers]
+        for broker, target in zip(brokers, targets, strict=True):
+            config = self.directory / f"{broker.name}.yaml"
+            for peer, listen in links.listener_addresses(config, tls=tls).items():
+                arguments = links.proxy_arguments(listen, [target])
+                record = self._start(state, f"{broker.name}-link{kind}-from-{peer}", links.ROLE, region,
+                                     arguments, "link proxy ready", timeout_s)  # fmt: skip
+                record.peer = peer
+                state.save()
+        arguments = links.proxy_arguments(links.front_door(state.regions, region, tls=tls), targets)
+        self._start(
+            state, f"{region}-front-door{kind}", links.ROLE, region, arguments, "link proxy ready", timeout_s
+        )
 
     def _start_broker(
         self,
@@ -221,9 +254,11 @@ class Supervisor:
         name: str,
         settings: dict[str, Any],
         timeout_s: float,
+        secrets: ClusterSecrets | None = None,
     ) -> ProcessRecord:
         config = self.directory / f"{name}.yaml"
-        config.write_text(yaml.safe_dump({**broker_config(state, region, metadata), **settings}))
+        secured = secrets.broker_settings(name) if secrets is not None else {}
+        config.write_text(yaml.safe_dump({**broker_config(state, region, metadata, secured), **settings}))
         arguments = ["broker", "--config", str(config)]
         return self._start(state, name, "broker", region.name, arguments, "broker ready", timeout_s)
 
@@ -320,8 +355,11 @@ class Supervisor:
         return [(record, alive(record.pid) and _belongs(record)) for record in state.processes]
 
 
-def broker_config(state: ClusterState, region: RegionSpec, metadata: str) -> dict[str, Any]:
-    """A broker's configuration file (BrokerConfig names, Pulsar's in snake_case)."""
+def broker_config(
+    state: ClusterState, region: RegionSpec, metadata: str, secured: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A broker's configuration file (BrokerConfig names, Pulsar's in snake_case); ``secured``:
+    the security settings, which the region's own ``broker_settings`` may override."""
     return {
         "cluster_name": region.name,
         "metadata_store_url": metadata,
@@ -332,6 +370,7 @@ def broker_config(state: ClusterState, region: RegionSpec, metadata: str) -> dic
         "managed_ledger_default_ensemble_size": region.ledger.ensemble_size,
         "managed_ledger_default_write_quorum": region.ledger.write_quorum,
         "managed_ledger_default_ack_quorum": region.ledger.ack_quorum,
+        **(secured or {}),
         **region.broker_settings,
     }
 

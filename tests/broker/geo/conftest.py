@@ -1,6 +1,8 @@
 """Two regions (``east`` and ``west``) as real processes started by ``magnetar local``'s
 supervisor: one ZooKeeper holding both local stores (chroots ``/east``, ``/west``) and the
-shared configuration store (``/configuration``), one bookie and one broker per region."""
+shared configuration store (``/configuration``), one bookie and one broker per region. Against a
+secured cluster (``security`` in its spec) the admin calls and clients carry the super-user's
+token the supervisor made."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ import pulsar
 import pytest
 
 from magnetar.broker.admin_cli import AdminClient
+from magnetar.chaos.local import security
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor
+from magnetar.common.authentication.client import ClientCredentials
 
 _CLIENT_LOG = logging.getLogger("pulsar-test")
 _CLIENT_LOG.setLevel(logging.WARNING)
@@ -37,14 +41,26 @@ class Regions:
     def service_url(self, region: str) -> str:
         return self.broker(region).endpoints["service_url"]
 
+    @property
+    def credentials(self) -> ClientCredentials:
+        """The super-user's of a secured cluster; none for an open one."""
+        return security.credentials(self.state.security)
+
     def admin(self, region: str) -> AdminClient:
-        return AdminClient(self.broker(region).endpoints["web_service_url"])
+        return AdminClient(self.broker(region).endpoints["web_service_url"], credentials=self.credentials)
 
     def call(self, region: str, method: str, path: str, body: Any = None) -> Any:
         return self.admin(region).call(method, path, body)
 
     def client(self, region: str) -> pulsar.Client:
-        return pulsar.Client(self.service_url(region), operation_timeout_seconds=30, logger=_CLIENT_LOG)
+        token = self.credentials.data.decode()
+        authentication = pulsar.AuthenticationToken(token) if token else None
+        return pulsar.Client(
+            self.service_url(region),
+            authentication=authentication,
+            operation_timeout_seconds=30,
+            logger=_CLIENT_LOG,
+        )
 
     def replicated_namespace(self, namespace: str, clusters: tuple[str, ...] = REGIONS) -> str:
         tenant = namespace.split("/")[0]
