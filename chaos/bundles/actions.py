@@ -9,7 +9,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.admin_target import admin_url, call
+from magnetar.chaos.admin_target import AdminTarget, admin_target, call
 
 __all__ = ["transfer_bundle", "unload_bundle", "unload_namespace"]
 
@@ -21,7 +21,7 @@ def _topic_path(topic: str) -> str:
     return topic[len(prefix) :]
 
 
-def _bundle(base: str, topic: str) -> tuple[str, str]:
+def _bundle(base: AdminTarget, topic: str) -> tuple[str, str]:
     path = _topic_path(topic)
     namespace = "/".join(path.split("/")[:2])
     return namespace, str(call(base, "GET", f"/admin/v2/persistent/{path}/bundle"))
@@ -35,7 +35,7 @@ def unload_bundle(
 ) -> dict[str, Any]:
     """Unload the bundle that holds ``topic``: its topics close at once and clients reconnect
     with backoff after a new lookup (Pulsar's unload, a micro-outage)."""
-    base = admin_url(admin_url_, cluster_dir, configuration)
+    base = admin_target(admin_url_, cluster_dir, configuration)
     namespace, bundle = _bundle(base, topic)
     started = time.time()
     call(base, "PUT", f"/admin/v2/namespaces/{namespace}/{bundle}/unload")
@@ -52,7 +52,7 @@ def transfer_bundle(
     """Move the bundle that holds ``topic`` to ``destination`` (a broker id, host:port; default:
     any other broker of the cluster). Clients are told where to reconnect, so none waits out a
     backoff."""
-    base = admin_url(admin_url_, cluster_dir, configuration)
+    base = admin_target(admin_url_, cluster_dir, configuration)
     namespace, bundle = _bundle(base, topic)
     owner = call(base, "GET", f"/lookup/v2/topic/persistent/{_topic_path(topic)}")["brokerUrl"]
     if destination is None:
@@ -76,7 +76,7 @@ def unload_namespace(
     configuration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Unload every bundle of ``namespace``."""
-    base = admin_url(admin_url_, cluster_dir, configuration)
+    base = admin_target(admin_url_, cluster_dir, configuration)
     started = time.time()
     call(base, "PUT", f"/admin/v2/namespaces/{namespace}/unload")
     return {"namespace": namespace, "at": started, "took_s": time.time() - started}

@@ -10,7 +10,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.admin_target import admin_url, call
+from magnetar.chaos.admin_target import admin_target, call
 
 __all__ = ["move_consumers", "replicated_namespace"]
 
@@ -25,7 +25,7 @@ def replicated_namespace(
 ) -> dict[str, Any]:
     """Create ``namespace`` (and its tenant) replicated to ``clusters``, or set its clusters if
     it exists (``pulsar-admin namespaces create --clusters`` / ``set-clusters``)."""
-    base = admin_url(admin_url_, cluster_dir, configuration)
+    base = admin_target(admin_url_, cluster_dir, configuration)
     tenant = namespace.split("/")[0]
     if tenant not in call(base, "GET", "/admin/v2/tenants"):
         call(base, "PUT", f"/admin/v2/tenants/{tenant}", {"allowedClusters": clusters})

@@ -8,7 +8,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.admin_target import admin_url, call
+from magnetar.chaos.admin_target import admin_target, call
 
 __all__ = ["backlog_drained", "subscription_backlog"]
 
@@ -28,7 +28,7 @@ def subscription_backlog(
 ) -> dict[str, int]:
     """The backlog (``msgBacklog``: messages not yet acknowledged) of every subscription of
     ``topic``, by subscription name."""
-    stats = call(admin_url(admin_url_, cluster_dir, configuration), "GET", _stats_path(topic))
+    stats = call(admin_target(admin_url_, cluster_dir, configuration), "GET", _stats_path(topic))
     return {name: int(sub.get("msgBacklog", 0)) for name, sub in (stats.get("subscriptions") or {}).items()}
 
 

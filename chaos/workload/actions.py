@@ -1,7 +1,9 @@
 """Start and stop the workload in the background of an experiment.
 
 The workload runs as its own process (``magnetar workload``) writing the run's event log, so a
-fault in the cluster never stops the record of what clients saw.
+fault in the cluster never stops the record of what clients saw. Against a secured cluster its
+clients authenticate (``admin_target.auth_settings``: the experiment's credentials, or the local
+cluster's super-user token).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.admin_target import admin_url, service_url
+from magnetar.chaos.admin_target import admin_url, auth_settings, service_url
 from magnetar.chaos.process import targets
 
 __all__ = ["start_workload", "stop_workload", "stop_workloads"]
@@ -70,6 +72,8 @@ def start_workload(
     else:
         url = service_url(service_url_, cluster_dir, configuration)
         cluster = (configuration or {}).get("magnetar_cluster_name", "local")
+    local = not (service_url_ or (configuration or {}).get("magnetar_service_url"))
+    auth = auth_settings(cluster_dir, configuration, local=local)
     log = run_dir / "workload" / f"{prefix}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [
@@ -80,6 +84,7 @@ def start_workload(
         "--run-dir", str(run_dir), "--prefix", prefix, "--subscription", subscription, *others,
         *(["--replicate-subscription-state"] if replicate_subscription_state else []),
         *(["--batching"] if batching else []),
+        *(["--auth-plugin", auth["auth_plugin"], "--auth-params", auth["auth_params"]] if auth else []),
         *(["--partitions", str(partitions), "--admin-url", admin_url(None, cluster_dir, configuration)]
           if partitions else []),
     ]  # fmt: skip
