@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from magnetar.common.admin_client import AdminError, AsyncAdminClient
+from magnetar.operator.security import AdminAccess
 
 __all__ = ["AdminClient", "AdminError", "BundleInfo"]
 
@@ -25,8 +26,11 @@ class BundleInfo:
 
 
 class AdminClient(AsyncAdminClient):
-    def __init__(self, base_url: str, *, timeout_s: float = 30.0) -> None:
-        super().__init__(base_url, timeout_s=timeout_s)
+    """``access``: the superuser token (from the cluster's Secret) and the CA to trust for https."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 30.0, access: AdminAccess | None = None) -> None:
+        access = access or AdminAccess()
+        super().__init__(base_url, timeout_s=timeout_s, credentials=access.credentials, tls=access.tls)
 
     # -- clusters, tenants, namespaces ----------------------------------------------------------
     async def clusters(self) -> list[str]:

@@ -20,12 +20,13 @@ from kubernetes import client
 
 from magnetar.operator import conditions
 from magnetar.operator.bundles import BundleActions
-from magnetar.operator.clusters import ClusterReconciler, HealthWatch
+from magnetar.operator.clusters import ClusterReconciler, HealthWatch, SecretRenewal
 from magnetar.operator.gates import AdminDrainer, Drainer, MetadataReplicationGate, ReplicationGate
 from magnetar.operator.kube import Kube
 from magnetar.operator.namespaces import NamespaceReconciler, Unresolved
 from magnetar.operator.resources import BUNDLES, CLUSTERS, GROUP, NAMESPACES, VERSION, SpecError
 from magnetar.operator.rollout import Roller
+from magnetar.operator.security import REVISION_ANNOTATION, SecretError
 
 log = logging.getLogger(__name__)
 PREFIX = "magnetar.dev"
@@ -44,6 +45,8 @@ class Deps:
     retry_s: float = 15.0
     #: how often a converged cluster's pods are checked
     health_interval_s: float = 30.0
+    #: how often a cluster's certificates are checked for renewal
+    renew_interval_s: float = 3600.0
 
 
 def settings(*, peering: str | None = None, standalone: bool = True) -> kopf.OperatorSettings:
@@ -104,6 +107,10 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, CLUSTERS, registry=reg)
     @kopf.on.create(GROUP, VERSION, CLUSTERS, registry=reg)
     @kopf.on.update(GROUP, VERSION, CLUSTERS, registry=reg, field="spec")
+    # the renewal timer's mark: the Secrets the pods mount changed, restart them onto the new ones
+    @kopf.on.update(
+        GROUP, VERSION, CLUSTERS, registry=reg, field=("metadata", "annotations", REVISION_ANNOTATION)
+    )
     async def reconcile_cluster(
         body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **_: Any
     ) -> None:
@@ -122,6 +129,23 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
             await health.check(name, namespace or "default")
         except Exception as exc:  # the next tick tries again; a timer must not die
             log.warning("health check of %s/%s failed: %s", namespace, name, exc)
+
+    renewal = SecretRenewal(kube)
+
+    @kopf.timer(
+        GROUP, VERSION, CLUSTERS, registry=reg, interval=deps.renew_interval_s, idle=deps.renew_interval_s
+    )
+    async def renew_secrets(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+        try:
+            revision = await renewal.check(body, name, namespace or "default")
+        except SecretError as exc:  # the reconcile reports it as a condition
+            log.info("secrets of %s/%s: %s", namespace, name, exc)
+            return
+        except Exception as exc:  # the next tick tries again; a timer must not die
+            log.warning("renewing the secrets of %s/%s failed: %s", namespace, name, exc)
+            return
+        if revision is not None:
+            log.info("secrets of %s/%s renewed: restarting its pods onto them", namespace, name)
 
     # -- MagnetarNamespace ----------------------------------------------------------------------
     @kopf.on.resume(GROUP, VERSION, NAMESPACES, registry=reg)

@@ -1,6 +1,9 @@
 """Reconciling a ``MagnetarCluster``: check the spec, apply the objects it becomes (owned by it),
 then restart or scale its pods in order, one step per call, until every pod is ready and current.
 
+Before anything else the cluster's Secrets are made or renewed (security.py); a TLS Secret the user
+names that cannot be used is a ``Degraded`` condition, looked at again every minute.
+
 A spec that cannot work (Qa > Qw > E broken, too few bookies, an unknown setting) sets the
 ``Degraded`` condition and a Warning Event and stops there: nothing is retried until the spec
 changes, so a bad resource never becomes a crash loop.
@@ -24,6 +27,7 @@ from magnetar.operator.kube import Kube, pod_ready
 from magnetar.operator.manifests import admin_url, render_cluster, selector
 from magnetar.operator.resources import CLUSTERS, ClusterSpec, SpecError
 from magnetar.operator.rollout import Roller
+from magnetar.operator.security import REVISION_ANNOTATION, Keeper, SecretError, secret_names
 from magnetar.operator.validation import parse_cluster
 
 CONVERGED = "Converged"
@@ -31,6 +35,8 @@ NOT_READY = "PodsNotReady"
 #: the API server refused an object of the spec; forbidden ones (a quota) are tried again after
 REFUSED = "Refused"
 REFUSED_RETRY_S = 60.0
+#: a Secret the cluster needs that cannot be used yet is looked at again after
+SECRET_RETRY_S = 60.0
 
 
 @dataclass
@@ -47,6 +53,7 @@ class ClusterReconciler:
         self.kube = kube
         self.roller = roller
         self.poll_s = poll_s
+        self.keeper = Keeper(kube)
 
     async def reconcile(self, body: Any, name: str, namespace: str) -> Outcome:
         try:
@@ -73,9 +80,22 @@ class ClusterReconciler:
 
     async def _managed(self, body: Any, cluster: ClusterRef, info: dict[str, Any]) -> Outcome:
         spec = cluster.spec
-        info["serviceUrl"] = f"pulsar://{cluster.name}-broker.{cluster.namespace}.svc:6650"
+        host = f"{cluster.name}-broker.{cluster.namespace}.svc"
+        info["serviceUrl"] = f"pulsar://{host}:6650"
+        if spec.tls.enabled:
+            info["serviceUrlTls"] = f"pulsar+ssl://{host}:6651"
         info["metadataStore"] = cluster.metadata_url
-        objs = render_cluster(spec, cluster.name, cluster.namespace)
+        info["secrets"] = _secret_status(spec, cluster.name)
+        try:
+            secured = await self.keeper.ensure(body, cluster.name, cluster.namespace, spec)
+        except SecretError as exc:
+            _event(body, "Warning", exc.reason, str(exc))
+            status = conditions.degraded(body, exc.reason, str(exc)) | info
+            return Outcome(status, retry_in=SECRET_RETRY_S, retry_message=str(exc))
+        info["secretsRevision"] = secured.revision
+        access = await self.keeper.admin_access(cluster.name, cluster.namespace, spec)
+        cluster = ClusterRef(cluster.name, cluster.namespace, spec, access)
+        objs = render_cluster(spec, cluster.name, cluster.namespace, secured)
         targets = {"bookie": spec.bookies.replicas}
         for obj in objs:
             component = obj["metadata"]["labels"]["app.kubernetes.io/component"]
@@ -194,6 +214,45 @@ class HealthWatch:
             if ready < replicas:
                 short.append(f"{component}: {ready}/{replicas} ready")
         return short
+
+
+class SecretRenewal:
+    """The timer's part: renew what is due (security.Keeper.ensure) and, when what the pods mount
+    changed since the last reconcile (a certificate re-issued here, or one cert-manager renewed),
+    mark the resource so that a reconcile restarts the pods onto it."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.keeper = Keeper(kube)
+
+    async def check(self, body: Any, name: str, namespace: str) -> str | None:
+        """The new revision when the resource was marked, else None."""
+        spec = cluster_spec(body, name)
+        if spec is None or spec.external is not None or not (spec.auth.enabled or spec.tls.enabled):
+            return None
+        status = body.get("status") or {}
+        if "secretsRevision" not in status:
+            return None  # not reconciled yet: the reconcile makes the Secrets
+        secured = await self.keeper.ensure(body, name, namespace, spec)
+        marked = (body["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION)
+        if secured.revision in (status["secretsRevision"], marked):
+            return None
+        await self.kube.annotate_custom(CLUSTERS, namespace, name, {REVISION_ANNOTATION: secured.revision})
+        return secured.revision
+
+
+def _secret_status(spec: ClusterSpec, name: str) -> dict[str, str]:
+    """The names of the cluster's Secrets (for people and tools; never their values)."""
+    names = secret_names(name)
+    found: dict[str, str] = {}
+    if spec.auth.enabled:
+        found |= {"tokenKey": names.token_key, "superUserToken": names.superuser_token}
+    if spec.tls.enabled:
+        if spec.tls.secret_name:
+            found["tls"] = spec.tls.secret_name
+        else:
+            found |= {"ca": names.ca, "brokerTls": names.broker_tls, "bookieTls": names.bookie_tls}
+    return found
 
 
 def _digest(objs: list[dict[str, Any]]) -> str:

@@ -13,12 +13,15 @@ import yaml
 
 from magnetar.bookie.config import BookieConfig
 from magnetar.broker.config import BrokerConfig
+from magnetar.operator import security
 from magnetar.operator.resources import ClusterSpec
 
 BOOKIE_PORT = 3181
 BOOKIE_METRICS_PORT = 8000
 BROKER_PORT = 6650
 BROKER_WEB_PORT = 8080
+BROKER_TLS_PORT = 6651
+BROKER_WEB_TLS_PORT = 8443
 ZOOKEEPER_PORT = 2181
 DATA = "/var/lib/magnetar"
 
@@ -41,7 +44,7 @@ def bookie_settings(spec: ClusterSpec, name: str, namespace: str) -> dict[str, A
         **spec.bookies.config,
     }
     BookieConfig.model_validate(settings)
-    return settings
+    return settings | bookie_security(spec)
 
 
 def broker_settings(spec: ClusterSpec, name: str, namespace: str) -> dict[str, Any]:
@@ -59,7 +62,64 @@ def broker_settings(spec: ClusterSpec, name: str, namespace: str) -> dict[str, A
     if spec.configuration_store.url:
         settings["configuration_metadata_store_url"] = spec.configuration_store.url
     BrokerConfig.model_validate(settings)
+    return settings | broker_security(spec)
+
+
+# The security settings name the files the pods mount (security.py), never a secret's value. They
+# are added after the components' models checked the rest: those models read the files, which
+# exist in the pods, not here (tests check them against real files).
+def _tls_files(prefix: str, *, pulsar_names: bool = True) -> dict[str, str]:
+    """``<prefix>certificate_file_path`` etc. (the bookie's: ``certificate_path``, ``key_path``,
+    ``trust_store_path``) naming the mounted ``tls.crt``, ``tls.key`` and ``ca.crt``."""
+    names = (
+        ("certificate_file_path", "key_file_path", "trust_certs_file_path")
+        if pulsar_names
+        else ("certificate_path", "key_path", "trust_store_path")
+    )
+    files = (f"{security.TLS_DIR}/{k}" for k in security.TLS_KEYS)
+    return {f"{prefix}{n}": f for n, f in zip(names, files, strict=True)}
+
+
+def bookie_security(spec: ClusterSpec) -> dict[str, Any]:
+    if not spec.tls.enabled:
+        return {}
+    return {
+        **_tls_files("tls_", pulsar_names=False),
+        "tls_client_authentication": True,
+    }
+
+
+def broker_security(spec: ClusterSpec) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    if spec.auth.enabled:
+        roles = [security.OPERATOR_ROLE, security.BROKER_ROLE, *spec.auth.super_user_roles]
+        settings |= {
+            "authentication_enabled": True,
+            "authentication_providers": "token",
+            "token_secret_key": f"file://{security.TOKEN_KEY_DIR}/{security.TOKEN_KEY_FILE}",
+            "authorization_enabled": True,
+            "super_user_roles": ",".join(dict.fromkeys(roles)),
+            "broker_client_authentication_plugin": "token",
+            "broker_client_authentication_parameters": f"file://{security.TOKEN_DIR}/{security.TOKEN_FILE}",
+        }
+    if spec.tls.enabled:
+        settings |= {
+            "broker_service_port_tls": BROKER_TLS_PORT,
+            "web_service_port_tls": BROKER_WEB_TLS_PORT,
+            **_tls_files("tls_"),
+            # to the bookies, which require client certificates
+            **_tls_files("bookkeeper_tls_"),
+            "bookkeeper_tls_client_authentication": True,
+            # the broker RPCs (bundle transfers, cursors), mutual TLS both ways
+            "broker_client_tls_enabled": True,
+            **_tls_files("broker_client_"),
+        }
     return settings
+
+
+def reserved(spec: ClusterSpec) -> dict[str, set[str]]:
+    """Per component (as in the spec), the settings the operator sets from spec.auth/spec.tls."""
+    return {"bookies": set(bookie_security(spec)), "brokers": set(broker_security(spec))}
 
 
 def to_yaml(settings: dict[str, Any]) -> str:

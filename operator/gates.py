@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from magnetar.bookie.layout import UNDER_REPLICATED
@@ -23,6 +23,7 @@ from magnetar.operator import configs
 from magnetar.operator.admin import AdminClient, AdminError
 from magnetar.operator.manifests import admin_url
 from magnetar.operator.resources import ClusterSpec
+from magnetar.operator.security import AdminAccess
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ class ClusterRef:
     name: str
     namespace: str
     spec: ClusterSpec
+    #: the superuser token and CA of a cluster the operator runs (security.Keeper.admin_access)
+    access: AdminAccess = field(default_factory=AdminAccess, repr=False)
 
     @property
     def metadata_url(self) -> str:
@@ -42,7 +45,7 @@ class ClusterRef:
         return self.spec.region(self.name)
 
     def admin(self) -> AdminClient:
-        return AdminClient(admin_url(self.spec, self.name, self.namespace))
+        return AdminClient(admin_url(self.spec, self.name, self.namespace), access=self.access)
 
 
 class ReplicationGate(Protocol):

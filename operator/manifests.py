@@ -2,6 +2,10 @@
 metadata store is external), bookies with their volumes, brokers and read-only brokers, their
 Services, ConfigMaps and PodDisruptionBudgets.
 
+Bookies and brokers run as user 10000 with a read-only root filesystem (writable volumes for data
+and ``/tmp``) and mount the cluster's Secrets (security.py) read-only, mode 0440; their ConfigMaps
+name the mounted files, never a secret's value.
+
 Bookie and broker StatefulSets use the ``OnDelete`` update strategy: the operator itself restarts
 their pods one at a time, in order, after the checks a restart needs (no under-replicated ledger
 for bookies, bundles moved away for brokers). A pod is out of date when its
@@ -14,8 +18,9 @@ import hashlib
 import json
 from typing import Any
 
-from magnetar.operator import configs
+from magnetar.operator import configs, security
 from magnetar.operator.resources import ClusterSpec, Resources
+from magnetar.operator.security import Security
 
 CONFIG_HASH = "magnetar.dev/config-hash"
 COMPONENT = "app.kubernetes.io/component"
@@ -39,16 +44,60 @@ def selector(name: str, component: str) -> str:
     return f"{INSTANCE}={name},{COMPONENT}={component}"
 
 
-def render_cluster(spec: ClusterSpec, name: str, namespace: str) -> list[Manifest]:
-    """Every object of a managed cluster, in the order they are applied."""
+def render_cluster(
+    spec: ClusterSpec, name: str, namespace: str, secured: Security | None = None
+) -> list[Manifest]:
+    """Every object of a managed cluster, in the order they are applied; ``secured``: the Secrets
+    the pods mount (default: those the spec names, revision unknown)."""
+    secured = secured or security.planned(spec, name)
     objs: list[Manifest] = []
     if not spec.metadata_store.url:
         objs += _zookeeper(spec, name)
-    objs += _bookies(spec, name, namespace)
-    objs += _brokers(spec, name, namespace, "broker", spec.brokers.replicas)
+    objs += _bookies(spec, name, namespace, secured)
+    objs += _brokers(spec, name, namespace, "broker", spec.brokers.replicas, secured)
     if spec.brokers.read_only_replicas:
-        objs += _brokers(spec, name, namespace, "broker-readonly", spec.brokers.read_only_replicas)
+        objs += _brokers(spec, name, namespace, "broker-readonly", spec.brokers.read_only_replicas, secured)
     return objs
+
+
+#: the pods' user and group (the image's), and the group their volumes are readable by
+RUN_AS = 10000
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": RUN_AS,
+    "runAsGroup": RUN_AS,
+    "fsGroup": RUN_AS,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _secret_volume(volume: str, secret: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "name": volume,
+        "secret": {
+            "secretName": secret,
+            "defaultMode": security.SECRET_MODE,
+            "items": [{"key": k, "path": k} for k in keys],
+        },
+    }
+
+
+def _secured(secured: Security, component: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Secret volumes and read-only mounts of a component (``bookie`` or ``broker``)."""
+    volumes, mounts = [], []
+    if component == "broker" and secured.auth:
+        volumes += [
+            _secret_volume("token-key", secured.token_key_secret, (security.TOKEN_KEY_FILE,)),
+            _secret_volume("token", secured.broker_token_secret, (security.TOKEN_FILE,)),
+        ]
+        mounts += [
+            {"name": "token-key", "mountPath": security.TOKEN_KEY_DIR, "readOnly": True},
+            {"name": "token", "mountPath": security.TOKEN_DIR, "readOnly": True},
+        ]
+    if secured.tls:
+        volumes.append(_secret_volume("tls", secured.tls_secrets[component], security.TLS_KEYS))
+        mounts.append({"name": "tls", "mountPath": security.TLS_DIR, "readOnly": True})
+    return volumes, mounts
 
 
 def _meta(name: str, component: str, obj_name: str) -> dict[str, Any]:
@@ -98,8 +147,10 @@ def _statefulset(
     config: dict[str, str] | None,
     volumes: dict[str, tuple[str, str | None]],
     operator_rolls: bool,
+    revision: str = "",
 ) -> Manifest:
-    config_hash = _hash(pod_spec, config, volumes)
+    # the Secrets' revision restarts pods onto renewed certificates (bookies load them at start)
+    config_hash = _hash(pod_spec, config, volumes, *([revision] if revision else []))
     claims = [
         {
             "metadata": {"name": vol, "labels": labels(name, component)},
@@ -145,7 +196,12 @@ def _container(
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         ],
         "resources": resources.render(),
-        "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
     }
 
 
@@ -195,7 +251,7 @@ def _zookeeper(spec: ClusterSpec, name: str) -> list[Manifest]:
     ]
 
 
-def _bookies(spec: ClusterSpec, name: str, namespace: str) -> list[Manifest]:
+def _bookies(spec: ClusterSpec, name: str, namespace: str, secured: Security) -> list[Manifest]:
     b = spec.bookies
     data = {"bookie.yaml": configs.to_yaml(configs.bookie_settings(spec, name, namespace))}
     container = _container(
@@ -211,15 +267,25 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str) -> list[Manifest]:
         {"name": "MAGNETAR_RACKS", "value": ",".join(b.racks)},
     ]
     container["readinessProbe"] = _health("bookie")
+    secret_volumes, secret_mounts = _secured(secured, "bookie")
     container["volumeMounts"] = [
-        {"name": "config", "mountPath": "/etc/magnetar"},
+        {"name": "config", "mountPath": "/etc/magnetar", "readOnly": True},
+        # the working directory and /tmp: the root filesystem is read-only
+        {"name": "scratch", "mountPath": configs.DATA},
         {"name": "journal", "mountPath": f"{configs.DATA}/journal"},
         {"name": "ledgers", "mountPath": f"{configs.DATA}/ledgers"},
+        {"name": "tmp", "mountPath": "/tmp"},
+        *secret_mounts,
     ]
     pod_spec = {
         "containers": [container],
-        "volumes": [{"name": "config", "configMap": {"name": f"{name}-bookie"}}],
-        "securityContext": {"fsGroup": 10000},
+        "volumes": [
+            {"name": "config", "configMap": {"name": f"{name}-bookie"}},
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+            *secret_volumes,
+        ],
+        "securityContext": POD_SECURITY,
         "terminationGracePeriodSeconds": 60,
     }
     sc = b.storage.storage_class_name
@@ -232,6 +298,7 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str) -> list[Manifest]:
         config=data,
         volumes={"journal": (b.storage.journal, sc), "ledgers": (b.storage.ledgers, sc)},
         operator_rolls=True,
+        revision=secured.revision,
     )
     ports = {"bookie": configs.BOOKIE_PORT, "metrics": configs.BOOKIE_METRICS_PORT}
     return [
@@ -242,9 +309,13 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str) -> list[Manifest]:
     ]
 
 
-def _brokers(spec: ClusterSpec, name: str, namespace: str, component: str, replicas: int) -> list[Manifest]:
+def _brokers(
+    spec: ClusterSpec, name: str, namespace: str, component: str, replicas: int, secured: Security
+) -> list[Manifest]:
     data = {"broker.yaml": configs.to_yaml(configs.broker_settings(spec, name, namespace))}
     ports = {"pulsar": configs.BROKER_PORT, "http": configs.BROKER_WEB_PORT}
+    if secured.tls:
+        ports |= {"pulsar-tls": configs.BROKER_TLS_PORT, "https": configs.BROKER_WEB_TLS_PORT}
     container = _container(
         spec, "broker", ["broker", "--config", "/etc/magnetar/broker.yaml"], ports, spec.brokers.resources
     )
@@ -253,10 +324,23 @@ def _brokers(spec: ClusterSpec, name: str, namespace: str, component: str, repli
         {"name": "MAGNETAR_BROKER_ROLE", "value": "read-only" if "readonly" in component else "serving"},
     ]
     container["readinessProbe"] = _health("broker")
-    container["volumeMounts"] = [{"name": "config", "mountPath": "/etc/magnetar"}]
+    secret_volumes, secret_mounts = _secured(secured, "broker")
+    container["volumeMounts"] = [
+        {"name": "config", "mountPath": "/etc/magnetar", "readOnly": True},
+        # the working directory and /tmp: the root filesystem is read-only
+        {"name": "scratch", "mountPath": configs.DATA},
+        {"name": "tmp", "mountPath": "/tmp"},
+        *secret_mounts,
+    ]
     pod_spec = {
         "containers": [container],
-        "volumes": [{"name": "config", "configMap": {"name": f"{name}-{component}"}}],
+        "volumes": [
+            {"name": "config", "configMap": {"name": f"{name}-{component}"}},
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+            *secret_volumes,
+        ],
+        "securityContext": POD_SECURITY,
         "terminationGracePeriodSeconds": 60,
     }
     sts = _statefulset(
@@ -268,6 +352,7 @@ def _brokers(spec: ClusterSpec, name: str, namespace: str, component: str, repli
         config=data,
         volumes={},
         operator_rolls=True,
+        revision=secured.revision,
     )
     return [
         _config_map(name, component, data),
@@ -282,4 +367,6 @@ def admin_url(spec: ClusterSpec, name: str, namespace: str) -> str:
     """Where the operator sends admin requests for this cluster."""
     if spec.external is not None:
         return spec.external.admin_url.rstrip("/")
+    if spec.tls.enabled:
+        return f"https://{name}-broker.{namespace}.svc:{configs.BROKER_WEB_TLS_PORT}"
     return f"http://{name}-broker.{namespace}.svc:{configs.BROKER_WEB_PORT}"

@@ -21,6 +21,7 @@ from magnetar.operator.clusters import cluster_spec
 from magnetar.operator.kube import Kube
 from magnetar.operator.manifests import admin_url
 from magnetar.operator.resources import API_VERSION, BUNDLES, CLUSTERS, NamespaceSpec, SpecError
+from magnetar.operator.security import Keeper
 
 NAMESPACE_LABEL = "magnetar.dev/namespace"
 
@@ -51,7 +52,8 @@ async def resolve(kube: Kube, body: Any, namespace: str, cluster: str) -> tuple[
     spec = cluster_spec(obj, cluster)
     if spec is None:
         raise Unresolved("ClusterInvalid", f"MagnetarCluster {cluster} has an invalid spec", retry=True)
-    return AdminClient(admin_url(spec, cluster, namespace)), spec.region(cluster)
+    access = await Keeper(kube).admin_access(cluster, namespace, spec)
+    return AdminClient(admin_url(spec, cluster, namespace), access=access), spec.region(cluster)
 
 
 class NamespaceReconciler:

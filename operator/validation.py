@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from magnetar.operator.configs import bookie_settings, broker_settings
+from magnetar.operator.configs import bookie_settings, broker_settings, reserved
 from magnetar.operator.resources import ClusterSpec, SpecError, check_ledgers, first_error
 
 
@@ -26,6 +26,15 @@ def parse_cluster(spec: dict[str, Any], name: str) -> ClusterSpec:
 
 
 def _check_settings(spec: ClusterSpec, name: str) -> None:
+    for component, names in reserved(spec).items():
+        given = getattr(spec, component).config
+        taken = sorted(names & set(given))
+        if taken:
+            raise SpecError(
+                "InvalidConfig",
+                f"{component}.config.{taken[0]} is set by the operator from spec.auth/spec.tls "
+                "(the files of the Secrets it mounts); turn those off to set it yourself",
+            )
     for component, render in (("bookies", bookie_settings), ("brokers", broker_settings)):
         try:
             render(spec, name, "default")

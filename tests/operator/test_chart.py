@@ -43,6 +43,10 @@ def test_the_default_release_watches_every_namespace_with_cluster_wide_rules() -
     rules = objs[("ClusterRole", "mg-magnetar")]["rules"]
     pods = next(r for r in rules if r["resources"] == ["pods"])
     assert pods["verbs"] == ["get", "list", "watch", "delete"]  # restarts, nothing more
+    secrets = [r for r in rules if "secrets" in r["resources"]]
+    assert secrets == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "update", "patch"]}
+    ]
     assert not any("*" in r["verbs"] or "*" in r["resources"] for r in rules)
     assert ("Role", "mg-magnetar") not in objs
 
@@ -52,6 +56,11 @@ def test_watched_namespaces_get_roles_only_there() -> None:
     roles = sorted(o["metadata"]["namespace"] for o in objs if o["kind"] == "Role")
     assert roles == ["prod", "staging"]
     assert not [o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "mg-magnetar"]
+    # Secrets only in the watched namespaces' Roles; the cluster-wide role reads no Secrets.
+    for o in objs:
+        if o["kind"] in ("Role", "ClusterRole"):
+            has = any("secrets" in r["resources"] for r in o["rules"])
+            assert has == (o["kind"] == "Role"), o["metadata"]["name"]
     args = next(o for o in objs if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0][
         "args"
     ]

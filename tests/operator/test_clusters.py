@@ -11,6 +11,8 @@ from kubernetes import client
 
 from magnetar.bookie.config import BookieConfig
 from magnetar.broker.config import BrokerConfig
+from magnetar.operator.configs import reserved
+from magnetar.operator.resources import ClusterSpec
 from magnetar.operator.testenv.control_plane import ControlPlane
 from tests.operator.conftest import ROOT, condition, events, get_cr, wait_for
 
@@ -51,14 +53,26 @@ def test_kubectl_apply_of_the_examples_creates_owned_objects(
 
     services = {s.metadata.name: s for s in core.list_namespaced_service(k8s_namespace).items}
     assert services["region-a-bookie"].spec.cluster_ip == "None"  # headless: stable bookie ids
-    assert {p.port for p in services["region-a-broker"].spec.ports} == {6650, 8080}
+    # TLS is on by default: pulsar+ssl and https beside the plain ports (authenticated too)
+    assert {p.port for p in services["region-a-broker"].spec.ports} == {6650, 8080, 6651, 8443}
     assert all(owned_by(s, cluster) for s in services.values())
     pdbs = policy.list_namespaced_pod_disruption_budget(k8s_namespace).items
     assert {p.metadata.name: p.spec.max_unavailable for p in pdbs}["region-a-bookie"] == 1
 
     maps = {m.metadata.name: m for m in core.list_namespaced_config_map(k8s_namespace).items}
-    bookie_conf = BookieConfig.model_validate(yaml.safe_load(maps["region-a-bookie"].data["bookie.yaml"]))
-    broker_conf = BrokerConfig.model_validate(yaml.safe_load(maps["region-a-broker"].data["broker.yaml"]))
+    # The settings naming the mounted Secrets' files are checked against real files in
+    # test_security; the files exist only in the pods.
+    mounted = reserved(ClusterSpec())
+    bookie_yaml = yaml.safe_load(maps["region-a-bookie"].data["bookie.yaml"])
+    broker_yaml = yaml.safe_load(maps["region-a-broker"].data["broker.yaml"])
+    assert mounted["bookies"] <= set(bookie_yaml)
+    assert mounted["brokers"] <= set(broker_yaml)
+    bookie_conf = BookieConfig.model_validate(
+        {k: v for k, v in bookie_yaml.items() if k not in mounted["bookies"]}
+    )
+    broker_conf = BrokerConfig.model_validate(
+        {k: v for k, v in broker_yaml.items() if k not in mounted["brokers"]}
+    )
     zk = f"zk://region-a-zookeeper.{k8s_namespace}.svc:2181/magnetar/region-a"
     assert bookie_conf.metadata_service_uri == zk
     assert broker_conf.metadata_store_url == zk

@@ -35,7 +35,7 @@ def test_the_operator_works_with_the_charts_service_account_only(
     cfg.ssl_ca_cert = api.configuration.ssl_ca_cert
     cfg.api_key = {"authorization": f"Bearer {token.stdout.strip()}"}
     restricted = client.ApiClient(cfg)
-    # The token really is restricted: it cannot read Secrets.
+    # The token really is restricted: it may make and read Secrets by name, never list them.
     with pytest.raises(client.exceptions.ApiException) as denied:
         client.CoreV1Api(restricted).list_namespaced_secret(k8s_namespace)
     assert denied.value.status == 403
@@ -64,3 +64,6 @@ def test_the_operator_works_with_the_charts_service_account_only(
     wait_for("rbac restarted and Ready", lambda: converged(2), timeout_s=120)
     reasons = {r for _, r, _ in events(api, k8s_namespace, "rbac")}
     assert {"Applied", "RestartingPod", "Converged"} <= reasons
+    # The cluster's Secrets were made under the chart's rules.
+    made = {s.metadata.name for s in client.CoreV1Api(api).list_namespaced_secret(k8s_namespace).items}
+    assert {"rbac-token-key", "rbac-superuser-token", "rbac-ca", "rbac-broker-tls"} <= made

@@ -26,7 +26,7 @@ app.kubernetes.io/component: operator
 {{- end -}}
 
 {{/* The rules the operator needs, and no more: its own resources, the objects a cluster
-becomes, pods to restart them in order, Events, and kopf's peering objects. */}}
+becomes and its Secrets, pods to restart them in order, Events, and kopf's peering objects. */}}
 {{- define "magnetar.rules" -}}
 - apiGroups: [magnetar.dev]
   resources: [magnetarclusters, magnetarnamespaces, magnetarbundles]
@@ -43,6 +43,11 @@ becomes, pods to restart them in order, Events, and kopf's peering objects. */}}
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch, update]
+# The Secrets of the clusters it runs (token signing key, tokens, CA and certificates): made,
+# read and renewed by name; never listed or watched.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, update, patch]
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, delete]
