@@ -1,31 +1,38 @@
 """Pulsar's AuthenticationProviderBasic: a user and password (the client sends ``user:password``,
-or HTTP ``Basic``) checked against ``basic_auth_conf``, an htpasswd-style file of ``user:hash``
-lines (``htpasswd -B`` writes them). Hashes are bcrypt (``$2a$``, ``$2b$``, ``$2y$``); another
-kind is refused when the file is read, naming its line, rather than never matching.
+or HTTP ``Basic``) checked against ``basic_auth_conf``, an htpasswd file of ``user:hash`` lines.
+The hashes ``htpasswd`` writes are taken: bcrypt (``-B``), Apache MD5 (``$apr1$``, its default,
+and what Pulsar's own test files hold), SHA-256/512 and DES crypt; another kind (or a plain-text
+password) is refused when the file is read, naming its line, rather than never matching.
 
-A bcrypt check costs tens of milliseconds on purpose, so callers run it off the event loop.
+Hashes are checked with libpass (the maintained passlib); a check costs up to tens of
+milliseconds on purpose, so callers run it off the event loop.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-import bcrypt
+from passlib.context import CryptContext
+from passlib.hash import bcrypt
 
 from magnetar.common.authentication.errors import AuthenticationFailed
 from magnetar.common.authentication.keys import KeyMaterialError, read_key_bytes
 
-BCRYPT_PREFIXES = (b"$2a$", b"$2b$", b"$2y$")
+#: what htpasswd writes, plain text left out on purpose
+HASHES = CryptContext(
+    schemes=["bcrypt", "apr_md5_crypt", "md5_crypt", "sha512_crypt", "sha256_crypt", "des_crypt"],
+    default="bcrypt",
+)
 
 
 def hash_password(password: str, rounds: int = 10) -> str:
     """A bcrypt hash of ``password`` for a ``user:hash`` line."""
-    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds)).decode()
+    return str(bcrypt.using(rounds=rounds).hash(password))
 
 
-def parse_users(text: str, source: str = "basic_auth_conf") -> dict[str, bytes]:
+def parse_users(text: str, source: str = "basic_auth_conf") -> dict[str, str]:
     """``user:hash`` lines (blank lines and ``#`` comments skipped); ValueError naming a bad line."""
-    users: dict[str, bytes] = {}
+    users: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -33,24 +40,23 @@ def parse_users(text: str, source: str = "basic_auth_conf") -> dict[str, bytes]:
         user, sep, hashed = line.partition(":")
         if not sep or not user or not hashed:
             raise ValueError(f"{source} line {number}: not user:hash")
-        digest = hashed.encode()
-        if not digest.startswith(BCRYPT_PREFIXES):
+        if HASHES.identify(hashed) is None:
             raise ValueError(
-                f"{source} line {number}: user {user!r} has a hash that is not bcrypt "
-                "(make it with htpasswd -B or magnetar tokens hash-password)"
+                f"{source} line {number}: user {user!r} has a hash htpasswd does not write "
+                "(bcrypt, $apr1$ MD5, SHA-256/512 or DES crypt; make one with htpasswd -nB)"
             )
-        users[user] = digest
+        users[user] = hashed
     return users
 
 
 class BasicProvider:
     method = "basic"
 
-    def __init__(self, users: dict[str, bytes]) -> None:
+    def __init__(self, users: dict[str, str]) -> None:
         self._users = users
-        # A client reconnecting sends the same password each time: one bcrypt check per
-        # password proven while the process lives, not one per connection (kept as a digest,
-        # never the password).
+        # A client reconnecting sends the same password each time: one check per password
+        # proven while the process lives, not one per connection (kept as a digest, never the
+        # password).
         self._proven: set[bytes] = set()
 
     @classmethod
@@ -68,19 +74,19 @@ class BasicProvider:
         user, sep, password = data.decode("utf-8", "replace").partition(":")
         if not sep or not user:
             raise AuthenticationFailed("basic authentication data is not user:password")
-        digest = self._users.get(user)
-        if digest is None or not self._matches(user, password.encode(), digest):
+        hashed = self._users.get(user)
+        if hashed is None or not self._matches(user, password, hashed):
             raise AuthenticationFailed(f"wrong user or password for {user!r}")
         return user
 
     def expires_at(self, data: bytes) -> float | None:
         return None  # a password does not expire mid-connection
 
-    def _matches(self, user: str, password: bytes, digest: bytes) -> bool:
-        key = hashlib.sha256(b"\0".join((user.encode(), digest, password))).digest()
+    def _matches(self, user: str, password: str, hashed: str) -> bool:
+        key = hashlib.sha256("\0".join((user, hashed, password)).encode()).digest()
         if key in self._proven:
             return True
-        if bcrypt.checkpw(password, digest):
+        if HASHES.verify(password, hashed):
             self._proven.add(key)
             return True
         return False
