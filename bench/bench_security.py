@@ -20,8 +20,11 @@ its own, every send's result checked) measures
 Floor first: the same generator against bench/noop_broker.py (answers every send at once, stores
 nothing), plain and TLS, shows what the generator itself manages; a variant's figure near the
 floor measures the generator, not the broker (the floor rows say so).
-Targets: tls max >= 85 % of plain; token max and p99 within noise of plain (noise: the larger of
---noise and the spread of plain's rounds; p99 gets at least 25 %), its cost only at connect.
+  (d) unless --no-perf-go: max batched publish with pulsar-perf-go (the Pulsar project's Go client,
+      bench/perf_go.py) and the cores the standalone used meanwhile.
+Targets: tls max >= 85 % of plain (pulsar-perf-go's max when measured); token max and p99 within
+noise of plain (noise: the larger of --noise and the spread of plain's rounds; p99 gets at least
+25 %), its cost only at connect.
 Figures are the median over rounds. Prints a table and writes runs/bench/bench_security.json.
 """
 
@@ -43,12 +46,13 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import RUNS, Processes, processes, start_standalone, stop_process, write_results
+import perf_go
+from common import RUNS, Processes, cpu_seconds, processes, start_standalone, stop_process, write_results
 from loadgen import run_loadgen
 
 from magnetar.common.certificates import CertificateAuthority
 
-console = Console(width=140)
+console = Console(width=180)
 RESULTS = RUNS / "bench_security.json"
 VARIANTS = ("plain", "token", "tls")
 TLS_TARGET = 0.85
@@ -163,10 +167,34 @@ def measure_variant(
             trust_certs=secrets.ca if variant == "tls" else None, **loadgen_options(args),
         )  # fmt: skip
         result["standalone_start_s"] = standalone.start_s
+        if args.perf_go:
+            result["perf_go"] = perf_go_max(variant, url, standalone.process.pid, secrets, args)
         return result
     finally:
         standalone.stop()
         group.started.remove(standalone.process)
+
+
+def perf_go_max(
+    variant: str, url: str, broker_pid: int, secrets: Secrets, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Batched publish as fast as pulsar-perf-go goes (a Go client in its own process, far
+    faster than the Python one), and the cores the standalone used meanwhile: near one core, the
+    broker's event loop is what bounds the figure, not the generator."""
+    client_args = {
+        "token": ["--token-file", str(secrets.token)],
+        "tls": ["--trust-cert-file", str(secrets.ca)],
+    }
+    cpu_before, wall_before = cpu_seconds(broker_pid), time.monotonic()
+    figures = perf_go.produce(
+        url, f"persistent://public/default/perf-{variant}-{time.time_ns()}", rate=0,
+        seconds=args.perf_go_seconds, batching=True, size=args.size, client_args=client_args.get(variant, []),
+    )  # fmt: skip
+    cores = (cpu_seconds(broker_pid) - cpu_before) / (time.monotonic() - wall_before)
+    console.print(
+        f"    {variant}: pulsar-perf-go max: {figures.msgs_per_s:,.0f} msg/s, standalone {cores:.2f} cores"
+    )
+    return {"msgs_per_s": figures.msgs_per_s, "broker_cores": cores}
 
 
 def spread(values: list[float]) -> float:
@@ -190,6 +218,12 @@ def summarize(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -
             "p99_ms": median(name, lambda r: r["rate"]["p99_ms"]),
             "connect_ms": median(name, lambda r: r["connect_ms"]["median"]),
             "generator_cores": median(name, lambda r: r["max"]["generator_cores"]),
+            "perf_go_msgs_per_s": median(name, lambda r: r["perf_go"]["msgs_per_s"])
+            if _perf(runs[name])
+            else None,
+            "broker_cores": median(name, lambda r: r["perf_go"]["broker_cores"])
+            if _perf(runs[name])
+            else None,
         }
     plain = rows["plain"]
     plain_runs = runs["plain"]
@@ -204,6 +238,15 @@ def summarize(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -
     token["connect_cost_ms"] = token["connect_ms"] - plain["connect_ms"]
     tls["target"] = f"max ≥ {TLS_TARGET:.0%} of plain"
     tls["met"] = tls["max_msgs_per_s"] >= TLS_TARGET * plain["max_msgs_per_s"]
+    if plain["perf_go_msgs_per_s"]:  # the Go generator's figures, when measured, decide the max targets
+        for row in rows.values():
+            if row["perf_go_msgs_per_s"]:
+                row["perf_go_vs_plain_pct"] = (
+                    row["perf_go_msgs_per_s"] / plain["perf_go_msgs_per_s"] - 1
+                ) * 100
+        tls["met"] = tls["perf_go_msgs_per_s"] >= TLS_TARGET * plain["perf_go_msgs_per_s"]
+        perf_kept = token["perf_go_msgs_per_s"] >= plain["perf_go_msgs_per_s"] * (1 - noise_max)
+        token["met"] = perf_kept and token["p99_ms"] <= plain["p99_ms"] * (1 + noise_p99)
     tls["connect_cost_ms"] = tls["connect_ms"] - plain["connect_ms"]
     plain["target"], plain["met"] = "reference", None
     # the generator is not what is measured when its floor is well above the variants it bounds
@@ -214,26 +257,36 @@ def summarize(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -
     return [rows[name] for name in ("floor", "floor-tls", *VARIANTS)]
 
 
+def _perf(runs: list[dict[str, Any]]) -> bool:
+    return bool(runs) and all("perf_go" in r for r in runs)
+
+
 def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     batching = "batched" if args.batching else "unbatched"
     table = Table(
         title=f"Publish cost of token auth and TLS: magnetar standalone, {args.size:,} B messages, "
         f"max {batching}, latency at {args.rate:,} msg/s unbatched, median of {args.rounds} round(s)"
     )
-    columns = ("variant", "max msg/s", "vs plain (%)", "p50 ms", f"p99 ms at {args.rate:,}/s", "connect ms",
-               "target", "met?")  # fmt: skip
+    columns = ("variant", "max msg/s", "vs plain (%)", "perf-go max msg/s", "vs plain (%)", "broker cores",
+               "p50 ms", f"p99 ms at {args.rate:,}/s", "connect ms", "target", "met?")  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column in ("variant", "target") else "right")
     for row in rows:
         met = {True: "[green]yes[/]", False: "[red]no[/]", None: "—"}[row["met"]]
+        perf = row.get("perf_go_msgs_per_s")
         table.add_row(
             row["variant"], f"{row['max_msgs_per_s']:,.0f}", f"{row['vs_plain_pct']:+.1f}",
+            f"{perf:,.0f}" if perf else "—",
+            f"{row['perf_go_vs_plain_pct']:+.1f}" if "perf_go_vs_plain_pct" in row else "—",
+            f"{row['broker_cores']:.2f}" if row.get("broker_cores") else "—",
             f"{row['p50_ms']:.2f}", f"{row['p99_ms']:.2f}", f"{row['connect_ms']:.1f}", row["target"], met,
         )  # fmt: skip
     console.print(table)
     console.print(
         "floor rows: the same generator against bench/noop_broker.py (nothing stored); "
-        "a 'no' there means the generator, not the broker, bounds that variant's max. "
+        "a 'no' there means the Python generator, not the broker, bounds that variant's max; "
+        "the pulsar-perf-go column (a Go client) decides the max targets when measured, and "
+        "'broker cores' near 1 says the standalone's event loop bounded it. "
         f"Machine: {os.cpu_count()} cores, shared with whatever else runs."
     )
 
@@ -257,10 +310,15 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=5, help="least noise allowed token, in %% (5)")
     parser.add_argument("--floor-margin", type=float, default=1.25,
                         help="floor max must be this many times a variant's max (1.25)")  # fmt: skip
+    parser.add_argument("--perf-go", action=argparse.BooleanOptionalAction, default=True,
+                        help="also max batched with pulsar-perf-go (on; off in --quick)")  # fmt: skip
+    parser.add_argument("--perf-go-seconds", type=float, default=30,
+                        help="pulsar-perf-go window; its first 10 s interval is warm-up (30)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON file ({RESULTS})")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.max_seconds, args.rate_seconds, args.connects = 1, 3, 4, 5
+        args.perf_go = False
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in ("floor", "floor-tls", *VARIANTS)}
     started = time.monotonic()
     with (

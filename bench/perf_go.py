@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -90,13 +91,22 @@ def _run(args: list[str], seconds: float) -> str:
 
 
 def produce(
-    service_url: str, topic: str, *, rate: int, seconds: float, batching: bool, size: int = 1024
+    service_url: str,
+    topic: str,
+    *,
+    rate: int,
+    seconds: float,
+    batching: bool,
+    size: int = 1024,
+    client_args: Sequence[str] = (),
 ) -> PublishFigures:
     """Publish at ``rate`` msg/s (0: as fast as it goes); every interval after the first, the
-    mean rate and the worst interval's percentiles."""
+    mean rate and the worst interval's percentiles. ``client_args``: the tool's client flags
+    (``--token-file``, ``--trust-cert-file``, ``--cert-file``/``--key-file``)."""
     batch = [] if batching else ["--batching-num-messages", "1"]
     output = _run(
-        ["-u", service_url, "produce", topic, "--rate", str(rate), "--size", str(size), *batch], seconds
+        ["-u", service_url, *client_args, "produce", topic, "--rate", str(rate), "--size", str(size), *batch],
+        seconds,
     )
     intervals = [tuple(float(v) for v in m.groups()) for m in _PUBLISH.finditer(output)][1:]
     if not intervals:
