@@ -1,7 +1,7 @@
 """Certificates the operator issues, in memory: a cluster's CA and the brokers' and bookies'
-certificates as PEM bytes, ready for a Secret in cert-manager's shape (``tls.crt``, ``tls.key``,
-``ca.crt``), never written to the operator's disk. Keys are ECDSA P-256, as
-magnetar.common.certificates (which writes files, for ``standalone --secure`` and tests) makes them.
+certificates as PEM bytes (magnetar.common.certificates), ready for a Secret in cert-manager's
+shape (``tls.crt``, ``tls.key``, ``ca.crt``), never written to the operator's disk; and what the
+operator reads back from such Secrets to decide whether to re-issue.
 
 The renewal decision is :func:`renewal_due`: a certificate is re-issued once it is within
 ``renew_before`` of its expiry (or already expired, or unreadable).
@@ -10,117 +10,40 @@ The renewal decision is :func:`renewal_due`: a certificate is re-issued once it 
 from __future__ import annotations
 
 import datetime
-import ipaddress
-from dataclasses import dataclass, field
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
 
-#: how long an issued certificate is valid
-VALIDITY = datetime.timedelta(days=365)
-#: how long the CA is valid (it is not rotated; its certificates are)
-CA_VALIDITY = datetime.timedelta(days=3650)
+from magnetar.common.certificates import (
+    CA_VALIDITY,
+    VALIDITY,
+    CertificateError,
+    KeyPair,
+    issue,
+    load_certificate,
+    new_ca,
+)
 
-
-class CertificateError(ValueError):
-    """PEM that is no certificate or key, or a key that does not belong to the certificate."""
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    """A PEM certificate and its PEM (PKCS#8) key; the key never shows in a repr."""
-
-    certificate: bytes
-    key: bytes = field(repr=False)
+__all__ = [
+    "CA_VALIDITY",
+    "VALIDITY",
+    "CertificateError",
+    "KeyPair",
+    "check_pair",
+    "dns_names",
+    "issue",
+    "load_certificate",
+    "new_ca",
+    "not_after",
+    "renewal_due",
+    "serial",
+    "signed_by",
+]
 
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def new_ca(common_name: str, *, validity: datetime.timedelta = CA_VALIDITY) -> KeyPair:
-    key = _new_key()
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = _now()
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
-        .sign(key, hashes.SHA256())
-    )
-    return KeyPair(certificate.public_bytes(serialization.Encoding.PEM), _key_pem(key))
-
-
-def issue(
-    ca: KeyPair,
-    common_name: str,
-    hosts: list[str] | tuple[str, ...],
-    *,
-    validity: datetime.timedelta = VALIDITY,
-) -> KeyPair:
-    """A certificate for ``common_name`` signed by ``ca``, valid for ``hosts`` (DNS names, wildcards
-    or IP addresses) as a server and usable as a client certificate (mutual TLS)."""
-    ca_cert = load_certificate(ca.certificate)
-    ca_key = serialization.load_pem_private_key(ca.key, password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise CertificateError("the CA key is not an ECDSA key")
-    key = _new_key()
-    now = _now()
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-            critical=False,
-        )
-    )
-    if hosts:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([_general_name(h) for h in hosts]), critical=False
-        )
-    certificate = builder.sign(ca_key, hashes.SHA256())
-    return KeyPair(certificate.public_bytes(serialization.Encoding.PEM), _key_pem(key))
-
-
-def _general_name(host: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(host))
-    except ValueError:
-        return x509.DNSName(host)
-
-
-def load_certificate(pem: bytes) -> x509.Certificate:
-    try:
-        return x509.load_pem_x509_certificate(pem)
-    except ValueError:
-        raise CertificateError("not a PEM certificate") from None
 
 
 def not_after(pem: bytes) -> datetime.datetime:
