@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, config
@@ -74,29 +75,11 @@ class Kube:
                 raise
 
     async def statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            response = await asyncio.to_thread(
-                self.apps.read_namespaced_stateful_set, name, namespace, _preload_content=False
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        found: dict[str, Any] = _json(response)
-        return found
+        return await _read_or_none(self.apps.read_namespaced_stateful_set, namespace, name)
 
     # -- Secrets (their data never reaches a log line or an exception message from here) -------
     async def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            response = await asyncio.to_thread(
-                self.core.read_namespaced_secret, name, namespace, _preload_content=False
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        found: dict[str, Any] = _json(response)
-        return found
+        return await _read_or_none(self.core.read_namespaced_secret, namespace, name)
 
     async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create ``body``; when it exists already (made meanwhile), the one that exists."""
@@ -205,3 +188,15 @@ def pod_ready(pod: dict[str, Any]) -> bool:
 
 def ordinal(pod: dict[str, Any]) -> int:
     return int(str(pod["metadata"]["name"]).rsplit("-", 1)[1])
+
+
+async def _read_or_none(read: Callable[..., Any], namespace: str, name: str) -> dict[str, Any] | None:
+    """A namespaced object as JSON, None if there is none."""
+    try:
+        response = await asyncio.to_thread(read, name, namespace, _preload_content=False)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    found: dict[str, Any] = _json(response)
+    return found
