@@ -32,6 +32,9 @@ Examples:
       --run-dir runs/parted
   magnetar workload --service-url pulsar://127.0.0.1:6650 --auth-plugin token \\
       --auth-params file://$PWD/data/standalone/security/admin.token --run-dir runs/secured
+  magnetar workload --service-url pulsar+ssl://127.0.0.1:6651 \\
+      --tls-trust-certs-file-path data/standalone/security/ca.cert.pem --auth-plugin token \\
+      --auth-params file://$PWD/data/standalone/security/admin.token --run-dir runs/secured-tls
 A consumer moves to another region when its control file runs/<id>/control/<client>.json
 says {"cluster": "jp-west"}. SIGTERM stops producing; consumers then drain.""",
 )
@@ -58,8 +61,14 @@ says {"cluster": "jp-west"}. SIGTERM stops producing; consumers then drain.""",
     help="Create the topic with this many partitions first (needs --admin-url; 0: as it is).",
 )
 @click.option("--admin-url", default=None, help="Admin REST URL, to create a partitioned topic.")
-@click.option("--auth-plugin", default="", help="Authentication plugin: token (as pulsar-client's).")
-@click.option("--auth-params", default="", help="Its parameters: token:<jwt> or file:///path/to/token.")
+@click.option(
+    "--auth-plugin", default="", help="Authentication plugin: token, basic or tls (as pulsar-admin's)."
+)
+@click.option("--auth-params", default="",
+              help='Its parameters: token:<jwt> or file:///path/to/token; {"userId":"…","password":"…"}; '
+              "tlsCertFile:…,tlsKeyFile:….")  # fmt: skip
+@click.option("--tls-trust-certs-file-path", "trust_certs", default="",
+              help="The CAs a pulsar+ssl:// or https:// URL's certificate is checked against.")  # fmt: skip
 @click.option("--duration", type=float, default=60, show_default=True, help="Seconds of producing.")
 @click.option("--drain", "drain_s", type=float, default=30, show_default=True, help="Max seconds to drain.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
@@ -82,6 +91,7 @@ def workload(
     admin_url: str | None,
     auth_plugin: str,
     auth_params: str,
+    trust_certs: str,
     duration: float,
     drain_s: float,
     run_dir: Path,
@@ -91,15 +101,18 @@ def workload(
     if partitions and not admin_url:
         raise click.UsageError("--partitions needs --admin-url")
     try:
-        token = ClientCredentials.from_plugin(auth_plugin, auth_params).data.decode()
+        credentials = ClientCredentials.from_plugin(auth_plugin, auth_params)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--auth-plugin/--auth-params") from None
-    others = {e.cluster: replace(e, token=token) for e in map(_endpoint, endpoints)}
+    others = {
+        e.cluster: replace(e, credentials=credentials, trust_certs=trust_certs)
+        for e in map(_endpoint, endpoints)
+    }
     spec = WorkloadSpec(
         run_dir=run_dir,
         run_id=run_dir.name,
         prefix=prefix,
-        home=Endpoint(cluster, service_url, token),
+        home=Endpoint(cluster, service_url, credentials, trust_certs),
         topic=topic,
         producers=producers,
         consumers=consumers,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pulsar
 
 from magnetar.chaos.workload.events import EventLog, message_id_text, now_ns
+from magnetar.common.authentication.client import ClientCredentials
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,10 @@ class Endpoint:
 
     cluster: str
     service_url: str
-    #: a token the clients authenticate with (``--auth-plugin token``); empty: none
-    token: str = ""
+    #: what the clients authenticate with (``--auth-plugin/--auth-params``); empty: nothing
+    credentials: ClientCredentials = field(default_factory=ClientCredentials)
+    #: the CAs a pulsar+ssl:// URL's certificate is checked against (empty: the system's)
+    trust_certs: str = ""
 
 
 @dataclass
@@ -59,13 +62,25 @@ class ConsumerSettings:
 
 
 def _client(endpoint: Endpoint) -> pulsar.Client:
-    authentication = pulsar.AuthenticationToken(endpoint.token) if endpoint.token else None
     return pulsar.Client(
         endpoint.service_url,
         operation_timeout_seconds=30,
         logger=_quiet_logger(),
-        authentication=authentication,
+        authentication=_authentication(endpoint.credentials),
+        tls_trust_certs_file_path=endpoint.trust_certs or None,
     )
+
+
+def _authentication(credentials: ClientCredentials) -> pulsar.Authentication | None:
+    """The official client's plugin for the credentials ``--auth-plugin/--auth-params`` gave."""
+    if credentials.method == "token":
+        return pulsar.AuthenticationToken(credentials.data.decode())
+    if credentials.method == "basic":
+        user, _, password = credentials.data.decode().partition(":")
+        return pulsar.AuthenticationBasic(user, password)
+    if credentials.method == "tls":
+        return pulsar.AuthenticationTLS(credentials.tls_certificate, credentials.tls_key)
+    return None
 
 
 def _quiet_logger() -> logging.Logger:

@@ -20,7 +20,7 @@ from magnetar.chaos.workload.clients import (
 )
 from magnetar.chaos.workload.events import EventLog
 from magnetar.common.admin_client import AdminClient, AdminError
-from magnetar.common.authentication.client import ClientCredentials
+from magnetar.common.tls import client_context
 
 
 @dataclass
@@ -48,12 +48,14 @@ class WorkloadSpec:
     admin_url: str | None = None
 
 
-def create_partitioned_topic(admin_url: str, topic: str, partitions: int, token: str = "") -> None:
-    """Create ``topic`` with ``partitions`` partitions (one that exists already is kept as it is)."""
+def create_partitioned_topic(admin_url: str, topic: str, partitions: int, home: Endpoint) -> None:
+    """Create ``topic`` with ``partitions`` partitions (one that exists already is kept as it is),
+    with the credentials and trusted CAs of the home cluster's clients."""
     path = "/admin/v2/" + topic.replace("://", "/", 1) + "/partitions"
-    credentials = ClientCredentials("token", token.encode()) if token else None
+    credentials = home.credentials
+    tls = client_context(home.trust_certs, certificate=credentials.tls_certificate, key=credentials.tls_key)
     try:
-        AdminClient(admin_url, credentials=credentials).call("PUT", path, partitions)
+        AdminClient(admin_url, credentials=credentials, tls=tls).call("PUT", path, partitions)
     except AdminError as exc:
         if exc.status != 409:
             raise
@@ -63,7 +65,7 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
     if spec.partitions:
         if spec.admin_url is None:
             raise ValueError("a partitioned workload needs the admin URL to create its topic")
-        create_partitioned_topic(spec.admin_url, spec.topic, spec.partitions, spec.home.token)
+        create_partitioned_topic(spec.admin_url, spec.topic, spec.partitions, spec.home)
     events_dir = spec.run_dir / "events"
     control_dir = spec.run_dir / "control"
     endpoints = {spec.home.cluster: spec.home, **spec.endpoints}
