@@ -5,3 +5,11 @@ The component folders at the top of the repository import as subpackages of this
 """
 
 __version__ = "0.1.0"
+
+
+def discover(discover_system: bool = True) -> dict[str, object]:
+    """Chaos Toolkit's entry point (``chaos discover magnetar --no-install``): the chaos lab's
+    activities, from ``magnetar.chaos.discover``."""
+    from magnetar.chaos import discover as discover_chaos
+
+    return discover_chaos(discover_system)
