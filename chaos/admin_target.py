@@ -22,6 +22,7 @@ from magnetar.common.authentication.client import ClientCredentials
 
 AUTH_PLUGIN_KEY = "magnetar_auth_plugin"
 AUTH_PARAMS_KEY = "magnetar_auth_params"
+CLUSTER_NAME_KEY = "magnetar_cluster_name"
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,22 @@ def _credentials(auth: dict[str, str]) -> ClientCredentials:
         return security.credentials(auth)
     except ValueError as exc:
         raise ActivityFailed(f"unusable admin credentials: {exc}") from None
+
+
+def cluster_name(cluster_dir: str | None, configuration: dict[str, Any] | None) -> str | None:
+    """The cluster (region) the activities act in: the experiment's ``magnetar_cluster_name``,
+    else, unless an admin or service URL names another cluster, the local cluster's first
+    region; None when neither says."""
+    config = configuration or {}
+    if config.get(CLUSTER_NAME_KEY):
+        return str(config[CLUSTER_NAME_KEY])
+    if config.get("magnetar_admin_url") or config.get("magnetar_service_url"):
+        return None
+    try:
+        regions = targets.load(targets.cluster_dir(cluster_dir, configuration)).regions
+    except ActivityFailed:
+        return None
+    return next(iter(regions), None)
 
 
 def service_url(explicit: str | None, cluster_dir: str | None, configuration: dict[str, Any] | None) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.admin_target import AdminTarget, admin_target, call
+from magnetar.chaos.admin_target import AdminTarget, admin_target, call, cluster_name
 
 __all__ = ["transfer_bundle", "unload_bundle", "unload_namespace"]
 
@@ -56,7 +56,7 @@ def transfer_bundle(
     namespace, bundle = _bundle(base, topic)
     owner = call(base, "GET", f"/lookup/v2/topic/persistent/{_topic_path(topic)}")["brokerUrl"]
     if destination is None:
-        cluster = configuration.get("magnetar_cluster_name") if configuration else None
+        cluster = cluster_name(cluster_dir, configuration)
         clusters = [cluster] if cluster else call(base, "GET", "/admin/v2/clusters")
         brokers = [b for c in clusters for b in call(base, "GET", f"/admin/v2/brokers/{c}")]
         others = [b for b in brokers if not owner.endswith(b)]

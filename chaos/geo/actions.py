@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
-from chaoslib.exceptions import ActivityFailed
-
 from magnetar.chaos.admin_target import admin_target, call
+from magnetar.chaos.workload.rundir import run_dir
 
 __all__ = ["move_consumers", "replicated_namespace"]
 
@@ -48,10 +46,7 @@ def move_consumers(
 ) -> dict[str, Any]:
     """Tell the consumers of workload ``prefix`` to continue in region ``cluster`` (their
     control files): each closes its consumer and subscribes there under the same name."""
-    run_dir = (configuration or {}).get("magnetar_run_dir")
-    if not run_dir:
-        raise ActivityFailed("no run directory: run experiments with `magnetar chaos run`")
-    control = Path(run_dir) / "control"
+    control = run_dir(configuration) / "control"
     control.mkdir(parents=True, exist_ok=True)
     for index in range(consumers):
         path = control / f"{prefix}-c{index}.json"

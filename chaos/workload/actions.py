@@ -19,17 +19,11 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.admin_target import admin_url, auth_settings, service_url
+from magnetar.chaos.admin_target import admin_url, auth_settings, cluster_name, service_url
 from magnetar.chaos.process import targets
+from magnetar.chaos.workload.rundir import run_dir as _run_dir
 
 __all__ = ["start_workload", "stop_workload", "stop_workloads"]
-
-
-def _run_dir(configuration: dict[str, Any] | None) -> Path:
-    run_dir = (configuration or {}).get("magnetar_run_dir")
-    if not run_dir:
-        raise ActivityFailed("no run directory: run experiments with `magnetar chaos run`")
-    return Path(run_dir)
 
 
 def start_workload(
@@ -71,7 +65,7 @@ def start_workload(
         ]
     else:
         url = service_url(service_url_, cluster_dir, configuration)
-        cluster = (configuration or {}).get("magnetar_cluster_name", "local")
+        cluster = cluster_name(cluster_dir, configuration) or "local"
     local = not (service_url_ or (configuration or {}).get("magnetar_service_url"))
     auth = auth_settings(cluster_dir, configuration, local=local)
     log = run_dir / "workload" / f"{prefix}.log"
@@ -94,7 +88,13 @@ def start_workload(
     time.sleep(2)  # connected and flowing before the fault
     if process.poll() is not None:
         raise ActivityFailed(f"workload exited at once ({process.returncode}); see {log}")
-    return {"pid": process.pid, "service_url": url, "topic": topic, "at": time.time()}
+    return {
+        "pid": process.pid,
+        "service_url": url,
+        "topic": topic,
+        "at": time.time(),
+        "run_dir": str(run_dir),
+    }
 
 
 def _regions(cluster_dir: str | None, configuration: dict[str, Any] | None) -> dict[str, str]:

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
-from chaoslib.exceptions import ActivityFailed
+from magnetar.chaos.workload.rundir import run_dir
 
 __all__ = ["no_acked_loss", "workload_flowing"]
 
 
 def _events(configuration: dict[str, Any] | None) -> list[dict[str, Any]]:
-    run_dir = (configuration or {}).get("magnetar_run_dir")
-    if not run_dir:
-        raise ActivityFailed("no run directory: run experiments with `magnetar chaos run`")
     found = []
-    for path in sorted(Path(run_dir, "events").glob("*.jsonl")):
+    for path in sorted((run_dir(configuration) / "events").glob("*.jsonl")):
         for line in path.read_text().splitlines():
             if line.strip():
                 try:
