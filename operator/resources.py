@@ -1,18 +1,22 @@
 """The specs of the custom resources, typed: what the operator reads from ``MagnetarCluster``,
 ``MagnetarNamespace`` and ``MagnetarBundle`` objects.
 
-The API server already enforces the structural schema of ``charts/magnetar/crds/`` (types, ranges,
-required fields), so these models parse rather than police; the checks that a schema cannot express
-(E >= Qw >= Qa, enough bookies for an ensemble, settings the components know) are
-:class:`SpecError`\\ s, which the handlers turn into conditions and Events, never a crash loop.
+The API server already enforces the schema of ``charts/magnetar/crds/`` at admission (types, ranges,
+required fields, and CEL rules: E >= Qw >= Qa, enough bookies for an ensemble, an odd ZooKeeper
+count, quantities, ZooKeeper URLs). These models check the same again — for objects stored before
+those rules, kept agreeing by ``tests/operator/test_admission.py`` — plus what no schema can (the
+settings the components know, in validation.py); a refusal is a :class:`SpecError`, which the
+handlers turn into conditions and Events, never a crash loop.
 """
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from kubernetes.utils import quantity
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 GROUP = "magnetar.dev"
 VERSION = "v1alpha1"
@@ -22,6 +26,11 @@ NAMESPACES = "magnetarnamespaces"
 BUNDLES = "magnetarbundles"
 
 _BUNDLE = re.compile(r"^0x([0-9a-fA-F]{8})_0x([0-9a-fA-F]{8})$")
+#: a Kubernetes object name (DNS subdomain): what a resource names its MagnetarCluster by
+_OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+#: what the pods' metadata stores open (magnetar.common.metadata.open_store), the same pattern as
+#: the CRD's rule: memory: and sqlite: live in one process, and Pulsar's zk:host:port is not read
+_ZK_URL = re.compile(r"^zk://[^/,:@ ]+(:[0-9]{1,5})?(,[^/,:@ ]+(:[0-9]{1,5})?)*(/[^ ]*)?$")
 
 
 class SpecError(ValueError):
@@ -41,44 +50,88 @@ class _Spec(BaseModel):
 _QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$")
 
 
+def _amount(value: str) -> Decimal:
+    amount: Decimal = quantity.parse_quantity(value)  # type: ignore[no-untyped-call]
+    return amount
+
+
 def _quantity(value: str) -> str:
     if not _QUANTITY.match(value):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (such as 1Gi, 500m or 2)")
+    if _amount(value) < 0:
+        raise ValueError(f"{value!r} is not a non-negative Kubernetes quantity")
     return value
 
 
+def _size(value: str) -> str:
+    if _quantity(value) and _amount(value) <= 0:
+        raise ValueError(f"{value!r} is not a positive Kubernetes quantity (a size such as 1Gi or 500Mi)")
+    return value
+
+
+#: a resource request or limit (the CRD: isQuantity and not below 0)
 Quantity = Annotated[str, AfterValidator(_quantity)]
+#: a volume's size (the CRD: isQuantity and above 0, as a PersistentVolumeClaim needs)
+Size = Annotated[str, AfterValidator(_size)]
+
+
+def _zk_url(value: str | None) -> str | None:
+    if value is not None and not _ZK_URL.match(value):
+        raise ValueError(
+            f"{value!r} is not a ZooKeeper URL the pods can use: expected zk://host:port[,host:port...][/chroot]"
+        )
+    return value
+
+
+StoreUrl = Annotated[str | None, AfterValidator(_zk_url)]
 
 
 class Resources(_Spec):
     requests: dict[str, Quantity] = Field(default_factory=dict)
     limits: dict[str, Quantity] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        for key, request in self.requests.items():
+            limit = self.limits.get(key)
+            if limit is not None and _amount(request) > _amount(limit):
+                raise ValueError(
+                    f"resources.requests.{key}={request} is above resources.limits.{key}={limit} "
+                    "(Kubernetes refuses such a pod)"
+                )
+        return self
+
     def render(self) -> dict[str, Any]:
         return {k: v for k, v in (("requests", self.requests), ("limits", self.limits)) if v}
 
 
+def _odd(value: int) -> int:
+    if value % 2 == 0:
+        raise ValueError(f"ZooKeeper needs an odd number of servers (1, 3, 5 or 7), not {value}")
+    return value
+
+
 class ZooKeeperSpec(_Spec):
-    replicas: int = Field(default=1, ge=1)
+    replicas: Annotated[int, AfterValidator(_odd)] = Field(default=1, ge=1, le=7)
     image: str = "zookeeper:3.9"
-    storage: Quantity = "1Gi"
+    storage: Size = "1Gi"
     resources: Resources = Field(default_factory=Resources)
 
 
 class MetadataStoreSpec(_Spec):
     #: an external store (``zk://host:port/chroot``); none: the operator runs ZooKeeper
-    url: str | None = None
+    url: StoreUrl = None
     zookeeper: ZooKeeperSpec = Field(default_factory=ZooKeeperSpec)
 
 
 class ConfigurationStoreSpec(_Spec):
     #: the store shared by geo-replicated regions; none: the region's own metadata store
-    url: str | None = None
+    url: StoreUrl = None
 
 
 class BookieStorage(_Spec):
-    journal: Quantity = "1Gi"
-    ledgers: Quantity = "5Gi"
+    journal: Size = "1Gi"
+    ledgers: Size = "5Gi"
     storage_class_name: str | None = Field(default=None, alias="storageClassName")
 
 
@@ -156,7 +209,7 @@ class ClusterSpec(_Spec):
 
 class NamespaceSpec(_Spec):
     #: the MagnetarCluster (same Kubernetes namespace) whose admin REST applies this namespace
-    cluster: str
+    cluster: str = Field(pattern=_OBJECT_NAME)
     tenant: str
     namespace: str
     #: Pulsar clusters (regions) the namespace replicates to; default: the cluster's own region
@@ -179,12 +232,19 @@ class BundleAction(_Spec):
 
 
 class BundleSpec(_Spec):
-    cluster: str
+    cluster: str = Field(pattern=_OBJECT_NAME)
     #: ``tenant/namespace``
     namespace: str
     #: Pulsar's bundle name, ``0x00000000_0x40000000``
     range: str = Field(pattern=_BUNDLE.pattern)
     action: BundleAction | None = None
+
+    @model_validator(mode="after")
+    def _range_not_empty(self) -> BundleSpec:
+        lo, hi = parse_bundle_range(self.range)
+        if lo >= hi:
+            raise ValueError(f"bundle range {self.range} is empty: its start must be below its end")
+        return self
 
 
 def check_ledgers(bookies: BookiesSpec) -> None:
