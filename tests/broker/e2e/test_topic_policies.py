@@ -117,10 +117,14 @@ def test_backlog_quotas_refuse_hold_or_evict(server: Standalone, admin: GoAdmin)
               ("producer_exception", "producer_request_hold", "consumer_backlog_eviction")}  # fmt: skip
     for policy, topic in topics.items():
         client.subscribe(topic, "slow").close()
-        admin.ok("topics.setBacklogQuota", topic=topic, limitSize=2000, policy=policy)
         producer = client.create_producer(topic, batching_enabled=False)
         for _ in range(50):
             producer.send(payload)
+        producer.close()
+        # Set once the backlog is there: a periodic check finding the quota exceeded while these
+        # sends were going would hold the producer_request_hold producer's sends (as it should),
+        # and this loop would time out instead of testing anything.
+        admin.ok("topics.setBacklogQuota", topic=topic, limitSize=2000, policy=policy)
 
     with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
         client.create_producer(topics["producer_exception"])
