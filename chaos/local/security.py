@@ -52,7 +52,9 @@ class ClusterSecrets:
         """The key, the super-user's token and the CA (each made once: a restart reuses them)."""
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)
-        secrets = cls(directory, spec)
+        # Absolute: the settings name these files as file:// URLs (where a relative path's first
+        # part would read as a host) and processes may start elsewhere.
+        secrets = cls(directory.resolve(), spec)
         if spec.tokens and not secrets.key_file.exists():
             secrets.key_file.write_bytes(keys.new_secret_key())
             secrets.key_file.chmod(0o600)
