@@ -11,13 +11,17 @@ subject alternative names must name that host or IP address.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from magnetar.common.tls import TlsFiles, TlsSettingsError, client_context
 
+log = logging.getLogger(__name__)
 ChannelOptions = Sequence[tuple[str, int | str]]
 
 
@@ -39,16 +43,59 @@ def check_tls_files(files: TlsFiles, *, certificate: str, key: str, trust_certs:
 
 def grpc_server_credentials(files: TlsFiles, *, require_client_auth: bool = True) -> grpc.ServerCredentials:
     """A TLS port serving ``files``' certificate; with ``require_client_auth`` a client must prove
-    a certificate that ``files.trust_certs`` signed, else its handshake fails."""
+    a certificate that ``files.trust_certs`` signed, else its handshake fails. Renewed files are
+    served from the next handshake on, without a restart (see ``RenewedCertificates``)."""
     if not (files.certificate and files.key):
         raise TlsSettingsError("a gRPC TLS port needs a certificate and its key")
     if require_client_auth and not files.trust_certs:
         raise TlsSettingsError("requiring client certificates needs the CAs to trust (a trust store)")
-    return grpc.ssl_server_credentials(
+    # grpc's stubs leave out the None (no change) its documentation allows the fetcher to return
+    fetcher: Any = RenewedCertificates(files)
+    return grpc.dynamic_ssl_server_credentials(
+        _configuration(files), fetcher, require_client_authentication=require_client_auth
+    )
+
+
+class RenewedCertificates:
+    """What gRPC asks before each handshake on a TLS port: the files again once they changed (a
+    certificate renewed in place, as cert-manager or the operator do), else None (keep serving
+    what it has). A renewal caught half-written — not PEM yet, or a key not matching its
+    certificate — is skipped until it is whole, the previous pair serving meanwhile."""
+
+    def __init__(self, files: TlsFiles) -> None:
+        self._files = files
+        self._seen = _stamps(files)
+
+    def __call__(self) -> grpc.ServerCertificateConfiguration | None:
+        stamps = _stamps(self._files)
+        if stamps == self._seen:
+            return None
+        try:
+            # the ssl module tells a key that does not match its certificate; gRPC would only
+            # fail every handshake
+            client_context(certificate=self._files.certificate, key=self._files.key)
+            configuration = _configuration(self._files)
+        except TlsSettingsError as exc:
+            log.warning("gRPC TLS certificate changed but cannot be loaded yet (kept the previous): %s", exc)
+            return None
+        self._seen = stamps
+        log.info("gRPC TLS certificate reloaded from %s", self._files.certificate)
+        return configuration
+
+
+def _configuration(files: TlsFiles) -> grpc.ServerCertificateConfiguration:
+    return grpc.ssl_server_certificate_configuration(
         [(_read_pem("key", files.key), _read_pem("certificate", files.certificate))],
         root_certificates=_read_pem("trust certs", files.trust_certs) if files.trust_certs else None,
-        require_client_auth=require_client_auth,
     )
+
+
+def _stamps(files: TlsFiles) -> tuple[tuple[str, int], ...]:
+    stamps = []
+    for path in files.paths():
+        with contextlib.suppress(OSError):
+            stamps.append((str(path), path.stat().st_mtime_ns))
+    return tuple(stamps)
 
 
 def grpc_channel_credentials(files: TlsFiles) -> grpc.ChannelCredentials:

@@ -1,14 +1,17 @@
 """Mutual TLS between the ledger client and bookies (issue 17, item 3), against real gRPC servers:
 a bookie with ``tls_client_authentication`` takes adds and reads from a client whose certificate
 its CA signed, and refuses, with nothing written, a client without a certificate, one with a
-certificate another CA signed, and a plain-text one. Auto-recovery re-replicates between such
-bookies with the bookies' own certificates.
+certificate another CA signed, and a plain-text one; a certificate renewed in place is served
+from the next handshake on. Auto-recovery re-replicates between such bookies with the bookies'
+own certificates.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,9 +24,10 @@ from magnetar.bookie.client.bookie_connection import BookieConnection
 from magnetar.bookie.client.errors import BookieUnavailableError
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.server import BookieServer, start_bookie
+from magnetar.common.certificates import CertificateAuthority
 from magnetar.common.grpc_tls import grpc_channel_credentials
 from magnetar.common.metadata import open_store
-from magnetar.common.tls import TlsFiles
+from magnetar.common.tls import TlsFiles, client_context
 from tests.bookie.conftest import BookieFactory
 from tests.bookie.helpers import Client, Pki, config, entry, make_pki
 from tests.bookie.test_autorecovery import RECOVERY_SETTINGS, Cluster, eventually, nobody_uses
@@ -116,6 +120,45 @@ async def test_plain_text_client_cannot_talk_to_the_tls_port(bookie: BookieServe
     finally:
         await plain.close()
     await assert_nothing_written(bookie, pki, LEDGER)
+
+
+def _served_certificate(address: str, pki: Pki) -> bytes:
+    """The certificate a TLS handshake with ``address`` gets, proving the broker's certificate."""
+    host, port = address.rsplit(":", 1)
+    context = client_context(str(pki.ca), certificate=str(pki.broker.certificate), key=str(pki.broker.key))
+    context.set_alpn_protocols(["h2"])  # as gRPC clients do
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as wrapped,
+    ):
+        served = wrapped.getpeercert(binary_form=True)
+    assert served is not None
+    return served
+
+
+async def test_a_renewed_certificate_is_served_without_a_restart(
+    bookie: BookieServer, memory_url: str, pki: Pki, tmp_path: Path
+) -> None:
+    """The operator and cert-manager renew in place: the next connection gets the new certificate,
+    a half-written renewal is skipped, and clients keep writing throughout."""
+    first = await asyncio.to_thread(_served_certificate, bookie.address, pki)
+    assert first == ssl.PEM_cert_to_DER_cert(pki.bookie.certificate.read_text())
+    client = await ledger_client(memory_url, pki.client(pki.broker))
+    try:
+        writer = await client.create_ledger()
+        await writer.add_entry(b"before")
+        pki.bookie.certificate.write_text("half-written")
+        assert await asyncio.to_thread(_served_certificate, bookie.address, pki) == first
+        CertificateAuthority(pki.ca.parent).issue("bookie", "bookie", hosts=("127.0.0.1", "localhost"))
+        renewed = await asyncio.to_thread(_served_certificate, bookie.address, pki)
+        assert renewed != first
+        assert renewed == ssl.PEM_cert_to_DER_cert(pki.bookie.certificate.read_text())
+        await writer.add_entry(b"after")
+        await writer.close()
+        reader = await client.open_ledger(writer.ledger_id)
+        assert [e.payload for e in await reader.read(0, 1)] == [b"before", b"after"]
+    finally:
+        await client.close()
 
 
 async def test_unusable_tls_files_stop_the_bookie_naming_the_setting(tmp_path: Path, pki: Pki) -> None:
