@@ -106,3 +106,18 @@ def client(standalone: Standalone) -> Iterator[pulsar.Client]:
     c = standalone.client()
     yield c
     c.close()
+
+
+def assert_workload_round_trips(run_dir: Path, *args: str) -> None:
+    """``magnetar workload`` for 2 s at 50 msg/s on a 2-partition topic (its creation through the
+    admin URL in ``args``): every acknowledged send is received."""
+    command = [
+        sys.executable, "-m", "magnetar", "workload", "--partitions", "2", *args,
+        "--duration", "2", "--rate", "50", "--drain", "10", "--run-dir", str(run_dir),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counters = dict(line.split(": ", 1) for line in done.stdout.splitlines() if line.startswith("w-"))
+    sent = int(re.search(r"send_ok (\d+)", counters["w-p0"]).group(1))  # type: ignore[union-attr]
+    assert sent > 50
+    assert f"ack {sent}" in counters["w-c0"], (counters, done.stderr[-3000:])

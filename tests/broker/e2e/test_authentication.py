@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +24,7 @@ from magnetar.broker.admin_cli import admin
 from magnetar.common.authentication.cli import tokens_command
 from magnetar.proto import PulsarApi_pb2 as api
 from tests.broker.conftest import admin_call
-from tests.broker.e2e.conftest import Standalone
+from tests.broker.e2e.conftest import Standalone, assert_workload_round_trips
 from tests.broker.e2e.test_malformed import RawConnection
 
 T = api.BaseCommand.Type
@@ -460,19 +458,12 @@ def test_a_secure_standalone_makes_its_key_super_user_token_and_certificates(tmp
 
 
 def test_the_chaos_workload_authenticates(authorized: Standalone, keys: Path, tmp_path: Path) -> None:
-    command = [
-        sys.executable, "-m", "magnetar", "workload", "--service-url", authorized.service_url,
-        "--admin-url", authorized.web_service_url, "--partitions", "2",
+    assert_workload_round_trips(
+        tmp_path / "run",
+        "--service-url", authorized.service_url, "--admin-url", authorized.web_service_url,
         "--topic", "persistent://public/default/secured-workload",
         "--auth-plugin", "token", "--auth-params", f"file://{keys / 'admin.token'}",
-        "--duration", "2", "--rate", "50", "--drain", "10", "--run-dir", str(tmp_path / "run"),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    counters = dict(line.split(": ", 1) for line in done.stdout.splitlines() if line.startswith("w-"))
-    sent = int(re.search(r"send_ok (\d+)", counters["w-p0"]).group(1))  # type: ignore[union-attr]
-    assert sent > 50
-    assert f"ack {sent}" in counters["w-c0"], (counters, done.stderr[-3000:])
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -8,11 +8,8 @@ bcrypt hashes; a renewed certificate is served without a restart."""
 from __future__ import annotations
 
 import json
-import re
 import socket
 import ssl
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +24,7 @@ from magnetar.common.authentication.basic import hash_password
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.certificates import CertificateAuthority
 from magnetar.common.tls import client_context
-from tests.broker.e2e.conftest import Standalone
+from tests.broker.e2e.conftest import Standalone, assert_workload_round_trips
 
 TOPIC = "persistent://public/default/over-tls"
 HOSTS = ("127.0.0.1", "localhost")
@@ -328,17 +325,10 @@ def test_the_chaos_workload_goes_over_tls_as_a_basic_user(
 ) -> None:
     """magnetar workload on pulsar+ssl:// and https:// (its partitioned topic created there),
     trusting the CA, authenticated as a basic user."""
-    command = [
-        sys.executable, "-m", "magnetar", "workload", "--service-url", authenticating.service_url_tls,
-        "--admin-url", authenticating.web_service_url_tls, "--partitions", "2",
+    assert_workload_round_trips(
+        tmp_path / "run",
+        "--service-url", authenticating.service_url_tls, "--admin-url", authenticating.web_service_url_tls,
         "--topic", "persistent://public/default/tls-workload",
         "--tls-trust-certs-file-path", str(pki / "ca" / "ca.cert.pem"),
         "--auth-plugin", "basic", "--auth-params", json.dumps({"userId": "ops", "password": "s3cret"}),
-        "--duration", "2", "--rate", "50", "--drain", "10", "--run-dir", str(tmp_path / "run"),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    counters = dict(line.split(": ", 1) for line in done.stdout.splitlines() if line.startswith("w-"))
-    sent = int(re.search(r"send_ok (\d+)", counters["w-p0"]).group(1))  # type: ignore[union-attr]
-    assert sent > 50
-    assert f"ack {sent}" in counters["w-c0"], (counters, done.stderr[-3000:])
+    )  # fmt: skip
