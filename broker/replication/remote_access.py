@@ -15,11 +15,11 @@
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from magnetar.common.authentication.client import ClientCredentials
-from magnetar.common.tls import client_context
+from magnetar.common.tls import TlsFiles, client_context
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
@@ -34,10 +34,8 @@ class RemoteAccess:
     #: broker_client_authentication_plugin / _parameters (empty: anonymous)
     plugin: str = ""
     params: str = ""
-    tls_enabled: bool = False
-    trust_certs: str = ""
-    certificate: str = ""
-    key: str = ""
+    #: the broker_client_* files (config.broker_client_tls()); None: plain text
+    tls: TlsFiles | None = None
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> RemoteAccess:
@@ -45,14 +43,10 @@ class RemoteAccess:
         plugin = config.broker_client_authentication_plugin
         params = config.broker_client_authentication_parameters
         credentials = ClientCredentials.from_plugin(plugin, params)
-        return cls(
-            plugin,
-            params,
-            tls_enabled=config.broker_client_tls_enabled,
-            trust_certs=config.broker_client_trust_certs_file_path,
-            certificate=config.broker_client_certificate_file_path or credentials.tls_certificate,
-            key=config.broker_client_key_file_path or credentials.tls_key,
-        )
+        tls = config.broker_client_tls()
+        if tls is not None and not tls.certificate:  # the tls plugin's certificate, as Pulsar's
+            tls = replace(tls, certificate=credentials.tls_certificate, key=credentials.tls_key)
+        return cls(plugin, params, tls)
 
     def credentials(self) -> ClientCredentials:
         """The credentials as their parameters say now; ValueError if they cannot be read."""
@@ -61,13 +55,13 @@ class RemoteAccess:
     def ssl_context(self) -> ssl.SSLContext | None:
         """A fresh client context for each session (renewed files are read at the next
         reconnect); None without TLS."""
-        if not self.tls_enabled:
+        if self.tls is None:
             return None
-        return client_context(self.trust_certs, certificate=self.certificate, key=self.key)
+        return client_context(self.tls.trust_certs, certificate=self.tls.certificate, key=self.tls.key)
 
     def service_url(self, cluster: str, data: dict[str, str]) -> str:
         """The URL of ``cluster`` (its record in the configuration store) to replicate to."""
-        if not self.tls_enabled:
+        if self.tls is None:
             url = data.get("brokerServiceUrl", "")
             if not url:
                 raise RemoteAddressError(f"cluster {cluster} has no brokerServiceUrl")
