@@ -11,7 +11,6 @@ subject alternative names must name that host or IP address.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,10 +63,10 @@ class RenewedCertificates:
 
     def __init__(self, files: TlsFiles) -> None:
         self._files = files
-        self._seen = _stamps(files)
+        self._seen = files.stamps()
 
     def __call__(self) -> grpc.ServerCertificateConfiguration | None:
-        stamps = _stamps(self._files)
+        stamps = self._files.stamps()
         if stamps == self._seen:
             return None
         try:
@@ -88,14 +87,6 @@ def _configuration(files: TlsFiles) -> grpc.ServerCertificateConfiguration:
         [(_read_pem("key", files.key), _read_pem("certificate", files.certificate))],
         root_certificates=_read_pem("trust certs", files.trust_certs) if files.trust_certs else None,
     )
-
-
-def _stamps(files: TlsFiles) -> tuple[tuple[str, int], ...]:
-    stamps = []
-    for path in files.paths():
-        with contextlib.suppress(OSError):
-            stamps.append((str(path), path.stat().st_mtime_ns))
-    return tuple(stamps)
 
 
 def grpc_channel_credentials(files: TlsFiles) -> grpc.ChannelCredentials:

@@ -34,6 +34,14 @@ class TlsFiles:
     def paths(self) -> list[Path]:
         return [Path(p) for p in (self.certificate, self.key, self.trust_certs) if p]
 
+    def stamps(self) -> tuple[tuple[str, int], ...]:
+        """The files' modification times: a renewal in place changes them."""
+        stamps = []
+        for path in self.paths():
+            with contextlib.suppress(OSError):
+                stamps.append((str(path), path.stat().st_mtime_ns))
+        return tuple(stamps)
+
 
 def server_context(files: TlsFiles, *, require_client_cert: bool = False) -> ssl.SSLContext:
     """The context a TLS port serves with; a client certificate is asked for whenever there is a
@@ -99,18 +107,11 @@ class CertificateReloader:
         self._context = context
         self._files = files
         self._interval_s = interval_s
-        self._seen = self._stamps()
-
-    def _stamps(self) -> tuple[tuple[str, int], ...]:
-        stamps = []
-        for path in self._files.paths():
-            with contextlib.suppress(OSError):
-                stamps.append((str(path), path.stat().st_mtime_ns))
-        return tuple(stamps)
+        self._seen = files.stamps()
 
     def check(self) -> bool:
         """Reload if a file changed since the last load; True if it did."""
-        stamps = self._stamps()
+        stamps = self._files.stamps()
         if stamps == self._seen:
             return False
         try:
