@@ -16,7 +16,8 @@ official ``pulsar-client``:
   publish p50/p99 at a fixed rate without batching (batches of one message);
   catch-up read rate of a backlog;
   start-to-ready of each standalone (one bookie): launch to the first acknowledged message;
-  unload and transfer windows: the longest gap between send receipts of a producer around the move.
+  unload and transfer windows: the largest lateness of a producer's receipts around the move, from
+  lean client processes (bench/windows.py), beside the same with nothing moved (the floor).
   duplicates per consumer failover between two geo-replicated regions (bench/bench_failover.py's
   baseline case: PIP-33 snapshots every second, replicated Failover subscription, 1,000 msg/s):
   two ``magnetar local`` regions, and two Pulsar clusters sharing one configuration store.
@@ -57,6 +58,7 @@ from apache_pulsar import VERSION, ApachePulsar
 from bench_failover import EAST, WEST, Regions, run_case
 from bench_failover import spec as failover_spec
 from bench_unload import BrokerRef, cluster_spec, magnetar_brokers, measure
+from common import RUNS
 from produce_consume import catch_up, rss_mb
 
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
@@ -213,12 +215,13 @@ def measure_system(system: System, args: argparse.Namespace) -> dict[str, Any]:
     }
     console.print(f"[bold]{system.name}[/]: catch-up read of {args.backlog:,} messages …")
     result["catch_up"] = catch_up(system.service_url, args.backlog)
-    for mode in ("unload", "transfer"):
+    for mode in ("none", "unload", "transfer"):  # "none": the floor, nothing moved
         console.print(
             f"[bold]{system.name}[/]: {mode} at {args.move_rate:,.0f} msg/s over {args.topics} topics …"
         )
+        clients = RUNS / "lean-clients" / system.name.replace(" ", "-")
         result[mode] = measure(
-            system.admin_url, system.service_url, system.brokers, mode, args.topics, args.move_rate
+            system.admin_url, system.service_url, system.brokers, mode, args.topics, args.move_rate, clients
         )
     return result
 
@@ -251,6 +254,8 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], str, bool]] = [
     ("broker RSS idle", lambda r: r["rss_idle_mb"], "MB", False),
     ("broker RSS under load", lambda r: r["throughput"]["rss_under_load_mb"], "MB", False),
     ("standalone start-to-ready", lambda r: r["standalone_start_s"], "s", False),
+    ("floor (nothing moved), producer p99", lambda r: r["none"]["producer_p99_ms"], "ms", False),
+    ("floor (nothing moved), producer max", lambda r: r["none"]["producer_max_ms"], "ms", False),
     ("unload window, producer p99", lambda r: r["unload"]["producer_p99_ms"], "ms", False),
     ("unload window, producer max", lambda r: r["unload"]["producer_max_ms"], "ms", False),
     ("transfer window, producer p99", lambda r: r["transfer"]["producer_p99_ms"], "ms", False),

@@ -1,60 +1,53 @@
-"""Disruption windows of bundle moves, with the official client (issue 4).
+"""Disruption windows of bundle moves, measured by lean clients (issues 4 and 18).
 
     .venv/bin/python bench/bench_unload.py
     .venv/bin/python bench/bench_unload.py --rate 1000 --topics 8
 
 Three brokers, two bookies and ZooKeeper as processes on loopback (``magnetar local``). For each
-move, a namespace with one bundle holds ``--topics`` topics; producers send ``--rate`` msg/s in
-total (no batching) and a consumer per topic receives. The bundle is then (a) unloaded, (b)
-transferred to another broker, or (c) its owner gets SIGTERM (which transfers everything first).
-The disruption window of a producer is the longest gap between successive send receipts around
-the move; of a consumer, the longest gap between successive receives. A first row measures the
-same with nothing moved: the floor that the machine itself sets.
-Targets: (b) and (c) p99 <= 20 ms and max <= 50 ms; (a) shows the client-backoff windows that
-Pulsar's unload causes. Prints a table and writes bench/results/bench_unload.json.
+move, a namespace with one bundle holds ``--topics`` topics; producer processes send ``--rate``
+msg/s in total (no batching, four topics a process) and consumer processes receive them
+(``bench/lean_client.py``: callbacks only record, every send's result checked). The bundle is then
+(a) unloaded, (b) transferred to another broker, or (c) its owner gets SIGTERM (which transfers
+everything first). A topic's window is the largest lateness of its messages around the move:
+receipt (producer) or arrival (consumer) minus the time the send was due (``bench/windows.py``).
+The first row is the same workload with nothing moved: the floor. Targets: (b) and (c) producer
+p99 <= 20 ms and max <= 50 ms, judged only when the floor is at most a tenth of the target;
+(a) shows the client-backoff windows that Pulsar's unload causes. Prints a table and writes
+runs/bench/bench_unload.json; exits 2 when the floor is too high to judge a target, 1 when a
+client failed.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
-import logging
 import os
 import signal
+import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pulsar
 from rich.console import Console
 from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import RUNS, write_results
+from windows import AFTER_S, LeanWorkload, summarize, verdict
 
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
 from magnetar.common.admin_client import AdminClient
 
 console = Console()
-RESULTS = Path(__file__).parent / "results" / "bench_unload.json"
-_LOG = logging.getLogger("pulsar-bench")
-_LOG.setLevel(logging.WARNING)
+RESULTS = RUNS / "bench_unload.json"
+#: (move, producer p99 target, producer max target), ms
+TARGETS = {"transfer": (20.0, 50.0), "sigterm": (20.0, 50.0)}
 
 
 def admin(base: str, method: str, path: str, body: Any = None) -> Any:
     return AdminClient(base).call(method, path, body)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
-def longest_gap(times: list[float], start: float, end: float) -> float:
-    inside = sorted(t for t in times if start <= t <= end)
-    return max((b - a for a, b in itertools.pairwise(inside)), default=end - start) * 1000
 
 
 @dataclass
@@ -78,85 +71,51 @@ def service_url(brokers: list[BrokerRef]) -> str:
 
 
 def measure(
-    base: str, service_url: str, brokers: list[BrokerRef], mode: str, topics: int, rate: float
+    base: str, service_url: str, brokers: list[BrokerRef], mode: str, topics: int, rate: float, workdir: Path
 ) -> dict[str, Any]:
     """One move (``unload``, ``transfer`` or ``sigterm`` of the owner; ``none``: nothing moved)
-    under load, through the admin REST at ``base``: the longest gap per producer and per
-    consumer around it."""
+    under load, through the admin REST at ``base``: the windows per producer and per consumer."""
     namespace = f"public/bench-{mode}-{time.time_ns() % 10**6}"
     admin(base, "PUT", f"/admin/v2/namespaces/{namespace}", {"bundles": {"numBundles": 1}})
     names = [f"persistent://{namespace}/t{i}" for i in range(topics)]
-    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=_LOG)
-    receipts: dict[int, list[float]] = {i: [] for i in range(topics)}
-    receives: dict[int, list[float]] = {i: [] for i in range(topics)}
-
-    def listener(index: int) -> Any:
-        def on_message(consumer: pulsar.Consumer, message: pulsar.Message) -> None:
-            receives[index].append(time.monotonic())
-            consumer.acknowledge(message)
-
-        return on_message
-
-    for index, name in enumerate(names):
-        client.subscribe(name, "bench", message_listener=listener(index))
-    producers = [client.create_producer(n, batching_enabled=False, send_timeout_millis=60_000) for n in names]
-    stop = threading.Event()
-
-    def produce() -> None:
-        interval, sequence = 1.0 / rate, 0
-        next_send = time.monotonic()
-        while not stop.is_set():
-            index = sequence % topics
-            producers[index].send_async(
-                b"x" * 256, lambda _r, _m, i=index: receipts[i].append(time.monotonic())
-            )
-            sequence += 1
-            next_send += interval
-            time.sleep(max(0.0, next_send - time.monotonic()))
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
+    workload = LeanWorkload(service_url, names, rate / topics, workdir / mode)
+    workload.start()
     time.sleep(3)
     bundle = admin(base, "GET", f"/admin/v2/namespaces/{namespace}/bundles")
     bundle_name = f"{bundle['boundaries'][0]}_{bundle['boundaries'][1]}"
-    owner_url = admin(base, "GET", f"/lookup/v2/topic/persistent/{names[0].removeprefix('persistent://')}")[
-        "brokerUrl"
-    ]
-    owner = next(b for b in brokers if b.service_url == owner_url)
-    moved_at = time.monotonic()
-    if mode == "none":
-        pass  # the baseline: the same windows with nothing moved
-    elif mode == "unload":
+    lookup = admin(base, "GET", f"/lookup/v2/topic/persistent/{names[0].removeprefix('persistent://')}")
+    owner = next(b for b in brokers if b.service_url == lookup["brokerUrl"])
+    moved_ns = time.monotonic_ns()
+    if mode == "unload":
         admin(base, "PUT", f"/admin/v2/namespaces/{namespace}/{bundle_name}/unload")
     elif mode == "transfer":
         other = next(b for b in brokers if b is not owner)
-        admin(
-            base,
-            "PUT",
-            f"/admin/v2/namespaces/{namespace}/{bundle_name}/unload?destinationBroker={other.broker_id}",
-        )
-    else:
+        query = f"?destinationBroker={other.broker_id}"
+        admin(base, "PUT", f"/admin/v2/namespaces/{namespace}/{bundle_name}/unload{query}")
+    elif mode == "sigterm":
         os.kill(owner.pid, signal.SIGTERM)
-    time.sleep(5)
-    stop.set()
-    thread.join()
-    for producer in producers:
-        producer.flush()
-    time.sleep(1)
-    client.close()
-    window = (moved_at - 1, moved_at + 4)
-    producer_windows = [longest_gap(receipts[i], *window) for i in range(topics)]
-    consumer_windows = [longest_gap(receives[i], *window) for i in range(topics)]
-    return {
-        "mode": mode,
-        "owner": owner.name,
-        "producer_p50_ms": percentile(producer_windows, 0.5),
-        "producer_p99_ms": percentile(producer_windows, 0.99),
-        "producer_max_ms": max(producer_windows),
-        "consumer_p50_ms": percentile(consumer_windows, 0.5),
-        "consumer_p99_ms": percentile(consumer_windows, 0.99),
-        "consumer_max_ms": max(consumer_windows),
-    }
+    time.sleep(AFTER_S + 1)
+    produced, consumed = workload.stop()
+    return {"mode": mode, "owner": owner.name, **summarize(produced, consumed, moved_ns)}
+
+
+def judge(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The targets of each row, met / missed / cannot tell against the floor row's figures."""
+    floor = rows[0]
+    verdicts = []
+    for row in rows:
+        if row["mode"] not in TARGETS:
+            continue
+        p99_target, max_target = TARGETS[row["mode"]]
+        verdicts += [
+            {"mode": row["mode"], "measure": "producer p99", "value": row["producer_p99_ms"],
+             "target": p99_target, "floor": floor["producer_p99_ms"],
+             "verdict": verdict(row["producer_p99_ms"], p99_target, floor["producer_p99_ms"])},
+            {"mode": row["mode"], "measure": "producer max", "value": row["producer_max_ms"],
+             "target": max_target, "floor": floor["producer_max_ms"],
+             "verdict": verdict(row["producer_max_ms"], max_target, floor["producer_max_ms"])},
+        ]  # fmt: skip
+    return verdicts
 
 
 #: "none" first: the longest gaps of the same workload with nothing moved, the floor the
@@ -198,45 +157,40 @@ def main() -> None:
                 state = ClusterState.load(Path(tmp) / "cluster")
                 brokers = magnetar_brokers(state)
                 base = state.find("broker")[0].endpoints["web_service_url"]
-                rows.append(measure(base, service_url(brokers), brokers, mode, args.topics, args.rate))
+                url = service_url(brokers)
+                rows.append(measure(base, url, brokers, mode, args.topics, args.rate, Path(tmp) / "clients"))
                 for record in ClusterState.load(Path(tmp) / "cluster").find("broker"):
                     if not alive(record.pid):
                         supervisor.restart(record.name)
         finally:
             supervisor.down()
-    table = Table(
-        title=f"disruption windows of bundle moves ({args.rate:,.0f} msg/s, {args.topics} topics, ms)"
-    )
-    for column in (
-        "move",
-        "producer p50",
-        "producer p99",
-        "producer max",
-        "consumer p50",
-        "consumer p99",
-        "consumer max",
-    ):
+    print_table(rows, args)
+    verdicts = judge(rows)
+    for v in verdicts:
+        console.print(
+            f"{v['mode']} {v['measure']}: {v['value']:.1f} ms, target {v['target']:g} ms, "
+            f"floor {v['floor']:.1f} ms: [bold]{v['verdict']}[/]"
+        )
+    write_results(RESULTS, {"rate": args.rate, "topics": args.topics, "rows": rows, "targets": verdicts})
+    console.print(f"results: {RESULTS}")
+    if any(v["verdict"].startswith("cannot tell") for v in verdicts):
+        sys.exit(2)
+
+
+COLUMNS = ("producer_p50_ms", "producer_p99_ms", "producer_max_ms", "consumer_p50_ms", "consumer_p99_ms",
+           "consumer_max_ms")  # fmt: skip
+
+
+def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    load = f"{args.rate:,.0f} msg/s, {args.topics} topics, ms"
+    title = f"windows of bundle moves: largest lateness per topic ({load})"
+    table = Table(title=title)
+    for column in ("move", *(c.removesuffix("_ms").replace("_", " ") for c in COLUMNS), "acked", "lost"):
         table.add_column(column, justify="right")
     for r in rows:
-        table.add_row(
-            r["mode"],
-            *(
-                f"{r[k]:.1f}"
-                for k in (
-                    "producer_p50_ms",
-                    "producer_p99_ms",
-                    "producer_max_ms",
-                    "consumer_p50_ms",
-                    "consumer_p99_ms",
-                    "consumer_max_ms",
-                )
-            ),
-        )
+        name = "nothing moved (floor)" if r["mode"] == "none" else r["mode"]
+        table.add_row(name, *(f"{r[k]:.1f}" for k in COLUMNS), f"{r['acked']:,}", str(r["lost"]))
     console.print(table)
-    console.print("targets: transfer and sigterm p99 <= 20 ms and max <= 50 ms; unload shows client backoff")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"rate": args.rate, "topics": args.topics, "rows": rows}, indent=2))
-    console.print(f"results: {RESULTS}")
 
 
 if __name__ == "__main__":

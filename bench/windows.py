@@ -1,0 +1,134 @@
+"""Disruption windows measured by lean clients (issue 18): a workload of producer and consumer
+processes (``lean_client.py``, a few topics each), and what a move did to it.
+
+A message's lateness is the time from when its send was due to its receipt (producer) or its
+arrival (consumer). The window of a topic around a move is the largest lateness of the messages
+due from one second before the move to four after; a stall of the broker shows in full, while the
+schedule's own interval does not. The same workload with nothing moved gives the floor: the
+lateness the machine and the clients cause by themselves. A target can only be judged when the
+floor is at most a tenth of it; otherwise the verdict says so instead of met or missed.
+
+Scripts import it as ``from windows import …`` (bench/ is on ``sys.path`` when a script in it runs).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common import percentile, stop_process
+
+CLIENT = Path(__file__).parent / "lean_client.py"
+#: around a move: one second before it to four after
+BEFORE_S, AFTER_S = 1.0, 4.0
+#: a target is judged only when the floor is at most this share of it
+FLOOR_SHARE = 0.10
+
+
+@dataclass
+class Records:
+    """What one role's processes recorded: per topic, the due and done times (ns) of each message."""
+
+    due_ns: dict[str, list[int]] = field(default_factory=dict)
+    done_ns: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, data: dict[str, Any]) -> None:
+        for topic, due, done in zip(data["topics"], data["due_ns"], data["done_ns"], strict=True):
+            self.due_ns[topic] = due
+            self.done_ns[topic] = done
+
+    def windows_ms(self, start_ns: int, end_ns: int) -> list[float]:
+        """Per topic, the largest lateness of the messages due within [start, end]."""
+        return [
+            max((d1 - d0 for d0, d1 in zip(due, self.done_ns[t], strict=True) if start_ns <= d0 <= end_ns),
+                default=0) / 1e6
+            for t, due in self.due_ns.items()
+        ]  # fmt: skip
+
+
+@dataclass
+class LeanWorkload:
+    """Producers and consumers of ``topics`` in processes of their own, ``per_process`` topics
+    each, ``rate`` msg/s per topic, unbatched. Start it, move something, stop it, read the windows."""
+
+    url: str
+    topics: list[str]
+    rate: float
+    workdir: Path
+    per_process: int = 4
+    size: int = 256
+    _producers: list[tuple[subprocess.Popen[str], Path]] = field(default_factory=list)
+    _consumers: list[tuple[subprocess.Popen[str], Path]] = field(default_factory=list)
+
+    def start(self) -> None:
+        """Consumers first (so they see every message), then producers; returns when all are sending."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        groups = [self.topics[i : i + self.per_process] for i in range(0, len(self.topics), self.per_process)]
+        self._consumers = [self._spawn("consume", g, n) for n, g in enumerate(groups)]
+        self._producers = [self._spawn("produce", g, n) for n, g in enumerate(groups)]
+
+    def _spawn(self, role: str, topics: list[str], n: int) -> tuple[subprocess.Popen[str], Path]:
+        out = self.workdir / f"{role}-{n}.json"
+        command = [
+            sys.executable, str(CLIENT), role, self.url, ",".join(topics), "--rate", str(self.rate),
+            "--size", str(self.size), "--out", str(out),
+        ]  # fmt: skip
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        line = process.stdout.readline()  # blocks until the client is connected (or died)
+        if "ready" not in line:
+            stop_process(process)
+            raise RuntimeError(f"lean {role} client for {topics} did not start (exit {process.poll()})")
+        return process, out
+
+    def stop(self, drain_s: float = 3.0) -> tuple[Records, Records]:
+        """Stops the producers (each waits for its receipts), lets the consumers drain, stops them;
+        the producers' and the consumers' records. A client that failed fails the benchmark."""
+        produced, consumed = Records(), Records()
+        try:
+            for process, _ in self._producers:
+                process.terminate()
+            for process, out in self._producers:
+                if process.wait(120) != 0:
+                    raise RuntimeError("a producer's send failed or was never answered (see its stderr)")
+                produced.add(json.loads(out.read_text()))
+            time.sleep(drain_s)
+            for process, _ in self._consumers:
+                process.terminate()
+            for process, out in self._consumers:
+                if process.wait(60) != 0:
+                    raise RuntimeError("a consumer process failed (see its stderr)")
+                consumed.add(json.loads(out.read_text()))
+        finally:
+            for process, _ in self._producers + self._consumers:
+                stop_process(process)
+        return produced, consumed
+
+
+def lost(produced: Records, consumed: Records) -> int:
+    """Messages the broker acknowledged that no consumer received (their due time is their id)."""
+    return sum(len(set(due) - set(consumed.due_ns.get(t, []))) for t, due in produced.due_ns.items())
+
+
+def summarize(produced: Records, consumed: Records, moved_ns: int) -> dict[str, Any]:
+    start, end = moved_ns - int(BEFORE_S * 1e9), moved_ns + int(AFTER_S * 1e9)
+    p, c = produced.windows_ms(start, end), consumed.windows_ms(start, end)
+    return {
+        "producer_p50_ms": percentile(p, 0.5), "producer_p99_ms": percentile(p, 0.99),
+        "producer_max_ms": max(p, default=0.0),
+        "consumer_p50_ms": percentile(c, 0.5), "consumer_p99_ms": percentile(c, 0.99),
+        "consumer_max_ms": max(c, default=0.0),
+        "acked": sum(len(d) for d in produced.due_ns.values()), "lost": lost(produced, consumed),
+    }  # fmt: skip
+
+
+def verdict(value: float, target: float, floor: float) -> str:
+    """met / missed, or why it cannot be told: the floor is over a tenth of the target."""
+    if floor > FLOOR_SHARE * target:
+        return f"cannot tell (floor {floor:.1f} ms > {FLOOR_SHARE:.0%} of {target:g} ms)"
+    return "met" if value <= target else "missed"
