@@ -60,6 +60,7 @@ from bench_failover import spec as failover_spec
 from bench_unload import BrokerRef, cluster_spec, magnetar_brokers, measure
 from common import RUNS
 from produce_consume import catch_up, rss_mb
+from windows import LeanWorkload, latency
 
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
 from magnetar.common.admin_client import AdminClient
@@ -213,6 +214,8 @@ def measure_system(system: System, args: argparse.Namespace) -> dict[str, Any]:
         "publish_max_ms": figures.max_ms,
         "msgs_per_s": figures.msgs_per_s,
     }
+    console.print(f"[bold]{system.name}[/]: end-to-end latency at {args.rate:,} msg/s (lean clients) …")
+    result["e2e"] = end_to_end(system, args.rate, args.seconds)
     console.print(f"[bold]{system.name}[/]: catch-up read of {args.backlog:,} messages …")
     result["catch_up"] = catch_up(system.service_url, args.backlog)
     for mode in ("none", "unload", "transfer"):  # "none": the floor, nothing moved
@@ -224,6 +227,21 @@ def measure_system(system: System, args: argparse.Namespace) -> dict[str, Any]:
             system.admin_url, system.service_url, system.brokers, mode, args.topics, args.move_rate, clients
         )
     return result
+
+
+def end_to_end(system: System, rate: float, seconds: float) -> dict[str, Any]:
+    """One topic at ``rate`` msg/s without batching, a producer and a consumer process of their
+    own (bench/windows.py); percentiles after the first second."""
+    topic = f"persistent://public/default/e2e-{time.time_ns()}"
+    workload = LeanWorkload(system.service_url, [topic], rate, RUNS / "lean-clients" / "e2e")
+    workload.start()
+    started = time.monotonic_ns()
+    time.sleep(seconds + 1)
+    produced, consumed = workload.stop()
+    figures = latency(produced, consumed, started + 1_000_000_000, started + int((seconds + 1) * 1e9))
+    if figures["lost"]:
+        raise RuntimeError(f"{system.name}: {figures['lost']} acknowledged messages never arrived")
+    return figures
 
 
 def publish_throughput(system: System, owner: BrokerRef, topic: str, seconds: float) -> dict[str, Any]:
@@ -250,6 +268,8 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], str, bool]] = [
     ("publish throughput (1 KiB, batching)", lambda r: r["throughput"]["msgs_per_s"], "msg/s", True),
     ("publish p50 (fixed rate, no batching)", lambda r: r["latency"]["publish_p50_ms"], "ms", False),
     ("publish p99 (fixed rate, no batching)", lambda r: r["latency"]["publish_p99_ms"], "ms", False),
+    ("end-to-end p50 (fixed rate, no batching, lean clients)", lambda r: r["e2e"]["e2e_p50_ms"], "ms", False),
+    ("end-to-end p99 (fixed rate, no batching, lean clients)", lambda r: r["e2e"]["e2e_p99_ms"], "ms", False),
     ("catch-up read rate", lambda r: r["catch_up"]["msgs_per_s"], "msg/s", True),
     ("broker RSS idle", lambda r: r["rss_idle_mb"], "MB", False),
     ("broker RSS under load", lambda r: r["throughput"]["rss_under_load_mb"], "MB", False),

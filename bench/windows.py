@@ -42,6 +42,15 @@ class Records:
             self.due_ns[topic] = due
             self.done_ns[topic] = done
 
+    def latencies_ms(self, start_ns: int, end_ns: int) -> list[float]:
+        """The lateness of every message due within [start, end], all topics together."""
+        return [
+            (d1 - d0) / 1e6
+            for t, due in self.due_ns.items()
+            for d0, d1 in zip(due, self.done_ns[t], strict=True)
+            if start_ns <= d0 <= end_ns
+        ]
+
     def windows_ms(self, start_ns: int, end_ns: int) -> list[float]:
         """Per topic, the largest lateness of the messages due within [start, end]."""
         return [
@@ -124,6 +133,19 @@ def summarize(produced: Records, consumed: Records, moved_ns: int) -> dict[str, 
         "consumer_p50_ms": percentile(c, 0.5), "consumer_p99_ms": percentile(c, 0.99),
         "consumer_max_ms": max(c, default=0.0),
         "acked": sum(len(d) for d in produced.due_ns.values()), "lost": lost(produced, consumed),
+    }  # fmt: skip
+
+
+def latency(produced: Records, consumed: Records, start_ns: int, end_ns: int) -> dict[str, Any]:
+    """Publish (due to receipt) and end-to-end (due to arrival) percentiles of every message due
+    within [start, end]."""
+    publish, e2e = produced.latencies_ms(start_ns, end_ns), consumed.latencies_ms(start_ns, end_ns)
+    return {
+        "publish_p50_ms": percentile(publish, 0.5), "publish_p99_ms": percentile(publish, 0.99),
+        "publish_max_ms": max(publish, default=float("nan")),
+        "e2e_p50_ms": percentile(e2e, 0.5), "e2e_p99_ms": percentile(e2e, 0.99),
+        "e2e_max_ms": max(e2e, default=float("nan")), "samples": len(e2e),
+        "lost": lost(produced, consumed),
     }  # fmt: skip
 
 
