@@ -3,11 +3,16 @@
 # the Go module proxy, once, into ~/.cache/magnetar/k8s/bin. There is no Docker engine here, so the
 # suite does what controller-runtime's envtest does: a real API server and etcd, no kubelet.
 # Idempotent: a binary whose version stamp matches is kept; run it again and it only checks.
+#
+# Words choose what to build (default: etcd helm kube). `node` adds what `magnetar kube up` runs on
+# top of those: kubelet, kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS
+# (`make kube-node` runs `build-k8s.sh etcd kube node`).
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.31.4}"       # kube-apiserver and kubectl; every staging module of it must be on the proxy
 ETCD_VERSION="${ETCD_VERSION:-3.5.21}"     # >= 3.5.13, what 1.31 expects
 HELM_VERSION="${HELM_VERSION:-3.16.4}"
+COREDNS_VERSION="${COREDNS_VERSION:-1.14.7}"  # a release whose module (go 1.25) builds with this Go
 CACHE="${MAGNETAR_K8S_CACHE:-$HOME/.cache/magnetar/k8s}"
 BIN="$CACHE/bin"
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,16 +36,15 @@ stamp() { echo "$2" >"$BIN/.$1.version"; }
 
 mkdir -p "$BIN"
 
-build_kube() {
-  if stamp_ok kube-apiserver "$K8S_VERSION" && stamp_ok kubectl "$K8S_VERSION"; then
-    say "kube-apiserver and kubectl v$K8S_VERSION: cached"
-    return
-  fi
-  local mod="$CACHE/build/kube-$K8S_VERSION"
-  say "kube-apiserver and kubectl v$K8S_VERSION: preparing the wrapper module in $mod"
-  mkdir -p "$mod/cmd/kube-apiserver" "$mod/cmd/kubectl"
-  cp "$SRC/kube/cmd/kube-apiserver/main.go" "$mod/cmd/kube-apiserver/main.go"
-  cp "$SRC/kube/cmd/kubectl/main.go" "$mod/cmd/kubectl/main.go"
+# A wrapper module that requires k8s.io/kubernetes and builds the upstream commands listed; one per
+# group of binaries, so building the node's does not touch the operator suite's module.
+kube_module() {
+  local mod="$1"; shift
+  mkdir -p "$mod"
+  for b in "$@"; do
+    mkdir -p "$mod/cmd/$b"
+    cp "$SRC/kube/cmd/$b/main.go" "$mod/cmd/$b/main.go"
+  done
   {
     echo "module magnetar.dev/k8s-testenv"
     echo
@@ -52,20 +56,72 @@ build_kube() {
     for m in $STAGING; do echo "	k8s.io/$m => k8s.io/$m v0.${K8S_VERSION#1.}"; done
     echo ")"
   } >"$mod/go.mod"
-  say "resolving modules (first run downloads them from the module proxy)"
+  say "resolving modules in $mod (first run downloads them from the module proxy)"
   (cd "$mod" && go mod tidy)
+}
+
+kube_ldflags() {
   local minor="${K8S_VERSION#1.}"; minor="${minor%%.*}"
-  local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION \
+  echo "-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION \
 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
 -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION \
 -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-  for b in kube-apiserver kubectl; do
+}
+
+# Builds each named command of the wrapper module $1 not already cached at $K8S_VERSION.
+kube_build() {
+  local mod="$1"; shift
+  local b
+  for b in "$@"; do
+    stamp_ok "$b" "$K8S_VERSION" && { say "$b v$K8S_VERSION: cached"; continue; }
     say "building $b (slow the first time: several minutes on 2 cores)"
-    (cd "$mod" && nice -n 10 go build -p "$PAR" -ldflags "$ldflags" -o "$BIN/$b.tmp" "./cmd/$b")
+    (cd "$mod" && nice -n 10 go build -p "$PAR" -ldflags "$(kube_ldflags)" -o "$BIN/$b.tmp" "./cmd/$b")
     mv "$BIN/$b.tmp" "$BIN/$b"
     stamp "$b" "$K8S_VERSION"
     say "$b: $("$BIN/$b" --version 2>/dev/null || "$BIN/$b" version --client 2>/dev/null | head -1)"
   done
+}
+
+build_kube() {
+  if stamp_ok kube-apiserver "$K8S_VERSION" && stamp_ok kubectl "$K8S_VERSION"; then
+    say "kube-apiserver and kubectl v$K8S_VERSION: cached"
+    return
+  fi
+  local mod="$CACHE/build/kube-$K8S_VERSION"
+  kube_module "$mod" kube-apiserver kubectl
+  kube_build "$mod" kube-apiserver kubectl
+}
+
+# The node `magnetar kube up` runs: the rest of Kubernetes' own binaries, and CoreDNS.
+NODE_BINS="kubelet kube-controller-manager kube-scheduler kube-proxy"
+build_node() {
+  local all=1 b
+  for b in $NODE_BINS; do stamp_ok "$b" "$K8S_VERSION" || all=0; done
+  if [ "$all" = 1 ]; then
+    say "$NODE_BINS v$K8S_VERSION: cached"
+  else
+    local mod="$CACHE/build/node-$K8S_VERSION"
+    kube_module "$mod" $NODE_BINS
+    kube_build "$mod" $NODE_BINS
+  fi
+  build_coredns
+}
+
+build_coredns() {
+  if stamp_ok coredns "$COREDNS_VERSION"; then say "coredns v$COREDNS_VERSION: cached"; return; fi
+  local mod="$CACHE/build/coredns-$COREDNS_VERSION"
+  say "coredns v$COREDNS_VERSION: preparing the wrapper module in $mod"
+  mkdir -p "$mod"
+  cp "$SRC/coredns/main.go" "$mod/main.go"
+  printf 'module magnetar.dev/coredns-testenv\n\ngo 1.25.0\n\nrequire github.com/coredns/coredns v%s\n' \
+    "$COREDNS_VERSION" >"$mod/go.mod"
+  (cd "$mod" && go mod tidy)
+  say "building coredns"
+  (cd "$mod" && nice -n 10 go build -p "$PAR" -ldflags "-s -w \
+-X github.com/coredns/coredns/coremain.GitCommit=magnetar-v$COREDNS_VERSION" -o "$BIN/coredns.tmp" .)
+  mv "$BIN/coredns.tmp" "$BIN/coredns"
+  stamp coredns "$COREDNS_VERSION"
+  say "coredns: $("$BIN/coredns" -version | head -1)"
 }
 
 build_etcd() {
