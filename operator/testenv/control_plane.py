@@ -3,6 +3,9 @@ kube-apiserver on loopback, token authentication, RBAC, and a kubeconfig for cli
 
 No kubelet and no controller manager run: nothing schedules pods, and no garbage collector
 deletes owned objects. The binaries are the ones ``operator/testenv/build-k8s.sh`` caches.
+
+``magnetar kube up`` starts the same control plane with ``with_nodes=True`` (nodes, controllers and
+service-account tokens admitted), on its bridge address and fixed ports, detached from its caller.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
@@ -36,17 +40,45 @@ def free_port() -> int:
 
 
 class ControlPlane:
-    def __init__(self, workdir: Path, bin_dir: Path = BIN) -> None:
+    """etcd and kube-apiserver. The defaults are the operator suite's envtest; the keywords are what a
+    cluster with nodes needs: ``address`` the API server binds and advertises (its Endpoints may not
+    be loopback once a kubelet's pods use them), fixed ``ports`` (API server, etcd client, etcd peer),
+    ``extra_tokens`` (token-file rows for the components), ``extra_args`` for the API server,
+    ``detach`` (the processes outlive the caller, in their own session) and ``on_spawn`` (told each
+    process as it starts, so the caller can record its PID before anything can fail)."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        bin_dir: Path = BIN,
+        *,
+        address: str = "127.0.0.1",
+        ports: tuple[int, int, int] | None = None,
+        service_cidr: str = "10.0.0.0/24",
+        with_nodes: bool = False,
+        extra_tokens: Sequence[str] = (),
+        extra_args: Sequence[str] = (),
+        detach: bool = False,
+        on_spawn: Callable[[str, subprocess.Popen[bytes]], None] | None = None,
+    ) -> None:
         self.workdir = workdir
         self.bin_dir = bin_dir
         self.token = secrets.token_hex(16)
         self.kubeconfig = workdir / "kubeconfig"
-        self.port = 0
+        self.address = address
+        self.port = ports[0] if ports else 0
+        self._etcd_ports = ports[1:] if ports else None
+        self.service_cidr = service_cidr
+        self.with_nodes = with_nodes
+        self.extra_tokens = list(extra_tokens)
+        self.extra_args = list(extra_args)
+        self.detach = detach
+        self.on_spawn = on_spawn
         self._procs: list[subprocess.Popen[bytes]] = []
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.address}:{self.port}"
 
     def start(self, timeout_s: float = 90.0) -> None:
         missing = binaries_missing(self.bin_dir)
@@ -60,11 +92,18 @@ class ControlPlane:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = (self.workdir / f"{name}.log").open("wb")
-        proc = subprocess.Popen([str(self.bin_dir / name), *args], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [str(self.bin_dir / name), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=self.detach,
+        )
         self._procs.append(proc)
+        if self.on_spawn is not None:
+            self.on_spawn(name, proc)
 
     def _start_etcd(self) -> str:
-        client, peer = free_port(), free_port()
+        client, peer = self._etcd_ports or (free_port(), free_port())
         url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
         self._spawn(
             "etcd",
@@ -83,30 +122,39 @@ class ControlPlane:
 
     def _start_apiserver(self, etcd_url: str) -> None:
         tokens = self.workdir / "tokens.csv"
-        tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
+        rows = [f'{self.token},admin,admin-uid,"system:masters"', *self.extra_tokens]
+        tokens.write_text("".join(f"{row}\n" for row in rows))
         key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
         subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
         subprocess.run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)],
                        check=True, capture_output=True)  # fmt: skip
-        self.port = free_port()
+        self.port = self.port or free_port()
+        if self.with_nodes:
+            # Kubelets are authorized as their own node only; the controller manager mints tokens.
+            mode = ["--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"]
+        else:
+            # No controller manager mints service-account tokens: admit pods without them.
+            mode = [
+                "--authorization-mode=RBAC",
+                "--disable-admission-plugins=ServiceAccount",
+                "--endpoint-reconciler-type=none",
+            ]
         self._spawn(
             "kube-apiserver",
             [
                 f"--etcd-servers={etcd_url}",
                 f"--cert-dir={self.workdir / 'certs'}",
                 f"--secure-port={self.port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
+                f"--service-cluster-ip-range={self.service_cidr}",
                 "--allow-privileged=true",
-                "--authorization-mode=RBAC",
                 f"--token-auth-file={tokens}",
                 f"--service-account-issuer={self.url}",
                 f"--service-account-key-file={pub}",
                 f"--service-account-signing-key-file={key}",
-                # No controller manager mints service-account tokens: admit pods without them.
-                "--disable-admission-plugins=ServiceAccount",
-                "--endpoint-reconciler-type=none",
+                *mode,
+                *self.extra_args,
             ],
         )
 
