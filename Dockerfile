@@ -1,19 +1,42 @@
 # The one runtime image for every Magnetar process (bookie, broker, operator, workload). The
 # entrypoint derives per-pod settings (advertised address, rack) and runs `magnetar`; the pod's
 # args pick the component, e.g. `bookie --config /etc/magnetar/bookie.yaml` (see images/).
-FROM python:3.11-slim AS build
+#
+# BASE_IMAGE: any Debian-like image with Python 3.11 and its venv module. Users get the official
+# python:3.11-slim; `make image` passes a base it made with debootstrap from Debian's packages
+# (magnetar/python-base:3.11-bookworm, see images/build.sh), for machines no image registry reaches.
+ARG BASE_IMAGE=python:3.11-slim
+
+FROM ${BASE_IMAGE} AS build
+# WHEELHOUSE: a folder of the build context holding the project's wheel and every dependency's,
+# installed with no index at all (`make image` fills .wheelhouse/ on the host, whose pip reaches
+# PyPI, while a build there may not). Empty: the project is built here and its dependencies come
+# from PyPI.
+ARG WHEELHOUSE=
 WORKDIR /src
 COPY . .
-RUN pip install --no-cache-dir build && python -m build --wheel --outdir /wheels
+# A virtual environment, the same path on either base (python:3.11-slim has python in /usr/local,
+# Debian in /usr): the runtime stage copies it whole and puts it first on PATH.
+RUN python3 -m venv /opt/magnetar \
+ && if [ -n "$WHEELHOUSE" ]; then \
+      /opt/magnetar/bin/pip install --no-cache-dir --no-index --find-links "/src/$WHEELHOUSE" \
+        "magnetar[operator,chaos,workload]"; \
+    else \
+      /opt/magnetar/bin/pip install --no-cache-dir "/src[operator,chaos,workload]"; \
+    fi \
+ # pip is only needed to install: nothing installs into the image later (the byte code pip
+ # compiled stays: the uid-10000 user could not write it, and every start would compile again)
+ && /opt/magnetar/bin/pip uninstall --yes --quiet pip
 
-FROM python:3.11-slim
-RUN useradd --system --uid 10000 --home /var/lib/magnetar magnetar \
+FROM ${BASE_IMAGE}
+RUN groupadd --system --gid 10000 magnetar \
+ && useradd --system --uid 10000 --gid 10000 --home /var/lib/magnetar magnetar \
  && mkdir -p /var/lib/magnetar /etc/magnetar && chown magnetar /var/lib/magnetar
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir "$(ls /wheels/*.whl)[operator,chaos]" && rm -rf /wheels
+COPY --from=build /opt/magnetar /opt/magnetar
+ENV PATH=/opt/magnetar/bin:$PATH
 COPY images/entrypoint.sh /usr/local/bin/magnetar-entrypoint
 COPY images/healthcheck.py /usr/local/bin/magnetar-healthcheck
-USER 10000
+USER 10000:10000
 WORKDIR /var/lib/magnetar
 EXPOSE 3181 6650 8080
 ENTRYPOINT ["/usr/local/bin/magnetar-entrypoint"]

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := zookeeper default-jre-headless
 PYTEST_ARGS ?=
 
-.PHONY: test demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv
+.PHONY: test demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv image
 
 test: install lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -23,6 +23,12 @@ install: system-deps $(STAMP) proto k8s-testenv
 # and cached under ~/.cache/magnetar/k8s (the first build takes several minutes; later runs only check).
 k8s-testenv:
 	bash operator/testenv/build-k8s.sh
+
+# The images a pod needs (magnetar, ZooKeeper, pause), built with no image registry: a private
+# dockerd, a debootstrap base and the host's wheels; tarballs in ~/.cache/magnetar/images, imported
+# into a running `magnetar kube up` node's containerd (images/README.md). Needs root.
+image: $(STAMP)
+	bash images/build.sh $(IMAGE_ARGS)
 
 # Debian packages the tests use; installed only when missing (root, as on these machines, or sudo).
 system-deps:

@@ -1,0 +1,167 @@
+"""The images ``make image`` builds, as a user (or the kubelet) would notice them: Magnetar's runs
+``magnetar`` as uid 10000, ZooKeeper's answers on its port when started the way the operator starts
+it, and the pause image sits still until SIGTERM and reaps orphans.
+
+They run on the private dockerd of ``images/build.sh`` (reused when it is running, otherwise
+started here and stopped afterwards), with host networking bound to 127.0.0.1: that dockerd has no
+bridge. The tarballs are loaded first, so what is checked is what a node would import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from magnetar.common.zkserver import four_letter_word, free_port
+
+pytestmark = pytest.mark.kube
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "images" / "build.sh"
+# images/build.sh's cache: MAGNETAR_CACHE, or magnetar/ under the XDG cache directory
+_XDG_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+CACHE = Path(os.environ.get("MAGNETAR_CACHE", _XDG_CACHE / "magnetar"))
+SOCKET = CACHE / "docker" / "docker.sock"
+MAGNETAR = "magnetar:0.1.0"
+ZOOKEEPER = "magnetar/zookeeper:3.8"
+PAUSE = "registry.k8s.io/pause:3.10"
+TARBALLS = {
+    MAGNETAR: CACHE / "images" / "magnetar-0.1.0.tar",
+    ZOOKEEPER: CACHE / "images" / "zookeeper-3.8.tar",
+    PAUSE: CACHE / "images" / "pause-3.10.tar",
+}
+
+
+def docker(*args: str, timeout_s: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", "-H", f"unix://{SOCKET}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=check,
+    )
+
+
+@pytest.fixture(scope="module")
+def images() -> Iterator[None]:
+    """The three images, loaded from their tarballs into a running private dockerd."""
+    missing = [str(path) for path in TARBALLS.values() if not path.is_file()]
+    if missing:
+        pytest.skip(f"no image tarballs ({', '.join(missing)}): run `make image` first")
+    if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("docker") is None:
+        pytest.skip("needs root and Debian's docker.io (`make image` installs it)")
+    running = subprocess.run(["bash", str(BUILD), "dockerd", "status"], check=False).returncode == 0
+    if not running:
+        subprocess.run(["bash", str(BUILD), "dockerd", "start"], check=True, timeout=120)
+    try:
+        for tarball in TARBALLS.values():
+            docker("load", "--quiet", "--input", str(tarball), timeout_s=300)
+        yield
+    finally:
+        if not running:
+            subprocess.run(["bash", str(BUILD), "dockerd", "stop"], check=True, timeout=60)
+
+
+@contextlib.contextmanager
+def container(*args: str) -> Iterator[str]:
+    """``docker run --detach`` on the host's network; the container is removed (by ID) afterwards."""
+    container_id = docker("run", "--detach", "--network", "host", *args).stdout.strip()
+    try:
+        yield container_id
+    finally:
+        docker("rm", "--force", container_id, check=False)
+
+
+def logs(container_id: str) -> str:
+    result = docker("logs", container_id, check=False)
+    return (result.stdout + result.stderr)[-3000:]
+
+
+@pytest.mark.usefixtures("images")
+def test_magnetar_runs_as_uid_10000() -> None:
+    ids = docker("run", "--rm", "--network", "host", "--entrypoint", "sh", MAGNETAR, "-c", "id -u; id -g")
+    assert ids.stdout.split() == ["10000", "10000"]
+
+
+@pytest.mark.usefixtures("images")
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((), "bookie"),  # the image's CMD is --help
+        (("bookie", "--help"), "--journal-dir"),
+        (("broker", "--help"), "Usage"),
+        (("operator", "--help"), "Usage"),
+    ],
+)
+def test_magnetar_commands_start(args: tuple[str, ...], expected: str) -> None:
+    """Through the entrypoint, as a pod's args run: each component imports and answers --help."""
+    result = docker("run", "--rm", "--network", "host", MAGNETAR, *args, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert expected in result.stdout
+
+
+@pytest.mark.usefixtures("images")
+def test_zookeeper_starts_as_the_operator_starts_it() -> None:
+    """The operator's StatefulSet command (ZOO_MY_ID from the pod's ordinal, then the official
+    image's entrypoint and ``zkServer.sh start-foreground``), on a loopback port."""
+    port = free_port()
+    # magnetar/operator/manifests.py's ZooKeeper container: command and args
+    set_id = 'export ZOO_MY_ID=$(( ${HOSTNAME##*-} + 1 )); exec /docker-entrypoint.sh "$@"'
+    with container(
+        "--env", "HOSTNAME=region-a-zookeeper-0",
+        "--env", f"ZOO_SERVERS=server.1=127.0.0.1:{free_port()}:{free_port()};127.0.0.1:{port}",
+        "--env", "ZOO_4LW_COMMANDS_WHITELIST=ruok,srvr",
+        "--env", "JVMFLAGS=-Xmx128m",
+        "--entrypoint", "sh",
+        ZOOKEEPER, "-c", set_id, "--", "zkServer.sh", "start-foreground",
+    ) as zk:  # fmt: skip
+        deadline = time.monotonic() + 90
+        answer = ""
+        while time.monotonic() < deadline and answer != "imok":
+            with contextlib.suppress(OSError):
+                answer = four_letter_word("127.0.0.1", port, "ruok")
+            if answer != "imok":
+                state = docker("inspect", "--format", "{{.State.Running}}", zk).stdout.strip()
+                assert state == "true", f"ZooKeeper exited:\n{logs(zk)}"
+                time.sleep(0.5)
+        assert answer == "imok", f"no ruok answer on 127.0.0.1:{port} in 90 s:\n{logs(zk)}"
+        assert "Zookeeper version: 3.8" in four_letter_word("127.0.0.1", port, "srvr")
+        assert docker("exec", zk, "cat", "/data/myid").stdout.strip() == "1"
+        assert docker("exec", zk, "id", "-u").stdout.strip() == "10000"
+
+
+@pytest.mark.usefixtures("images")
+@pytest.mark.parametrize("signal", ["TERM", "INT"])
+def test_pause_exits_promptly_on_a_stop_signal(signal: str) -> None:
+    with container(PAUSE) as pause:
+        assert docker("inspect", "--format", "{{.State.Running}}", pause).stdout.strip() == "true"
+        started = time.monotonic()
+        docker("kill", "--signal", signal, pause)
+        exit_code = docker("wait", pause, timeout_s=10).stdout.strip()
+        assert time.monotonic() - started < 3
+        assert exit_code == "0", logs(pause)
+
+
+@pytest.mark.usefixtures("images")
+def test_pause_reaps_orphans_of_its_pod() -> None:
+    """A process orphaned in the pod's shared PID namespace is re-parented to pause (PID 1), which
+    must reap it when it exits: no zombie is left."""
+    with container(PAUSE) as pause:
+        check = (
+            "(sleep 0.3 &); sleep 2; "  # the subshell exits at once: its sleep is an orphan
+            "for stat in /proc/[0-9]*/stat; do read -r line <$stat 2>/dev/null || continue; "
+            'case "$line" in *") Z "*) echo "zombie: $line";; esac; done; '
+            "cat /proc/1/comm"
+        )
+        result = docker(
+            "run", "--rm", "--network", "host", "--pid", f"container:{pause}",
+            "--entrypoint", "sh", MAGNETAR, "-c", check,
+        )  # fmt: skip
+        assert result.stdout.split() == ["pause"], result.stdout + result.stderr
