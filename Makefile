@@ -7,9 +7,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := zookeeper default-jre-headless
+# What `magnetar kube up` runs besides the Kubernetes binaries: the container runtime, the CNI
+# plugins (/usr/lib/cni), iptables for kube-proxy, and gcc with a static libc for the pause binary.
+KUBE_APT_PACKAGES := containerd runc containernetworking-plugins iptables conntrack iproute2 gcc libc6-dev
 PYTEST_ARGS ?=
 
-.PHONY: test demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv image
+.PHONY: test demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv kube-deps kube-node image
 
 test: install lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -29,6 +32,20 @@ k8s-testenv:
 # into a running `magnetar kube up` node's containerd (images/README.md). Needs root.
 image: $(STAMP)
 	bash images/build.sh $(IMAGE_ARGS)
+
+# The single-node Kubernetes of `magnetar kube up` (issue 16): its Debian packages, and kubelet,
+# kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS built into the operator suite's
+# cache (a few minutes each the first time). Not part of `make install` yet.
+kube-node: kube-deps
+	bash operator/testenv/build-k8s.sh etcd kube node
+
+kube-deps:
+	@missing=""; for p in $(KUBE_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 # Debian packages the tests use; installed only when missing (root, as on these machines, or sudo).
 system-deps:
