@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "postmortem": "magnetar.spark.cli:postmortem",
     "operator": "magnetar.operator.cli:operator",
     "tokens": "magnetar.common.authentication.cli:tokens_command",
+    "kube": "magnetar.kube.cli:kube",
 }
 
 
