@@ -20,6 +20,7 @@ DOCKER_STATE="$CACHE/docker"
 DOCKER_SOCK="$DOCKER_STATE/docker.sock"
 DOCKER_PIDFILE="$DOCKER_STATE/dockerd.pid"
 IMAGES_DIR="$CACHE/images"
+LOGS="$CACHE/image-logs"
 BASE_DIR="$CACHE/debian-base"
 WHEELHOUSE="$CACHE/wheelhouse"
 CONTAINERD_SOCKET="${MAGNETAR_CONTAINERD_SOCKET:-$CACHE/kube/state/containerd/containerd.sock}"
@@ -135,7 +136,13 @@ dockerd_stop() {
   say "stopping the private dockerd (pid $pid)"
   kill -TERM "$pid"
   for i in $(seq 1 60); do
-    kill -0 "$pid" 2>/dev/null || return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      # dockerd leaves its default network namespace bind-mounted in the exec root
+      if mountpoint -q "$DOCKER_STATE/exec/netns/default" 2>/dev/null; then
+        umount "$DOCKER_STATE/exec/netns/default"
+      fi
+      return 0
+    fi
     sleep 0.5
   done
   echo "dockerd (pid $pid) still running after 30 s" >&2
@@ -216,13 +223,23 @@ EOF
 fill_wheelhouse() {
   local started=$SECONDS pip="$ROOT/.venv/bin/pip"
   [ -x "$pip" ] || { echo "no $pip: run make install first" >&2; exit 1; }
-  rm -rf "$WHEELHOUSE/project"
-  mkdir -p "$WHEELHOUSE/project" "$WHEELHOUSE/deps"
+  rm -rf "$WHEELHOUSE/new"
+  mkdir -p "$WHEELHOUSE/project" "$WHEELHOUSE/deps" "$WHEELHOUSE/new"
   say "wheelhouse: building the magnetar wheel"
-  # no build isolation: the venv already has setuptools and grpcio-tools (the proto generator)
-  nice_ "$pip" wheel --quiet --no-deps --no-build-isolation --wheel-dir "$WHEELHOUSE/project" "$ROOT"
+  # no build isolation: the venv already has setuptools and grpcio-tools (the proto generator).
+  # A fixed SOURCE_DATE_EPOCH makes the wheel the same bytes when the sources are, and the file is
+  # replaced only when it differs (its mtime kept): the image build's COPY then hits docker's
+  # cache and an unchanged image is not built again.
+  SOURCE_DATE_EPOCH=315532800 nice_ "$pip" wheel --quiet --no-deps --no-build-isolation \
+    --wheel-dir "$WHEELHOUSE/new" "$ROOT"
   local wheel stamp
-  wheel="$(ls "$WHEELHOUSE"/project/magnetar-*.whl)"
+  wheel="$(cd "$WHEELHOUSE/new" && ls magnetar-*.whl)"
+  if ! cmp -s "$WHEELHOUSE/new/$wheel" "$WHEELHOUSE/project/$wheel"; then
+    rm -f "$WHEELHOUSE"/project/*.whl
+    mv "$WHEELHOUSE/new/$wheel" "$WHEELHOUSE/project/"
+  fi
+  rm -rf "$WHEELHOUSE/new"
+  wheel="$WHEELHOUSE/project/$wheel"
   # Dependencies: resolved again only when pyproject.toml changes.
   stamp="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
   if [ "$(cat "$WHEELHOUSE/deps/.stamp" 2>/dev/null)" != "$stamp" ]; then
@@ -244,11 +261,11 @@ build_magnetar() {
   mkdir -p "$context_wheels"
   cp -l "$WHEELHOUSE"/project/*.whl "$WHEELHOUSE"/deps/*.whl "$context_wheels/"
   say "$MAGNETAR_TAG: docker build (BASE_IMAGE=$PYTHON_TAG)"
-  if ! nice_ env DOCKER_BUILDKIT=0 docker -H "unix://$DOCKER_SOCK" build --quiet --network host \
+  if ! nice_ env DOCKER_BUILDKIT=0 docker -H "unix://$DOCKER_SOCK" build --network host \
     --build-arg "BASE_IMAGE=$PYTHON_TAG" --build-arg WHEELHOUSE=.wheelhouse \
-    --tag "$MAGNETAR_TAG" "$ROOT" >"$CACHE/magnetar-build.log" 2>&1; then
+    --tag "$MAGNETAR_TAG" "$ROOT" >"$LOGS/magnetar.log" 2>&1; then
     rm -rf "$context_wheels"
-    tail -n 30 "$CACHE/magnetar-build.log" >&2
+    tail -n 30 "$LOGS/magnetar.log" >&2
     exit 1
   fi
   rm -rf "$context_wheels"
@@ -259,7 +276,7 @@ build_magnetar() {
 build_dir() {
   local tag="$1" context="$2" started=$SECONDS log
   shift 2
-  log="$CACHE/build-${tag//[\/:]/-}.log"
+  log="$LOGS/${tag//[\/:]/-}.log"
   say "$tag: docker build"
   if ! nice_ env DOCKER_BUILDKIT=0 docker -H "unix://$DOCKER_SOCK" build --network host \
     --tag "$tag" "$@" "$context" >"$log" 2>&1; then
@@ -344,7 +361,7 @@ main() {
 
   local started=$SECONDS
   system_deps
-  mkdir -p "$IMAGES_DIR"
+  mkdir -p "$IMAGES_DIR" "$LOGS"
   dockerd_start
   STOP_DOCKERD=$((STARTED_DOCKERD && !keep_dockerd))
   trap cleanup EXIT
@@ -353,8 +370,9 @@ main() {
   build_magnetar
   build_dir "$ZOOKEEPER_TAG" "$ROOT/images/zookeeper" --build-arg "BASE_IMAGE=$BASE_TAG"
   build_pause
-  # earlier builds' images, untagged now, only fill the private data root
-  docker_ image prune --force >/dev/null
+  # Earlier builds' images, untagged now, only fill the private data root. A day's grace: the last
+  # build stage is untagged too, and is the cache that makes the next build quick.
+  docker_ image prune --force --filter until=24h >/dev/null
   save_image "$MAGNETAR_TAG" "magnetar-$VERSION"
   save_image "$ZOOKEEPER_TAG" zookeeper-3.8
   save_image "$PAUSE_TAG" pause-3.10
