@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +20,15 @@ state_dir_option = click.option(
 
 
 def _say(line: str) -> None:
+    # Flushed at once: a pipe (CI, a test, `| tee`) shows each step as it happens, not at the end.
     click.echo(f"[kube] {line}")
+    sys.stdout.flush()
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, subprocess.CalledProcessError):
+        return f"`{' '.join(map(str, exc.cmd))}` failed: {(exc.stderr or '').strip()}"
+    return str(exc) or type(exc).__name__
 
 
 @click.group(
@@ -62,9 +71,12 @@ def up(state_dir: Path, port_base: int, timeout_s: float) -> None:
     layout = Layout(state_dir.expanduser().absolute(), port_base)
     try:
         node.up(layout, _say, timeout_s=timeout_s)
-    except (node.KubeError, HostError) as exc:
+    except (node.PreflightError, HostError) as exc:  # refused before anything was made
         click.echo(f"magnetar kube up: {exc}", err=True)
-        if not isinstance(exc, HostError | node.PreflightError) and State.load(layout.state_file):
+        sys.exit(1)
+    except Exception as exc:  # after the first change: the state file names what to remove
+        click.echo(f"magnetar kube up: {_describe(exc)}", err=True)
+        if State.load(layout.state_file) is not None:
             click.echo(f"remove what was started with: magnetar kube down --state-dir {layout.state_dir}",
                        err=True)  # fmt: skip
         sys.exit(1)

@@ -4,6 +4,7 @@ never shares anything with a containerd or Docker of the machine), with CRI for 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from magnetar.kube.layout import IMAGES_DIR, PAUSE_IMAGE, Layout
@@ -66,18 +67,21 @@ def ctr(layout: Layout, *args: str, check: bool = True, timeout: float = 120) ->
     return out.stdout
 
 
-def import_images(layout: Layout) -> list[str]:
+def import_images(layout: Layout, say: Callable[[str], None]) -> None:
     """Imports the pause image made here unless one is present, then every tarball ``make image``
-    left in the images cache; returns what was imported. Nothing is ever pulled."""
-    imported = []
+    left in the images cache. Nothing is ever pulled."""
     if PAUSE_IMAGE not in image_refs(layout):
         archive = build_archive(layout.containerd / "pause.tar")
         ctr(layout, "images", "import", "--no-unpack", str(archive))
-        imported.append(PAUSE_IMAGE)
+        say(f"imported {PAUSE_IMAGE} (built here)")
     for tarball in sorted(IMAGES_DIR.glob("*.tar")) if IMAGES_DIR.is_dir() else []:
-        ctr(layout, "images", "import", "--all-platforms", str(tarball), timeout=600)
-        imported.append(tarball.name)
-    return imported
+        try:
+            ctr(layout, "images", "import", "--all-platforms", str(tarball), timeout=600)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            # Say, a tarball `make image` is writing right now; it imports it itself once done.
+            say(f"skipped {tarball} ({exc}); `make image` imports it into this node once written")
+            continue
+        say(f"imported {tarball}")
 
 
 def image_refs(layout: Layout) -> set[str]:

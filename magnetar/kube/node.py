@@ -117,8 +117,7 @@ def _containerd(layout: Layout, state: State, say: Say) -> None:
     cni.write_config(layout)
     _spawn(layout, state, "containerd", ["containerd", "--config", str(config)])
     _wait(layout, state, "containerd answers", lambda: _ctr_ok(layout), time.monotonic() + 30)
-    for image in containerd.import_images(layout):
-        say(f"imported {image}")
+    containerd.import_images(layout, say)
 
 
 def _ctr_ok(layout: Layout) -> bool:
@@ -372,7 +371,8 @@ def status(layout: Layout) -> Status | None:
     state = State.load(layout.state_file)
     if state is None:
         return None
-    procs = [(name, p.pid, p.alive()) for name, p in state.procs.items()]
+    names = sorted(state.procs, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
+    procs = [(name, state.procs[name].pid, state.procs[name].alive()) for name in names]
     try:
         ready = layout.kubeconfig.exists() and node_ready(layout)
     except (OSError, subprocess.SubprocessError):

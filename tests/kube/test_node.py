@@ -186,6 +186,18 @@ def test_up_as_non_root_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "s").exists()
 
 
+def test_up_without_the_binaries_names_what_builds_them(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the root check comes first")
+    env = {**os.environ, "MAGNETAR_K8S_CACHE": str(tmp_path / "empty-cache")}
+    out = subprocess.run([sys.executable, "-m", "magnetar", "kube", "up", "--state-dir", str(tmp_path / "s")],
+                         capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert out.returncode == 1
+    assert "kubelet" in out.stderr
+    assert "run `make kube-node`" in out.stderr
+    assert not (tmp_path / "s" / "state.json").exists()
+
+
 def _left_behind(node: Node, state: State) -> list[str]:
     left = [f"{name} pid {p.pid}" for name, p in state.procs.items() if p.alive()]
     if bridge_exists(BRIDGE):
