@@ -45,6 +45,9 @@ state = "{root / "state"}"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        # runc's record of the containers under the state too: `down` finds every container there
+        # even when containerd and its shims are gone, and /run/containerd is left alone.
+        Root = "{root / "runc"}"
 """
 
 
@@ -99,6 +102,24 @@ def remove_containers(layout: Layout) -> list[str]:
         removed.append(task)
     for container in ctr(layout, "containers", "ls", "-q", check=False).split():
         ctr(layout, "containers", "delete", container, check=False)
+    return removed
+
+
+def remove_runc_containers(layout: Layout) -> list[str]:
+    """Kills and deletes what runc still knows under the node's runc root (one directory per
+    containerd namespace): containers whose containerd and shim died without stopping them."""
+    runc_root = layout.containerd / "runc"
+    removed = []
+    for root in sorted(p for p in runc_root.iterdir() if p.is_dir()) if runc_root.is_dir() else []:
+        runc = ["runc", "--root", str(root)]
+        listed = subprocess.run([*runc, "list", "-q"], capture_output=True, text=True, timeout=30)
+        for container in listed.stdout.split():
+            subprocess.run([*runc, "kill", container, "KILL"], capture_output=True, timeout=30)
+            out = subprocess.run([*runc, "delete", "--force", container], capture_output=True, text=True,
+                                 timeout=30)  # fmt: skip
+            if out.returncode != 0:
+                raise RuntimeError(f"runc delete {container}: {out.stderr.strip()}")
+            removed.append(container)
     return removed
 
 

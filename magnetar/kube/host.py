@@ -54,8 +54,6 @@ HOST_DIRS = (
     "/var/lib/cni/results",
     "/var/lib/cni",
     "/var/run/netns",
-    "/run/containerd/runc/k8s.io",
-    "/run/containerd/runc",
     "/run/containerd/s",
     "/run/containerd",
     "/var/log/containers",

@@ -321,6 +321,8 @@ def _stop_processes(layout: Layout, state: State, say: Say) -> None:
         shim = Proc(pid=pid, start_time=start_time(pid) or 0)
         if stop("containerd-shim", shim, timeout_s=5):
             say(f"stopped containerd-shim (pid {pid})")
+    for container in containerd.remove_runc_containers(layout):
+        say(f"removed container {container[:12]} left running without its shim")
     alive = [f"{n} (pid {state.procs[n].pid})" for n in names if state.procs[n].alive()]
     if alive:
         raise KubeError("still running: " + ", ".join(alive))

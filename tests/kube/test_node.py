@@ -10,6 +10,7 @@ import ipaddress
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -21,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from magnetar.kube import iptables
+from magnetar.kube.containerd import shim_pids
 from magnetar.kube.dns import resolve_a
 from magnetar.kube.host import bridge_exists, missing_binaries
-from magnetar.kube.layout import BRIDGE, NODE_IP, POD_CIDR, SERVICE_CIDR
+from magnetar.kube.layout import BRIDGE, NODE_IP, POD_CIDR, SERVICE_CIDR, Layout
 from magnetar.kube.state import State
 from magnetar.operator.testenv.control_plane import BIN
 
@@ -235,4 +237,39 @@ def test_a_half_started_node_is_named_and_down_removes_it(node: Node) -> None:
     assert state.phase == "starting"
     out = magnetar("down", "--state-dir", str(node.state_dir))
     assert out.returncode == 0, out.stdout + out.stderr
+    assert _left_behind(node, state) == []
+
+
+def test_down_after_containerd_the_kubelet_and_a_shim_were_killed(node: Node) -> None:
+    # As after an OOM kill: the pod's processes outlive their containerd and shim, orphaned.
+    out = magnetar("up", "--state-dir", str(node.state_dir), "--port-base", str(PORT_BASE))
+    assert out.returncode == 0, out.stdout + out.stderr
+    manifest = """
+apiVersion: v1
+kind: Pod
+metadata: {name: orphan}
+spec:
+  containers: [{name: pause, image: "registry.k8s.io/pause:3.10", imagePullPolicy: Never}]
+"""
+    assert node.kubectl("apply", "-f", "-", stdin=manifest).returncode == 0
+    node.wait_running("orphan")
+    state = State.load(node.state_dir / "state.json")
+    assert state is not None
+    layout = Layout(node.state_dir, PORT_BASE)
+    shims = shim_pids(layout)
+    assert shims
+    runc_root = str(node.state_dir / "containerd" / "runc" / "k8s.io")
+    listed = subprocess.run(
+        ["runc", "--root", runc_root, "list", "-f", "json"], capture_output=True, text=True
+    )
+    pod_pids = [c["pid"] for c in json.loads(listed.stdout)]
+    assert pod_pids
+    for pid in (state.procs["containerd"].pid, state.procs["kubelet"].pid, *shims):
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(1)
+    assert all(Path(f"/proc/{pid}").exists() for pid in pod_pids)  # orphaned, still running
+    out = magnetar("down", "--state-dir", str(node.state_dir))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "left running without its shim" in out.stdout
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pod_pids)
     assert _left_behind(node, state) == []
