@@ -68,11 +68,12 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), capture_output=True, text=True, check=check, timeout=60)
 
 
-def require_root() -> None:
+def require_root(command: str = "up") -> None:
     if os.geteuid() != 0:
+        what = "creates" if command == "up" else "removes"
         raise HostError(
-            "magnetar kube up needs root: it creates the bridge magnetar0, routes and iptables chains, "
-            "and runs containerd and the kubelet (run it as root, e.g. with sudo)"
+            f"magnetar kube {command} needs root: it {what} the bridge {BRIDGE}, routes and iptables "
+            "chains, and the processes of containerd and the kubelet (run it as root, e.g. with sudo)"
         )
 
 

@@ -61,12 +61,14 @@ def preflight(layout: Layout) -> None:
     existing = State.load(layout.state_file)
     if existing is not None:
         what = "is up" if existing.phase == "up" else "was half-started by an earlier `up`"
-        raise PreflightError(f"a node {what} in {layout.state_dir}: run `magnetar kube down "
-                        f"--state-dir {layout.state_dir}` first")  # fmt: skip
+        down = f"magnetar kube down --state-dir {layout.state_dir}"
+        raise PreflightError(f"a node {what} in {layout.state_dir}: run `{down}` first")
     problems = host.missing_binaries(BIN)
     if host.bridge_exists(BRIDGE):
-        problems.append(f"the bridge {BRIDGE} already exists (another node's, or one whose state is gone; "
-                        f"`ip link del {BRIDGE}` if it is a leftover)")  # fmt: skip
+        problems.append(
+            f"the bridge {BRIDGE} already exists (another node's, or one whose state is gone: "
+            f"`ip link del {BRIDGE}` if it is a leftover)"
+        )
     taken = host.taken_ports(layout)
     if taken:
         problems.append("in use: " + ", ".join(taken) + " (another --port-base moves the 127.0.0.1 ones)")
@@ -245,7 +247,7 @@ def dns_answers() -> bool:
 
 def down(layout: Layout, say: Say) -> list[str]:
     """Removes what the state file names; returns what could not be removed (empty: all gone)."""
-    host.require_root()
+    host.require_root("down")
     state = State.load(layout.state_file)
     if state is None:
         say(f"no node recorded in {layout.state_dir}: nothing to do")
