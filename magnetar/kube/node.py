@@ -4,6 +4,7 @@ works on a half-started node as on a whole one."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
 import subprocess
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from magnetar.kube import cni, components, containerd, dns, host, iptables, pki
-from magnetar.kube.layout import BRIDGE, CLUSTER_DOMAIN, NODE_IP, NODE_NAME, SERVICE_CIDR, Layout
+from magnetar.kube.layout import BRIDGE, CLUSTER_DOMAIN, NODE_IP, NODE_NAME, POD_CIDR, SERVICE_CIDR, Layout
 from magnetar.kube.state import Proc, State, start_time, stop
 from magnetar.operator.testenv.control_plane import BIN, ControlPlane, ControlPlaneError
 
@@ -43,6 +44,7 @@ def up(layout: Layout, say: Say, timeout_s: float = 240.0) -> State:
     started = time.monotonic()
     state = _fresh_state(layout)
     say(f"state in {layout.state_dir}")
+    _bypass_proxies_for_the_node()
     _network(state, say)
     _containerd(layout, state, say)
     ca = _control_plane(layout, state, say)
@@ -105,11 +107,32 @@ def _network(state: State, say: Say) -> None:
     host.run("iptables", "-I", "FORWARD", "1", "-j", "MAGNETAR-FORWARD")
 
 
+#: the node's own addresses, never reached through a proxy the caller's environment may name
+NO_PROXY = f"127.0.0.1,localhost,{POD_CIDR},{SERVICE_CIDR}"
+#: containerd's image pulls go to a closed local port: a pod naming an image that was not
+#: imported fails at once ("connection refused") instead of asking a registry on the internet
+PULL_PROXY = "http://127.0.0.1:9"
+
+
+def _bypass_proxies_for_the_node() -> None:
+    # Set in this process, so every process it starts (the control plane's too) inherits it.
+    for key in ("NO_PROXY", "no_proxy"):
+        os.environ[key] = ",".join(filter(None, [os.environ.get(key, ""), NO_PROXY]))
+
+
+def _environment(name: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if name == "containerd":
+        for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+            env[key] = PULL_PROXY
+    return env
+
+
 def _spawn(layout: Layout, state: State, name: str, argv: list[str]) -> None:
     log = (layout.logs / f"{name}.log").open("ab")
     # A session of its own: the node outlives `up`, and a ^C at the terminal does not reach it.
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+                            env=_environment(name), start_new_session=True)  # fmt: skip
     state.record_pid(name, proc.pid)
 
 

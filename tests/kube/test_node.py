@@ -119,6 +119,27 @@ spec:
     assert any(v.startswith("kube-api-access-") for v in volumes)
 
 
+def test_an_image_never_imported_is_not_pulled_from_any_registry(node: Node) -> None:
+    manifest = """
+apiVersion: v1
+kind: Pod
+metadata: {name: puller}
+spec:
+  containers: [{name: c, image: "busybox:1.36", imagePullPolicy: Always}]
+"""
+    assert node.kubectl("apply", "-f", "-", stdin=manifest).returncode == 0
+    deadline = time.monotonic() + 60
+    while True:
+        events = node.kubectl("get", "events", "--field-selector", "involvedObject.name=puller", "-o", "json")
+        messages = [e["message"] for e in json.loads(events.stdout)["items"] if e["reason"] == "Failed"]
+        if messages or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    # containerd's registry requests go to a closed local port: refused at once, nothing sent out.
+    assert any("proxyconnect tcp: dial tcp 127.0.0.1:9: connect: connection refused" in m for m in messages)
+    node.kubectl("delete", "pod", "puller", "--wait=false")
+
+
 def test_a_service_reaches_its_pod_and_coredns_resolves_it(node: Node) -> None:
     socket = str(node.state_dir / "containerd" / "containerd.sock")
     images = subprocess.run(["ctr", "--address", socket, "-n", "k8s.io", "images", "ls", "-q"],
