@@ -117,8 +117,8 @@ dockerd_start() {
     -H "unix://$DOCKER_SOCK" \
     --bridge=none --iptables=false --ip-masq=false \
     </dev/null >>"$DOCKER_STATE/dockerd.log" 2>&1 &
-  local i
-  for i in $(seq 1 120); do
+  local _
+  for _ in $(seq 1 120); do
     if dockerd_answers; then
       STARTED_DOCKERD=1
       return 0
@@ -131,11 +131,11 @@ dockerd_start() {
 }
 
 dockerd_stop() {
-  local pid i
+  local pid _
   pid="$(dockerd_pid)" || return 0
   say "stopping the private dockerd (pid $pid)"
   kill -TERM "$pid"
-  for i in $(seq 1 60); do
+  for _ in $(seq 1 60); do
     if ! kill -0 "$pid" 2>/dev/null; then
       # dockerd leaves its default network namespace bind-mounted in the exec root
       if mountpoint -q "$DOCKER_STATE/exec/netns/default" 2>/dev/null; then
@@ -245,11 +245,13 @@ fill_wheelhouse() {
   if [ "$(cat "$WHEELHOUSE/deps/.stamp" 2>/dev/null)" != "$stamp" ]; then
     say "wheelhouse: fetching the dependencies' wheels"
     nice_ "$pip" wheel --quiet --prefer-binary --find-links "$WHEELHOUSE/deps" \
-      --wheel-dir "$WHEELHOUSE/deps" "$wheel[operator,chaos,workload]"
+      --wheel-dir "$WHEELHOUSE/deps" "${wheel}[operator,chaos,workload]"
     rm -f "$WHEELHOUSE"/deps/magnetar-*.whl
     echo "$stamp" >"$WHEELHOUSE/deps/.stamp"
   fi
-  say "wheelhouse: $(ls "$WHEELHOUSE"/deps/*.whl | wc -l) wheels ($(elapsed "$started"))"
+  local count
+  count="$(find "$WHEELHOUSE/deps" -name '*.whl' | wc -l)"
+  say "wheelhouse: $count wheels ($(elapsed "$started"))"
 }
 
 build_magnetar() {
@@ -298,7 +300,7 @@ build_pause() {
 
 # docker save, skipped when the tarball already holds this image ID; prints the sizes.
 save_image() {
-  local tag="$1" name="$2" id tarball="$IMAGES_DIR/$2.tar"
+  local tag="$1" id tarball="$IMAGES_DIR/$2.tar"
   id="$(docker_ image inspect --format '{{.Id}}' "$tag")"
   if [ "$(cat "$tarball.id" 2>/dev/null)" != "$id" ] || [ ! -f "$tarball" ]; then
     docker_ save --output "$tarball.part" "$tag"

@@ -9,6 +9,8 @@ case "${1:-}" in
     config="${2:-$ZOO_CONF_DIR/zoo.cfg}"
     # zookeeper.jar names its dependencies in its manifest's Class-Path (Debian's packaging);
     # /etc/zookeeper holds log4j.properties (console only: the container's log is stdout).
+    # JVMFLAGS is a list of options: split on purpose
+    # shellcheck disable=SC2086
     exec java ${JVMFLAGS:--Xmx512m} \
       "-Dzookeeper.log.dir=$ZOO_LOG_DIR" \
       "-Dzookeeper.root.logger=${ZOO_LOG4J_PROP:-INFO,CONSOLE}" \

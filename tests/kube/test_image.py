@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -122,28 +123,45 @@ def test_zookeeper_starts_as_the_operator_starts_it() -> None:
         "--entrypoint", "sh",
         ZOOKEEPER, "-c", set_id, "--", "zkServer.sh", "start-foreground",
     ) as zk:  # fmt: skip
+        # ruok answers imok as soon as the port is open; srvr only once the server serves
         deadline = time.monotonic() + 90
         answer = ""
-        while time.monotonic() < deadline and answer != "imok":
+        while time.monotonic() < deadline and "Zookeeper version" not in answer:
             with contextlib.suppress(OSError):
-                answer = four_letter_word("127.0.0.1", port, "ruok")
-            if answer != "imok":
+                answer = four_letter_word("127.0.0.1", port, "srvr")
+            if "Zookeeper version" not in answer:
                 state = docker("inspect", "--format", "{{.State.Running}}", zk).stdout.strip()
                 assert state == "true", f"ZooKeeper exited:\n{logs(zk)}"
                 time.sleep(0.5)
-        assert answer == "imok", f"no ruok answer on 127.0.0.1:{port} in 90 s:\n{logs(zk)}"
-        assert "Zookeeper version: 3.8" in four_letter_word("127.0.0.1", port, "srvr")
+        assert "Zookeeper version: 3.8" in answer, f"not serving on 127.0.0.1:{port} in 90 s:\n{logs(zk)}"
+        assert "Mode: standalone" in answer
+        assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
         assert docker("exec", zk, "cat", "/data/myid").stdout.strip() == "1"
         assert docker("exec", zk, "id", "-u").stdout.strip() == "10000"
 
 
+def wait_for_handlers(container_id: str, *signals: signal.Signals) -> None:
+    """Until the container's process catches ``signals``: PID 1 of a PID namespace ignores any signal
+    it has no handler for, so one sent before pause installed them would be lost."""
+    pid = docker("inspect", "--format", "{{.State.Pid}}", container_id).stdout.strip()
+    wanted = sum(1 << (sig - 1) for sig in signals)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        if caught & wanted == wanted:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"pause (pid {pid}) does not catch {signals}:\n{logs(container_id)}")
+
+
 @pytest.mark.usefixtures("images")
-@pytest.mark.parametrize("signal", ["TERM", "INT"])
-def test_pause_exits_promptly_on_a_stop_signal(signal: str) -> None:
+@pytest.mark.parametrize("name", ["TERM", "INT"])
+def test_pause_exits_promptly_on_a_stop_signal(name: str) -> None:
     with container(PAUSE) as pause:
-        assert docker("inspect", "--format", "{{.State.Running}}", pause).stdout.strip() == "true"
+        wait_for_handlers(pause, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)
         started = time.monotonic()
-        docker("kill", "--signal", signal, pause)
+        docker("kill", "--signal", name, pause)
         exit_code = docker("wait", pause, timeout_s=10).stdout.strip()
         assert time.monotonic() - started < 3
         assert exit_code == "0", logs(pause)
@@ -154,6 +172,7 @@ def test_pause_reaps_orphans_of_its_pod() -> None:
     """A process orphaned in the pod's shared PID namespace is re-parented to pause (PID 1), which
     must reap it when it exits: no zombie is left."""
     with container(PAUSE) as pause:
+        wait_for_handlers(pause, signal.SIGCHLD)
         check = (
             "(sleep 0.3 &); sleep 2; "  # the subshell exits at once: its sleep is an orphan
             "for stat in /proc/[0-9]*/stat; do read -r line <$stat 2>/dev/null || continue; "
