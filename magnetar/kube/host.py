@@ -182,12 +182,15 @@ def read_sysctls() -> dict[str, str]:
     return values
 
 
-def restore_sysctls(before: dict[str, str]) -> list[str]:
+def restore_sysctls(before: dict[str, str], after_up: dict[str, str]) -> list[str]:
+    """Puts back what changed during `up`, unless something changed it again since (another
+    program's setting then, such as a container engine's ip_forward, which is not ours to undo)."""
     restored = []
     for key, value in before.items():
         path = Path("/proc/sys") / key
         try:
-            if path.read_text().strip() != value:
+            current = path.read_text().strip()
+            if current != value and current == after_up.get(key, current):
                 path.write_text(value)
                 restored.append(f"{key.replace('/', '.')}={value}")
         except OSError:

@@ -51,6 +51,7 @@ def up(layout: Layout, say: Say, timeout_s: float = 240.0) -> State:
     _node_components(layout, state, ca, say)
     _wait_ready(layout, state, say, deadline=started + timeout_s)
     state.chains_made = iptables.new_chains(state.chains_before)
+    state.sysctls_after_up = host.read_sysctls()
     state.phase = "up"
     state.save()
     say(f"up in {time.monotonic() - started:.0f}s")
@@ -284,7 +285,7 @@ def down(layout: Layout, say: Say) -> list[str]:
         ("bridge", lambda: _report(say, "removed", _remove_bridge(state))),
         ("iptables", lambda: _report(say, "removed", iptables.remove(_chains_to_remove(state)))),
         ("iptables tables", lambda: _report(say, "removed", _remove_tables(state))),
-        ("sysctls", lambda: _report(say, "restored", host.restore_sysctls(state.sysctls_before))),
+        ("sysctls", lambda: _report(say, "restored", _restore_sysctls(state))),
         ("container log links", lambda: _report(say, "removed", _remove_log_links(layout))),
         ("directories", lambda: _report(say, "removed", host.remove_new_empty_dirs(state.dirs_before))),
     ]  # fmt: skip
@@ -298,6 +299,10 @@ def down(layout: Layout, say: Say) -> list[str]:
     _remove_state(layout)
     say(f"down: nothing of the node is left (logs kept in {layout.logs})")
     return []
+
+
+def _restore_sysctls(state: State) -> list[str]:
+    return host.restore_sysctls(state.sysctls_before, state.sysctls_after_up)
 
 
 def _remove_tables(state: State) -> list[str]:

@@ -34,6 +34,7 @@ class State:
     chains_made: dict[str, list[str]] = field(default_factory=dict)
     tables_before: list[str] = field(default_factory=list)
     sysctls_before: dict[str, str] = field(default_factory=dict)
+    sysctls_after_up: dict[str, str] = field(default_factory=dict)
     dirs_before: list[str] = field(default_factory=list)
 
     @classmethod
