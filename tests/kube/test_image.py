@@ -1,6 +1,7 @@
 """The images ``make image`` builds, as a user (or the kubelet) would notice them: Magnetar's runs
 ``magnetar`` as uid 10000, ZooKeeper's answers on its port when started the way the operator starts
-it, and the pause image sits still until SIGTERM and reaps orphans.
+it, a bookie of the one registers in the other and passes its readiness probe, and the pause image
+sits still until SIGTERM and reaps orphans.
 
 They run on the private dockerd of ``images/build.sh`` (reused when it is running, otherwise
 started here and stopped afterwards), with host networking bound to 127.0.0.1: that dockerd has no
@@ -99,45 +100,83 @@ def test_magnetar_runs_as_uid_10000() -> None:
         (("bookie", "--help"), "--journal-dir"),
         (("broker", "--help"), "Usage"),
         (("operator", "--help"), "Usage"),
+        (("workload", "--help"), "Usage"),  # the official client is in the image
     ],
 )
 def test_magnetar_commands_start(args: tuple[str, ...], expected: str) -> None:
-    """Through the entrypoint, as a pod's args run: each component imports and answers --help."""
-    result = docker("run", "--rm", "--network", "host", MAGNETAR, *args, check=False)
+    """Through the entrypoint, as a pod's args run (its root file system read-only, as the operator
+    renders it): each component imports and answers --help."""
+    result = docker("run", "--rm", "--read-only", "--network", "host", MAGNETAR, *args, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert expected in result.stdout
 
 
 @pytest.mark.usefixtures("images")
 def test_zookeeper_starts_as_the_operator_starts_it() -> None:
-    """The operator's StatefulSet command (ZOO_MY_ID from the pod's ordinal, then the official
-    image's entrypoint and ``zkServer.sh start-foreground``), on a loopback port."""
     port = free_port()
-    # magnetar/operator/manifests.py's ZooKeeper container: command and args
+    with zookeeper_server(port) as zk:
+        assert "Mode: standalone" in wait_serving(zk, port)
+        assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
+        assert docker("exec", zk, "cat", "/data/myid").stdout.strip() == "1"
+        assert docker("exec", zk, "id", "-u").stdout.strip() == "10000"
+
+
+@pytest.mark.usefixtures("images")
+def test_a_bookie_registers_in_zookeeper_and_is_ready() -> None:
+    """Both images together, as a pod pair would run: the bookie (read-only root, its data on a
+    volume of uid 10000) registers in ZooKeeper, its readiness probe passes, the shell lists it."""
+    zk_port, bookie_port = free_port(), free_port()
+    metadata = f"zk://127.0.0.1:{zk_port}/magnetar"
+    with zookeeper_server(zk_port) as zk:
+        wait_serving(zk, zk_port)
+        with container(
+            "--read-only", "--tmpfs", "/data:uid=10000,gid=10000",
+            "--env", f"MAGNETAR_BOOKIE_BOOKIE_PORT={bookie_port}",
+            "--env", f"MAGNETAR_BOOKIE_PROMETHEUS_STATS_HTTP_PORT={free_port()}",
+            "--env", "MAGNETAR_BOOKIE_ADVERTISED_ADDRESS=127.0.0.1",
+            MAGNETAR, "bookie", "--journal-dir", "/data/journal", "--ledger-dir", "/data/ledgers",
+            "--metadata-service-uri", metadata,
+        ) as bookie:  # fmt: skip
+            deadline = time.monotonic() + 60
+            while "bookie ready" not in logs(bookie):
+                assert time.monotonic() < deadline, f"bookie not ready in 60 s:\n{logs(bookie)}"
+                time.sleep(0.5)
+            probe = docker("exec", bookie, "magnetar-healthcheck", "bookie", check=False)
+            assert probe.returncode == 0, probe.stderr
+            listed = docker(
+                "run", "--rm", "--network", "host", MAGNETAR, "shell", "-m", metadata, "listbookies"
+            )
+            assert f"127.0.0.1:{bookie_port}" in listed.stdout
+
+
+def zookeeper_server(port: int) -> contextlib.AbstractContextManager[str]:
+    """The ZooKeeper image serving on 127.0.0.1:``port``, started the way the operator's StatefulSet
+    starts it (magnetar/operator/manifests.py: ZOO_MY_ID from the pod's ordinal, then the official
+    image's entrypoint and ``zkServer.sh start-foreground``)."""
     set_id = 'export ZOO_MY_ID=$(( ${HOSTNAME##*-} + 1 )); exec /docker-entrypoint.sh "$@"'
-    with container(
+    return container(
         "--env", "HOSTNAME=region-a-zookeeper-0",
         "--env", f"ZOO_SERVERS=server.1=127.0.0.1:{free_port()}:{free_port()};127.0.0.1:{port}",
         "--env", "ZOO_4LW_COMMANDS_WHITELIST=ruok,srvr",
         "--env", "JVMFLAGS=-Xmx128m",
         "--entrypoint", "sh",
         ZOOKEEPER, "-c", set_id, "--", "zkServer.sh", "start-foreground",
-    ) as zk:  # fmt: skip
-        # ruok answers imok as soon as the port is open; srvr only once the server serves
-        deadline = time.monotonic() + 90
-        answer = ""
-        while time.monotonic() < deadline and "Zookeeper version" not in answer:
-            with contextlib.suppress(OSError):
-                answer = four_letter_word("127.0.0.1", port, "srvr")
-            if "Zookeeper version" not in answer:
-                state = docker("inspect", "--format", "{{.State.Running}}", zk).stdout.strip()
-                assert state == "true", f"ZooKeeper exited:\n{logs(zk)}"
-                time.sleep(0.5)
-        assert "Zookeeper version: 3.8" in answer, f"not serving on 127.0.0.1:{port} in 90 s:\n{logs(zk)}"
-        assert "Mode: standalone" in answer
-        assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
-        assert docker("exec", zk, "cat", "/data/myid").stdout.strip() == "1"
-        assert docker("exec", zk, "id", "-u").stdout.strip() == "10000"
+    )  # fmt: skip
+
+
+def wait_serving(zk: str, port: int) -> str:
+    """``srvr``'s answer once the server serves (``ruok`` answers imok as soon as the port is open)."""
+    deadline = time.monotonic() + 90
+    answer = ""
+    while time.monotonic() < deadline and "Zookeeper version" not in answer:
+        with contextlib.suppress(OSError):
+            answer = four_letter_word("127.0.0.1", port, "srvr")
+        if "Zookeeper version" not in answer:
+            state = docker("inspect", "--format", "{{.State.Running}}", zk).stdout.strip()
+            assert state == "true", f"ZooKeeper exited:\n{logs(zk)}"
+            time.sleep(0.5)
+    assert "Zookeeper version: 3.8" in answer, f"not serving on 127.0.0.1:{port} in 90 s:\n{logs(zk)}"
+    return answer
 
 
 def wait_for_handlers(container_id: str, *signals: signal.Signals) -> None:
