@@ -99,7 +99,7 @@ dockerd_pid() {
 
 dockerd_answers() { dockerd_pid >/dev/null && docker_ version >/dev/null 2>&1; }
 
-# Starts the private dockerd unless it already answers; returns 0 when this call started it.
+# Starts the private dockerd unless it already answers; STARTED_DOCKERD=1 when this call started it.
 STARTED_DOCKERD=0
 dockerd_start() {
   if dockerd_answers; then
@@ -117,7 +117,7 @@ dockerd_start() {
     -H "unix://$DOCKER_SOCK" \
     --bridge=none --iptables=false --ip-masq=false \
     </dev/null >>"$DOCKER_STATE/dockerd.log" 2>&1 &
-  local _
+  local started_pid=$! _
   for _ in $(seq 1 120); do
     if dockerd_answers; then
       STARTED_DOCKERD=1
@@ -125,6 +125,7 @@ dockerd_start() {
     fi
     sleep 0.5
   done
+  kill -TERM "$started_pid" 2>/dev/null || true
   echo "dockerd did not answer on $DOCKER_SOCK in 60 s; its log:" >&2
   tail -n 30 "$DOCKER_STATE/dockerd.log" >&2
   exit 1
@@ -299,18 +300,22 @@ build_pause() {
 }
 
 # docker save, skipped when the tarball already holds this image ID; prints the sizes.
+SAVED=()
 save_image() {
   local tag="$1" id tarball="$IMAGES_DIR/$2.tar"
+  SAVED+=("$tarball")
   id="$(docker_ image inspect --format '{{.Id}}' "$tag")"
   if [ "$(cat "$tarball.id" 2>/dev/null)" != "$id" ] || [ ! -f "$tarball" ]; then
+    say "$tag: saving"
+    # .part: a node starting meanwhile imports every *.tar here, never a half-written one
     docker_ save --output "$tarball.part" "$tag"
     mv "$tarball.part" "$tarball"
     echo "$id" >"$tarball.id"
   fi
   local size
   size="$(docker_ image inspect --format '{{.Size}}' "$tag")"
-  say "$(printf '%-34s %4d MB unpacked  %4d MB tarball  %s' "$tag" "$((size / 1000000))" \
-    "$(($(stat -c %s "$tarball") / 1000000))" "$tarball")"
+  say "$(awk -v tag="$tag" -v size="$size" -v tar="$(stat -c %s "$tarball")" -v path="$tarball" \
+    'BEGIN { printf "%-28s %6.1f MB unpacked %6.1f MB tarball  %s", tag, size / 1e6, tar / 1e6, path }')"
 }
 
 import_into_node() {
@@ -320,7 +325,7 @@ import_into_node() {
     return
   fi
   local tarball
-  for tarball in "$IMAGES_DIR"/*.tar; do
+  for tarball in "${SAVED[@]}"; do
     say "importing $(basename "$tarball") into containerd ($CONTAINERD_SOCKET, namespace k8s.io)"
     ctr --address "$CONTAINERD_SOCKET" -n k8s.io images import "$tarball" >/dev/null
   done
