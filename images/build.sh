@@ -108,14 +108,14 @@ dockerd_start() {
   mkdir -p "$DOCKER_STATE"
   say "starting a private dockerd (socket $DOCKER_SOCK, log $DOCKER_STATE/dockerd.log)"
   # Its own containerd under the exec root: nothing is shared with the system's or a node's.
-  # No bridge, no iptables: builds and test containers use --network host, so nothing here touches
-  # the host's network setup (or a Kubernetes node's CNI bridge).
+  # No bridge, no iptables, no ip_forward: builds and test containers use --network host, so
+  # nothing here touches the host's network setup (or a Kubernetes node's bridge and settings).
   setsid dockerd \
     --data-root "$DOCKER_STATE/data" \
     --exec-root "$DOCKER_STATE/exec" \
     --pidfile "$DOCKER_PIDFILE" \
     -H "unix://$DOCKER_SOCK" \
-    --bridge=none --iptables=false --ip-masq=false \
+    --bridge=none --iptables=false --ip-masq=false --ip-forward=false \
     </dev/null >>"$DOCKER_STATE/dockerd.log" 2>&1 &
   local started_pid=$! _
   for _ in $(seq 1 120); do
