@@ -7,7 +7,7 @@
 #   magnetar:<version>                the top-level Dockerfile, BASE_IMAGE=the python base, and
 #                                     every wheel from a wheelhouse filled on the host
 #   magnetar/zookeeper:3.8            Debian's libzookeeper-java, images/zookeeper/
-#   registry.k8s.io/pause:3.10        images/pause/pause.c, static, FROM scratch
+#   registry.k8s.io/pause:3.10        magnetar/kube/pause.c, static, FROM scratch
 #
 # The builds run on a private dockerd (its own data root, exec root and socket under
 # ~/.cache/magnetar/docker, no bridge and no iptables rules: builds use the host's network), started
@@ -294,7 +294,7 @@ build_pause() {
   rm -rf "$context"
   mkdir -p "$context"
   cp "$ROOT/images/pause/Dockerfile" "$context/"
-  gcc -static -O2 -Wall -Wextra -Werror -s -o "$context/pause" "$ROOT/images/pause/pause.c"
+  gcc -static -O2 -Wall -Wextra -Werror -s -o "$context/pause" "$ROOT/magnetar/kube/pause.c"
   build_dir "$PAUSE_TAG" "$context"
   rm -rf "$context"
 }

@@ -1,6 +1,6 @@
 """The sandbox ("pause") image every pod starts from, made here since no image registry is
-reachable: a static binary compiled from a few lines of C (sleep until SIGTERM/SIGINT, reap
-children) packed into an OCI image archive that ``ctr images import`` takes."""
+reachable: a static binary compiled from pause.c (sleep until SIGTERM/SIGINT, reap children)
+packed into an OCI image archive that ``ctr images import`` takes."""
 
 from __future__ import annotations
 
@@ -15,31 +15,15 @@ from pathlib import Path
 
 from magnetar.kube.layout import PAUSE_IMAGE
 
-PAUSE_C = r"""
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static void stop(int sig) { (void)sig; _exit(0); }
-static void reap(int sig) { (void)sig; while (waitpid(-1, NULL, WNOHANG) > 0) {} }
-
-int main(void) {
-    struct sigaction term = {.sa_handler = stop}, child = {.sa_handler = reap, .sa_flags = SA_NOCLDSTOP};
-    sigaction(SIGINT, &term, NULL);
-    sigaction(SIGTERM, &term, NULL);
-    sigaction(SIGCHLD, &child, NULL);
-    for (;;) pause();
-}
-"""
+#: the sandbox process's source, shared with `make image`'s pause image (images/pause/Dockerfile)
+PAUSE_C = Path(__file__).with_name("pause.c")
 
 
 def build_archive(dest: Path, ref: str = PAUSE_IMAGE) -> Path:
     """Writes an OCI image layout tar for ``ref`` (amd64/linux, one layer: /pause) to ``dest``."""
     with tempfile.TemporaryDirectory() as tmp:
-        src, binary = Path(tmp) / "pause.c", Path(tmp) / "pause"
-        src.write_text(PAUSE_C)
-        subprocess.run(["gcc", "-Os", "-static", "-s", "-o", str(binary), str(src)],
+        binary = Path(tmp) / "pause"
+        subprocess.run(["gcc", "-O2", "-static", "-s", "-o", str(binary), str(PAUSE_C)],
                        check=True, capture_output=True, timeout=120)  # fmt: skip
         layer = _layer(binary.read_bytes())
     diff_id = _sha(gzip.decompress(layer))
