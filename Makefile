@@ -12,10 +12,16 @@ APT_PACKAGES := zookeeper default-jre-headless
 KUBE_APT_PACKAGES := containerd runc containernetworking-plugins iptables conntrack iproute2 gcc libc6-dev
 PYTEST_ARGS ?=
 
-.PHONY: test demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv kube-deps kube-node image
+.PHONY: test kube-tier demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv kube-deps kube-node image
 
-test: install lint typecheck
+test: install kube-tier lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# What the kube tier's tests run (issue 16): the node's packages and binaries and the images. Built
+# where a node can run (root); elsewhere the tier's tests skip, saying why.
+kube-tier:
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory kube-node image; \
+	else echo "kube tier: not root, so no node here; its tests will skip"; fi
 
 demo: install
 	$(BIN)/magnetar chaos demo
@@ -35,26 +41,26 @@ image: $(STAMP)
 
 # The single-node Kubernetes of `magnetar kube up` (issue 16): its Debian packages, and kubelet,
 # kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS built into the operator suite's
-# cache (a few minutes each the first time). Not part of `make install` yet.
+# cache (a few minutes each the first time). `make test` builds it (kube-tier), `make install` does not.
 kube-node: kube-deps
 	bash operator/testenv/build-k8s.sh etcd kube node
 
 kube-deps:
-	@missing=""; for p in $(KUBE_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	$(call apt_install,$(KUBE_APT_PACKAGES))
 
 # Debian packages the tests use; installed only when missing (root, as on these machines, or sudo).
 system-deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	$(call apt_install,$(APT_PACKAGES))
+
+# apt-get install of those of the Debian packages $(1) that are missing (as root, or with sudo)
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
+endef
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
