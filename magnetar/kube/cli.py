@@ -59,7 +59,10 @@ Examples:
               help="First of the 10 consecutive ports on 127.0.0.1 the components listen on.")  # fmt: skip
 @click.option("--timeout", "timeout_s", type=float, default=240.0, show_default=True,
               help="Seconds to wait for the node to be Ready and CoreDNS to answer.")  # fmt: skip
-def up(state_dir: Path, port_base: int, timeout_s: float) -> None:
+@click.option("--volumes", "volume_count", type=click.IntRange(min=0), default=24, show_default=True,
+              help="Local PersistentVolumes (10Gi each, directories under the state directory) of the "
+                   "default StorageClass 'standard', for PersistentVolumeClaims to bind.")  # fmt: skip
+def up(state_dir: Path, port_base: int, timeout_s: float, volume_count: int) -> None:
     """Start the node and wait until it is Ready and CoreDNS answers; print the kubeconfig to use.
 
     A node already up, or half-started by an earlier run, is never started over: run
@@ -70,7 +73,7 @@ def up(state_dir: Path, port_base: int, timeout_s: float) -> None:
 
     layout = Layout(state_dir.expanduser().absolute(), port_base)
     try:
-        node.up(layout, _say, timeout_s=timeout_s)
+        node.up(layout, _say, timeout_s=timeout_s, volume_count=volume_count)
     except (node.PreflightError, HostError) as exc:  # refused before anything was made
         click.echo(f"magnetar kube up: {exc}", err=True)
         sys.exit(1)

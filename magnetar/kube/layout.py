@@ -89,6 +89,11 @@ class Layout:
         return self.state_dir / "kubelet"
 
     @property
+    def volumes(self) -> Path:
+        """The local PersistentVolumes' directories (volumes.py)."""
+        return self.state_dir / "volumes"
+
+    @property
     def config(self) -> Path:
         """Component configuration files and kubeconfigs."""
         return self.state_dir / "config"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from magnetar.kube import cni, components, containerd, dns, host, iptables, pki
+from magnetar.kube import cni, components, containerd, dns, host, iptables, pki, volumes
 from magnetar.kube.layout import BRIDGE, CLUSTER_DOMAIN, NODE_IP, NODE_NAME, POD_CIDR, SERVICE_CIDR, Layout
 from magnetar.kube.state import Proc, State, start_time, stop
 from magnetar.operator.testenv.control_plane import BIN, ControlPlane, ControlPlaneError
@@ -39,7 +39,9 @@ class PreflightError(KubeError):
 # -- up -------------------------------------------------------------------------------------------
 
 
-def up(layout: Layout, say: Say, timeout_s: float = 240.0) -> State:
+def up(
+    layout: Layout, say: Say, timeout_s: float = 240.0, volume_count: int = volumes.DEFAULT_VOLUMES
+) -> State:
     preflight(layout)
     started = time.monotonic()
     state = _fresh_state(layout)
@@ -50,6 +52,7 @@ def up(layout: Layout, say: Say, timeout_s: float = 240.0) -> State:
     ca = _control_plane(layout, state, say)
     _node_components(layout, state, ca, say)
     _wait_ready(layout, state, say, deadline=started + timeout_s)
+    _storage(layout, volume_count, say)
     state.chains_made = iptables.new_chains(state.chains_before)
     state.sysctls_after_up = host.read_sysctls()
     state.phase = "up"
@@ -199,6 +202,14 @@ def _node_components(layout: Layout, state: State, ca: Path, say: Say) -> None:
     for name, args in commands.items():
         say(f"{name}")
         _spawn(layout, state, name, [str(BIN / name), *args])
+
+
+def _storage(layout: Layout, count: int, say: Say) -> None:
+    out = kubectl(layout, "apply", "-f", "-", stdin=volumes.manifests(layout, count))
+    if out.returncode != 0:
+        raise KubeError(f"applying the node's storage failed: {out.stderr.strip()}")
+    say(f"default StorageClass {volumes.STORAGE_CLASS}: {count} local volumes of {volumes.VOLUME_SIZE} "
+        f"in {layout.volumes}")  # fmt: skip
 
 
 def _wait_ready(layout: Layout, state: State, say: Say, deadline: float) -> None:
