@@ -309,6 +309,24 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str, secured: Security) ->
     ]
 
 
+#: the listener a client outside the cluster's DNS names (``listenerName``) to be sent to brokers by
+#: pod IP: lookups otherwise answer with ``<pod>.<headless service>.<namespace>.svc``, a name only
+#: the cluster resolves, while the pod range may well be routed to the client (a single-node
+#: cluster's host, a peered network)
+POD_IP_LISTENER = "pod-ip"
+
+
+def _pod_ip_listener(secured: Security) -> list[dict[str, Any]]:
+    urls = [f"{POD_IP_LISTENER}:pulsar://$(POD_IP):{configs.BROKER_PORT}"]
+    if secured.tls:
+        urls.append(f"{POD_IP_LISTENER}:pulsar+ssl://$(POD_IP):{configs.BROKER_TLS_PORT}")
+    return [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        # $(POD_IP): the kubelet expands an earlier variable of the container
+        {"name": "MAGNETAR_BROKER_ADVERTISED_LISTENERS", "value": ",".join(urls)},
+    ]
+
+
 def _brokers(
     spec: ClusterSpec, name: str, namespace: str, component: str, replicas: int, secured: Security
 ) -> list[Manifest]:
@@ -322,6 +340,7 @@ def _brokers(
     container["env"] += [
         {"name": "MAGNETAR_SERVICE", "value": f"{name}-{component}-headless"},
         {"name": "MAGNETAR_BROKER_ROLE", "value": "read-only" if "readonly" in component else "serving"},
+        *_pod_ip_listener(secured),
     ]
     container["readinessProbe"] = _health("broker")
     secret_volumes, secret_mounts = _secured(secured, "broker")
