@@ -1,0 +1,233 @@
+"""The chart and the operator on real pods (issue 16 item 3), as a user notices them: on a node of
+`magnetar kube up`, `helm install` of charts/magnetar runs the operator, and the small example
+cluster (examples/k8s/local/cluster.yaml, secured by default: tokens and TLS) becomes ZooKeeper,
+bookie and broker pods that pass their readiness probes, with the MagnetarCluster Ready; the official
+pulsar-client on this machine produces and consumes through the broker Service, `magnetar admin`
+works through it, and a MagnetarNamespace becomes a namespace of the admin API.
+
+One node, chart and cluster for the module (about 1.5 minutes to Ready on 2 cores); the node is
+taken down at the end, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from magnetar.kube.host import bridge_exists, missing_binaries
+from magnetar.kube.layout import BRIDGE, IMAGES_DIR
+from magnetar.operator.testenv.control_plane import BIN
+
+pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip install -e .[workload])")
+
+pytestmark = pytest.mark.kube
+
+ROOT = Path(__file__).resolve().parents[2]
+PORT_BASE = 18440  # neither the default nor test_node.py's: each module has its own node, one after the other
+CLUSTER = "region-a"
+IMAGES = ("magnetar-0.1.0.tar", "zookeeper-3.8.tar", "pause-3.10.tar")
+#: the brokers' listener at their pod IPs (operator/manifests.py): the pod range is routed to this
+#: machine, the pods' DNS names are not resolvable here
+LISTENER = "pod-ip"
+
+
+def magnetar(*args: str, timeout: float = 360) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "magnetar", *args],
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+@dataclass
+class Node:
+    state_dir: Path
+    kubeconfig: Path
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+                              input=stdin, capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    def json(self, *args: str) -> Any:
+        out = self.kubectl("get", *args, "-o", "json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def secret(self, name: str, key: str) -> bytes:
+        return base64.b64decode(self.json("secret", name)["data"][key])
+
+    def diagnostics(self) -> str:
+        parts = [self.kubectl("get", "pods,pvc,mgc,mgns", "-A", "-o", "wide").stdout,
+                 self.kubectl("describe", "mgc").stdout,
+                 self.kubectl("logs", "-n", "magnetar", "deploy/magnetar", "--tail=40").stdout]  # fmt: skip
+        return "\n".join(parts)
+
+
+@dataclass
+class Cluster:
+    node: Node
+    broker_ip: str
+    token_file: Path
+    ca_file: Path
+    token: str
+    seconds: dict[str, float]
+
+
+def wait_for(what: str, check: Callable[[], bool], node: Node, timeout_s: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if check():
+            return time.monotonic() - started
+        time.sleep(2)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{node.diagnostics()}")
+
+
+def condition(doc: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in (doc.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def cluster_ready(node: Node, name: str = CLUSTER) -> bool:
+    out = node.kubectl("get", "mgc", name, "-o", "json")
+    return out.returncode == 0 and condition(json.loads(out.stdout), "Ready").get("status") == "True"
+
+
+def _skip_reasons() -> list[str]:
+    if os.geteuid() != 0:
+        return ["magnetar kube up needs root"]
+    reasons = missing_binaries()
+    missing = [name for name in IMAGES if not (IMAGES_DIR / name).exists()]
+    if missing:
+        reasons.append(f"no image tarball {', '.join(missing)} in {IMAGES_DIR}: run `make image`")
+    if bridge_exists(BRIDGE):
+        reasons.append(f"a node already runs here (the bridge {BRIDGE} exists)")
+    return reasons
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    reasons = _skip_reasons()
+    if reasons:
+        pytest.skip("; ".join(reasons))
+    state_dir = tmp_path_factory.mktemp("kube-operator") / "state"
+    out = magnetar("kube", "up", "--state-dir", str(state_dir), "--port-base", str(PORT_BASE))
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        yield Node(state_dir, state_dir / "kubeconfig")
+    finally:
+        down = magnetar("kube", "down", "--state-dir", str(state_dir))
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+@pytest.fixture(scope="module")
+def cluster(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    seconds: dict[str, float] = {}
+    started = time.monotonic()
+    helm = subprocess.run(
+        [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
+         str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
+         "--wait", "--timeout", "120s"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert helm.returncode == 0, helm.stdout + helm.stderr + node.diagnostics()
+    seconds["helm install --wait"] = time.monotonic() - started
+    applied = node.kubectl("apply", "-f", str(ROOT / "examples/k8s/local/cluster.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    seconds["cluster Ready"] = wait_for("the MagnetarCluster Ready", lambda: cluster_ready(node), node, 300)
+    secrets = tmp_path_factory.mktemp("secrets")
+    token = node.secret(f"{CLUSTER}-superuser-token", "token").decode().strip()
+    token_file, ca_file = secrets / "token", secrets / "ca.crt"
+    token_file.write_text(token)
+    ca_file.write_bytes(node.secret(f"{CLUSTER}-broker-tls", "ca.crt"))
+    broker_ip = node.json("service", f"{CLUSTER}-broker")["spec"]["clusterIP"]
+    print(f"\ntimings: {', '.join(f'{k} {v:.0f}s' for k, v in seconds.items())}")
+    return Cluster(node, broker_ip, token_file, ca_file, token, seconds)
+
+
+def test_every_pod_passes_its_readiness_probe_and_the_cluster_says_ready(cluster: Cluster) -> None:
+    node = cluster.node
+    pods = node.json("pods", "-A")["items"]
+    names = {p["metadata"]["name"] for p in pods}
+    for wanted in ("region-a-zookeeper-0", "region-a-bookie-0", "region-a-bookie-1", "region-a-broker-0"):
+        assert wanted in names, names
+    for pod in pods:
+        ready = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}.get("Ready")
+        assert ready == "True", f"{pod['metadata']['name']}: {pod['status']}"
+    assert any(p["metadata"]["namespace"] == "magnetar" for p in pods), "no operator pod"
+    # Every volume bound to one of the node's local PersistentVolumes.
+    claims = node.json("pvc")["items"]
+    assert len(claims) == 5, [c["metadata"]["name"] for c in claims]  # ZooKeeper 1, bookies 2 x 2
+    assert {c["status"]["phase"] for c in claims} == {"Bound"}
+    doc = node.json("mgc", CLUSTER)
+    ready = condition(doc, "Ready")
+    assert ready["status"] == "True", doc["status"]
+    assert ready["reason"] == "Converged", doc["status"]
+    assert doc["status"]["serviceUrlTls"] == f"pulsar+ssl://{CLUSTER}-broker.default.svc:6651"
+
+
+def test_the_official_client_produces_and_consumes_through_the_broker_service(cluster: Cluster) -> None:
+    client = pulsar.Client(
+        f"pulsar+ssl://{cluster.broker_ip}:6651",
+        authentication=pulsar.AuthenticationToken(cluster.token),
+        tls_trust_certs_file_path=str(cluster.ca_file),
+        listener_name=LISTENER,
+        operation_timeout_seconds=30,
+    )
+    try:
+        topic = "persistent://public/default/through-the-service"
+        consumer = client.subscribe(topic, "pods")
+        producer = client.create_producer(topic)
+        for i in range(100):
+            producer.send(f"message-{i}".encode())
+        received = []
+        for _ in range(100):
+            message = consumer.receive(timeout_millis=15_000)
+            received.append(message.data().decode())
+            consumer.acknowledge(message)
+        assert received == [f"message-{i}" for i in range(100)]
+    finally:
+        client.close()
+
+
+def admin(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    # The admin Service's plain-HTTP port with the superuser token: its certificate names the
+    # Service's DNS names, not the ClusterIP this machine reaches it by.
+    return magnetar("admin", "--admin-url", f"http://{cluster.broker_ip}:8080", "--auth-plugin", "token",
+                    "--auth-params", f"file://{cluster.token_file}", *args, timeout=60)  # fmt: skip
+
+
+def test_magnetar_admin_works_through_the_admin_service(cluster: Cluster) -> None:
+    tenants = admin(cluster, "tenants", "list")
+    assert tenants.returncode == 0, tenants.stdout + tenants.stderr
+    assert "public" in tenants.stdout
+    created = admin(cluster, "namespaces", "create", "public/from-the-host")
+    assert created.returncode == 0, created.stdout + created.stderr
+    listed = admin(cluster, "namespaces", "list", "public")
+    assert "public/from-the-host" in listed.stdout, listed.stdout + listed.stderr
+    # Without the token the secured cluster refuses.
+    url = f"http://{cluster.broker_ip}:8080"
+    anonymous = magnetar("admin", "--admin-url", url, "tenants", "list", timeout=60)
+    assert anonymous.returncode != 0
+
+
+def test_a_magnetar_namespace_becomes_a_namespace_of_the_admin_api(cluster: Cluster) -> None:
+    node = cluster.node
+    applied = node.kubectl("apply", "-f", str(ROOT / "examples/k8s/namespace.yaml"))
+    assert applied.returncode == 0, applied.stderr
+
+    def ready() -> bool:
+        out = node.kubectl("get", "mgns", "acme-orders", "-o", "json")
+        return out.returncode == 0 and condition(json.loads(out.stdout), "Ready").get("status") == "True"
+
+    wait_for("the MagnetarNamespace Ready", ready, node, 120)
+    listed = admin(cluster, "namespaces", "list", "acme")
+    assert "acme/orders" in listed.stdout, listed.stdout + listed.stderr
+    bundles = admin(cluster, "namespaces", "bundles", "acme/orders")
+    assert bundles.returncode == 0, bundles.stdout + bundles.stderr
+    assert bundles.stdout.count("0x") >= 5, bundles.stdout  # 4 bundles: 5 boundaries
