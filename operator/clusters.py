@@ -23,10 +23,10 @@ from kubernetes.client.exceptions import ApiException
 from magnetar.operator import conditions
 from magnetar.operator.admin import AdminError
 from magnetar.operator.gates import ClusterRef
-from magnetar.operator.kube import Kube, pod_ready
+from magnetar.operator.kube import Kube, failing, pod_ready
 from magnetar.operator.manifests import admin_url, render_cluster, selector
 from magnetar.operator.resources import CLUSTERS, ClusterSpec, SpecError
-from magnetar.operator.rollout import Roller
+from magnetar.operator.rollout import Roller, Wait
 from magnetar.operator.security import REVISION_ANNOTATION, Keeper, SecretError, secret_names
 from magnetar.operator.validation import parse_cluster
 
@@ -122,8 +122,8 @@ class ClusterReconciler:
         if step.action is not None:
             _event(body, "Normal", step.action.reason, step.action.message)
         if step.wait is not None:
-            status = conditions.progressing(body, step.wait.reason, step.wait.message) | info
-            return Outcome(status, retry_in=self.poll_s, retry_message=step.wait.message)
+            return Outcome(self._waiting(body, step.wait) | info, retry_in=self.poll_s,
+                           retry_message=step.wait.message)  # fmt: skip
         pending = [
             c
             for c, want in targets.items()
@@ -141,6 +141,16 @@ class ClusterReconciler:
         if not was_ready or was_ready.get("status") != "True" or was_ready.get("reason") != CONVERGED:
             _event(body, "Normal", CONVERGED, message)
         return Outcome(conditions.ready(body, CONVERGED, message) | info)
+
+    @staticmethod
+    def _waiting(body: Any, wait: Wait) -> dict[str, Any]:
+        if not wait.failing:
+            return conditions.progressing(body, wait.reason, wait.message)
+        # One Warning Event per failure, not one per poll: only when the reason is new.
+        before = conditions.find(body.get("status"), "Degraded") or {}
+        if before.get("status") != "True" or before.get("reason") != wait.reason:
+            _event(body, "Warning", wait.reason, wait.message)
+        return conditions.degraded(body, wait.reason, wait.message)
 
     async def _apply(self, objs: list[dict[str, Any]], namespace: str) -> Outcome | None:
         """Apply every object; an API server's refusal ends the reconcile as a Degraded outcome
@@ -212,7 +222,9 @@ class HealthWatch:
             pods = await self.kube.pods(namespace, selector(name, component))
             ready = sum(1 for p in pods if pod_ready(p))
             if ready < replicas:
-                short.append(f"{component}: {ready}/{replicas} ready")
+                _, problems = failing(p for p in pods if not pod_ready(p))
+                why = f" ({problems})" if problems else ""
+                short.append(f"{component}: {ready}/{replicas} ready{why}")
         return short
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kubernetes import client, config
@@ -184,6 +184,45 @@ def pod_ready(pod: dict[str, Any]) -> bool:
         return False
     conditions = pod.get("status", {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+#: container states that do not pass by themselves: the pod needs a change (its image, its spec)
+#: or keeps failing; a user must hear of them, not just of a pod not ready yet
+FAILING = frozenset({
+    "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CrashLoopBackOff",
+    "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+})  # fmt: skip
+
+
+def pod_problem(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of a pod that is failing rather than starting: a container waiting in a
+    FAILING state, or the scheduler unable to place it (a PersistentVolumeClaim that cannot bind,
+    too few resources); None otherwise."""
+    status = pod.get("status") or {}
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in FAILING:
+            return waiting["reason"], _failure_message(container, waiting)
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason"):
+            return cond["reason"], cond.get("message") or ""
+    return None
+
+
+def failing(pods: Iterable[dict[str, Any]]) -> tuple[list[str], str]:
+    """The failing pods' reasons (in ordinal order) and one message naming each pod and its reason."""
+    found = [(p["metadata"]["name"], pod_problem(p)) for p in sorted(pods, key=ordinal)]
+    problems = [(name, problem) for name, problem in found if problem is not None]
+    reasons = [reason for _, (reason, _) in problems]
+    return reasons, "; ".join(f"{name}: {reason}: {message}" for name, (reason, message) in problems)
+
+
+def _failure_message(container: dict[str, Any], waiting: dict[str, Any]) -> str:
+    message = waiting.get("message") or ""
+    last = (container.get("lastState") or {}).get("terminated") or {}
+    if last:  # a crash loop's back-off message says nothing of the crash itself
+        message += f" (last exit: {last.get('reason', '?')}, code {last.get('exitCode', '?')})"
+    return f"container {container.get('name')}: {message}".strip()
 
 
 def ordinal(pod: dict[str, Any]) -> int:

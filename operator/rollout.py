@@ -17,16 +17,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.operator.gates import ClusterRef, Drainer, ReplicationGate
-from magnetar.operator.kube import Kube, ordinal, pod_ready
+from magnetar.operator.kube import Kube, failing, ordinal, pod_ready
 from magnetar.operator.manifests import CONFIG_HASH, ROLL_ORDER, selector
 
 
 @dataclass(frozen=True)
 class Wait:
-    """Not converged yet: why, for the Progressing condition."""
+    """Not converged yet: why, for the Progressing condition; ``failing``: a pod fails rather than
+    starts (the Degraded condition and a Warning Event, its reason the pod's)."""
 
     reason: str
     message: str
+    failing: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,11 @@ class Roller:
             detail = (
                 f"waiting for {', '.join(missing)}" if missing else f"waiting for {', '.join(extra)} to go"
             )
-            return Step(Wait("WaitingForPods", f"{component}: {len(ready)}/{replicas} ready; {detail}"))
+            summary = f"{component}: {len(ready)}/{replicas} ready"
+            reasons, problems = failing(p for p in members if not pod_ready(p))
+            if reasons:
+                return Step(Wait(reasons[0], f"{summary}; {problems}", failing=True))
+            return Step(Wait("WaitingForPods", f"{summary}; {detail}"))
         if component == "bookie":
             under = await self.gate.under_replicated(cluster)
             if under:

@@ -231,3 +231,61 @@ def test_a_magnetar_namespace_becomes_a_namespace_of_the_admin_api(cluster: Clus
     bundles = admin(cluster, "namespaces", "bundles", "acme/orders")
     assert bundles.returncode == 0, bundles.stdout + bundles.stderr
     assert bundles.stdout.count("0x") >= 5, bundles.stdout  # 4 bundles: 5 boundaries
+
+
+BROKEN = """
+apiVersion: magnetar.dev/v1alpha1
+kind: MagnetarCluster
+metadata: {name: %(name)s}
+spec:
+  image: %(image)s
+  metadataStore: {url: "zk://region-a-zookeeper.default.svc:2181/%(name)s"}
+  auth: {enabled: false}
+  tls: {enabled: false}
+  bookies:
+    replicas: 1
+    ensembleSize: 1
+    writeQuorum: 1
+    ackQuorum: 1
+    storage: {journal: 1Gi, ledgers: 1Gi%(storage_class)s}
+  brokers: {replicas: 1}
+"""
+
+
+def warning_events(node: Node, name: str) -> list[dict[str, Any]]:
+    events = node.json("events", "--field-selector", f"involvedObject.name={name}")["items"]
+    return [e for e in events if e["type"] == "Warning" and e["involvedObject"]["kind"] == "MagnetarCluster"]
+
+
+@pytest.mark.parametrize(
+    ("name", "image", "storage_class", "reasons", "words"),
+    [
+        ("no-image", "magnetar:does-not-exist", "", {"ErrImagePull", "ImagePullBackOff"},
+         "magnetar:does-not-exist"),
+        ("no-volume", "magnetar:0.1.0", ", storageClassName: does-not-exist", {"Unschedulable"},
+         "PersistentVolumeClaims"),
+    ],
+)  # fmt: skip
+def test_a_pod_that_cannot_start_is_a_condition_with_its_reason_and_an_event(
+    cluster: Cluster, name: str, image: str, storage_class: str, reasons: set[str], words: str
+) -> None:
+    node = cluster.node
+    manifest = BROKEN % {"name": name, "image": image, "storage_class": storage_class}
+    assert node.kubectl("apply", "-f", "-", stdin=manifest).returncode == 0
+    try:
+
+        def degraded() -> bool:
+            doc = node.json("mgc", name)
+            return condition(doc, "Degraded").get("reason") in reasons and bool(warning_events(node, name))
+
+        wait_for(f"{name}: Degraded with the pod's reason and a Warning Event", degraded, node, 120)
+        found = condition(node.json("mgc", name), "Degraded")
+        assert found["status"] == "True"
+        assert f"{name}-bookie-0" in found["message"], found
+        assert words in found["message"], found
+        assert condition(node.json("mgc", name), "Ready")["status"] == "False"
+        [event, *_] = warning_events(node, name)
+        assert event["reason"] in reasons, event
+        assert f"{name}-bookie-0" in event["message"], event
+    finally:
+        node.kubectl("delete", "mgc", name, "--wait=false")
