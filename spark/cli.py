@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import click
@@ -27,15 +26,19 @@ Examples:
   magnetar postmortem runs/magnetar-run --compare runs/pulsar-run   # side by side
   magnetar postmortem runs/a --threshold-ms 100 --out /tmp/report-a
   magnetar postmortem runs/a --master spark://spark-master:7077      # on a Spark cluster
+  magnetar postmortem hdfs://nn:8020/runs/a --out hdfs://nn:8020/reports/a --master yarn
 \b
 Writes RUN_DIR/report/: Parquet tables (windows, duplicates, losses, reorders, latency,
 throughput, gaps, bad_lines), summary.json (schema magnetar.postmortem/v1) and report.html.
+RUN_DIR and --out are local paths or URIs (file://, hdfs://, s3a://: a filesystem both pyarrow,
+on this machine, and the Spark cluster can open).
 \b
 Exit status: 0 fine; 3 an acknowledged message was lost (the uids are printed);
-2 bad input (missing run directory, unreadable journal.json, unknown event schema version).""",
+2 bad input (missing run directory, unreadable journal.json, unknown event schema version,
+a URI whose filesystem cannot be opened).""",
 )
-@click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--compare", "other", type=click.Path(path_type=Path), help="A second run to put side by side.")
+@click.argument("run_dir")
+@click.option("--compare", "other", metavar="RUN_DIR", help="A second run to put side by side.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL (passed through).")
 @click.option(
     "--threshold-ms",
@@ -44,14 +47,15 @@ Exit status: 0 fine; 3 an acknowledged message was lost (the uids are printed);
     show_default=True,
     help="Shortest disruption window reported.",
 )
-@click.option("--out", type=click.Path(path_type=Path), help="Report directory  [default: RUN_DIR/report]")
-def postmortem(run_dir: Path, other: Path | None, master: str, threshold_ms: float, out: Path | None) -> None:
+@click.option("--out", metavar="DIR", help="Report directory, a path or a URI  [default: RUN_DIR/report]")
+def postmortem(run_dir: str, other: str | None, master: str, threshold_ms: float, out: str | None) -> None:
     """Disruption windows, duplicates, losses, reorders, latency and throughput of a chaos-lab run
     (events/*.jsonl and journal.json), computed with PySpark."""
     from magnetar.spark import postmortem as job
     from magnetar.spark.errors import BadInputError
     from magnetar.spark.ingest import event_files
     from magnetar.spark.journal import read_faults
+    from magnetar.spark.location import Location
 
     started = time.monotonic()
 
@@ -63,6 +67,7 @@ def postmortem(run_dir: Path, other: Path | None, master: str, threshold_ms: flo
         for directory in (run_dir, *([other] if other else [])):
             event_files(directory)
             read_faults(directory)
+        report_dir = Location.of(out) if out is not None else None
         status(f"starting Spark ({master})")
         from pyspark.sql import SparkSession
 
@@ -72,7 +77,7 @@ def postmortem(run_dir: Path, other: Path | None, master: str, threshold_ms: flo
         borrowed = SparkSession.getActiveSession() is not None
         spark = spark_session(master)
         try:
-            result = job.run(run_dir, spark, threshold_ms=threshold_ms, out=out, status=status)
+            result = job.run(run_dir, spark, threshold_ms=threshold_ms, out=report_dir, status=status)
             compared = None
             if other is not None:
                 second = job.run(other, spark, threshold_ms=threshold_ms, status=status)

@@ -12,14 +12,13 @@ its own block (from ``monotonically_increasing_id``, contiguous within a partiti
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from magnetar.spark.errors import BadInputError
+from magnetar.spark.location import Location, Where
 from magnetar.spark.schema import CORRUPT, EVENT_SCHEMA, EVENTS, KEPT, PARTITION, REQUIRED, SCHEMA_VERSION
 
 #: the longest excerpt of a bad line kept for the report
@@ -34,27 +33,28 @@ class EventLog:
     lines: int
     bad: int
     files: int
-    staging: Path
+    staging: Location
     valid: int  # how many events
     last_ts: int  # the latest event's ts (0 without events)
 
     def release(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        self.staging.remove()
 
 
-def event_files(run_dir: Path) -> list[Path]:
+def event_files(run_dir: Where) -> list[Location]:
+    run_dir = Location.of(run_dir)
     if not run_dir.is_dir():
         raise BadInputError(f"{run_dir}: no such run directory")
-    files = sorted((run_dir / "events").glob("*.jsonl"))
+    files = (run_dir / "events").files(suffix=".jsonl")
     if not files:
         raise BadInputError(f"{run_dir / 'events'}: no *.jsonl event logs")
     return files
 
 
-def read_events(spark: SparkSession, run_dir: Path, staging: Path) -> EventLog:
+def read_events(spark: SparkSession, run_dir: Where, staging: Location) -> EventLog:
     """The run's lines, parsed into ``staging`` (a Parquet directory, removed by ``release``)."""
     files = event_files(run_dir)
-    raw = spark.read.text([str(f) for f in files]).select(
+    raw = spark.read.text([f.spark for f in files]).select(
         "value",
         F.col("_metadata.file_name").alias("file"),
         F.col("_metadata.file_block_start").alias("block"),
@@ -73,8 +73,8 @@ def read_events(spark: SparkSession, run_dir: Path, staging: Path) -> EventLog:
         F.coalesce(F.split(F.col("e.msg_id"), ":").getItem(2).cast("int"), F.lit(-1)).alias(PARTITION),
     )
     # parsed once into Parquet: every later step reads only the columns it needs from there
-    rows.write.mode("overwrite").parquet(str(staging))
-    rows = spark.read.parquet(str(staging))
+    rows.write.mode("overwrite").parquet(staging.spark)
+    rows = spark.read.parquet(staging.spark)
     # everything later steps need to know about the whole log, in one pass
     counts = rows.agg(
         F.count("*").alias("lines"),
@@ -85,7 +85,7 @@ def read_events(spark: SparkSession, run_dir: Path, staging: Path) -> EventLog:
     ).collect()[0]
     if counts["newer"] is not None:
         first = rows.where(F.col("rid") == counts["newer"]).select("file", "reason").collect()[0]
-        shutil.rmtree(staging, ignore_errors=True)
+        staging.remove()
         raise BadInputError(f"{first['file']}: {first['reason']}")
     events = rows.where(F.col("status") == OK).select(*KEPT, PARTITION)
     bad = counts["bad"] or 0

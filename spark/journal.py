@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from magnetar.spark.errors import BadInputError
+from magnetar.spark.location import Location, Where
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -28,9 +28,9 @@ class Fault:
     status: str = "succeeded"
 
 
-def read_faults(run_dir: Path) -> list[Fault] | None:
+def read_faults(run_dir: Where) -> list[Fault] | None:
     """The faults in time order; None when the run has no journal."""
-    path = run_dir / "journal.json"
+    path = Location.of(run_dir) / "journal.json"
     if not path.exists():
         return None
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
@@ -36,6 +35,7 @@ from magnetar.spark import (
 )
 from magnetar.spark.ingest import read_events
 from magnetar.spark.journal import read_faults
+from magnetar.spark.location import Location, Where
 from magnetar.spark.runinfo import read_run_info
 from magnetar.spark.summary import summarize
 
@@ -50,10 +50,10 @@ Status = Callable[[str], None]
 @dataclass(frozen=True)
 class Result:
     summary: dict[str, Any]
-    out: Path
+    out: Location
 
     @property
-    def report(self) -> Path:
+    def report(self) -> Location:
         return self.out / "report.html"
 
     @property
@@ -66,21 +66,23 @@ def _quiet(_message: str) -> None:
 
 
 def run(
-    run_dir: Path,
+    run_dir: Where,
     spark: SparkSession,
     *,
     threshold_ms: float = 50.0,
-    out: Path | None = None,
+    out: Where | None = None,
     status: Status = _quiet,
     html: bool = True,
 ) -> Result:
-    """Analyse ``run_dir``; raises BadInputError for input that cannot be analysed."""
-    out = out or run_dir / "report"
+    """Analyse ``run_dir`` (a path or a URI, see location) into ``out`` (default RUN_DIR/report);
+    raises BadInputError for input that cannot be analysed."""
+    run_dir = Location.of(run_dir)
+    out = Location.of(out) if out is not None else run_dir / "report"
     status(f"reading {run_dir}")
     info = read_run_info(run_dir)
     found = read_faults(run_dir)
     faults = found or []
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir()
     log = read_events(spark, run_dir, out / "_lines.parquet")
     small = log.lines <= SMALL
     # a small log: sorted whole (see intervals), and Spark set for little data (see session)
@@ -88,7 +90,7 @@ def run(
     with session.sized(spark, small):
         events = log.events
 
-        def save(name: str, frame: DataFrame) -> Path:
+        def save(name: str, frame: DataFrame) -> Location:
             path = out / f"{name}.parquet"
             tables.write(frame, path)
             return path

@@ -5,11 +5,10 @@ its losses). Without the file the id is the directory's name and subscriptions a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from magnetar.spark.errors import BadInputError
+from magnetar.spark.location import Location, Where
 
 
 class ExpectedSubscription(BaseModel):
@@ -25,10 +24,11 @@ class RunInfo(BaseModel):
     subscriptions: list[ExpectedSubscription] = []
 
 
-def read_run_info(run_dir: Path) -> RunInfo:
+def read_run_info(run_dir: Where) -> RunInfo:
+    run_dir = Location.of(run_dir)
     path = run_dir / "run.json"
     if not path.exists():
-        return RunInfo(id=run_dir.resolve().name)
+        return RunInfo(id=run_dir.name)
     try:
         return RunInfo.model_validate_json(path.read_text())
     except (OSError, UnicodeDecodeError, ValidationError) as exc:

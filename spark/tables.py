@@ -9,29 +9,30 @@ empty relation, which Spark answers without a job. Either way the numbers come f
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-
-def write(frame: DataFrame, path: Path) -> None:
-    frame.coalesce(1).write.mode("overwrite").parquet(str(path))
+from magnetar.spark.location import Location, Where
 
 
-def count(path: Path) -> int:
+def write(frame: DataFrame, path: Location) -> None:
+    frame.coalesce(1).write.mode("overwrite").parquet(path.spark)
+
+
+def count(path: Where) -> int:
     """Rows in a written table, from its Parquet footers."""
-    return sum(pq.read_metadata(part).num_rows for part in path.glob("part-*.parquet"))
+    parts = Location.of(path).files(prefix="part-", suffix=".parquet")
+    return sum(part.parquet_rows() for part in parts)
 
 
-def frame(spark: SparkSession, path: Path) -> DataFrame:
+def frame(spark: SparkSession, path: Location) -> DataFrame:
     """A written table for Spark queries; an empty one is a relation that needs no job."""
-    table = spark.read.parquet(str(path))
+    table = spark.read.parquet(path.spark)
     return table if count(path) else table.limit(0)
 
 
-def rows(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+def rows(path: Where, columns: list[str] | None = None) -> list[dict[str, Any]]:
     """A small written table's rows, as dicts, in file order."""
-    found: list[dict[str, Any]] = pq.read_table(path, columns=columns).to_pylist()
+    found: list[dict[str, Any]] = Location.of(path).read_parquet(columns).to_pylist()
     return found
