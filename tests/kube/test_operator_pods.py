@@ -196,9 +196,10 @@ def test_the_official_client_produces_and_consumes_through_the_broker_service(cl
 
 
 def admin(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    # The admin Service's plain-HTTP port with the superuser token: its certificate names the
-    # Service's DNS names, not the ClusterIP this machine reaches it by.
-    return magnetar("admin", "--admin-url", f"http://{cluster.broker_ip}:8080", "--auth-plugin", "token",
+    # HTTPS checked against the cluster's CA (not the host name, as Pulsar's clients by default: the
+    # certificate names the Service's DNS names, this machine reaches it by its ClusterIP).
+    return magnetar("admin", "--admin-url", f"https://{cluster.broker_ip}:8443",
+                    "--tls-trust-certs-file-path", str(cluster.ca_file), "--auth-plugin", "token",
                     "--auth-params", f"file://{cluster.token_file}", *args, timeout=60)  # fmt: skip
 
 
@@ -211,8 +212,8 @@ def test_magnetar_admin_works_through_the_admin_service(cluster: Cluster) -> Non
     listed = admin(cluster, "namespaces", "list", "public")
     assert "public/from-the-host" in listed.stdout, listed.stdout + listed.stderr
     # Without the token the secured cluster refuses.
-    url = f"http://{cluster.broker_ip}:8080"
-    anonymous = magnetar("admin", "--admin-url", url, "tenants", "list", timeout=60)
+    url, ca = f"https://{cluster.broker_ip}:8443", str(cluster.ca_file)
+    anonymous = magnetar("admin", "--admin-url", url, "--tls-trust-certs-file-path", ca, "tenants", "list")
     assert anonymous.returncode != 0
 
 
@@ -247,7 +248,7 @@ spec:
     ensembleSize: 1
     writeQuorum: 1
     ackQuorum: 1
-    storage: {journal: 1Gi, ledgers: 1Gi%(storage_class)s}
+    %(bookies)s
   brokers: {replicas: 1}
 """
 
@@ -258,19 +259,21 @@ def warning_events(node: Node, name: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    ("name", "image", "storage_class", "reasons", "words"),
+    ("name", "image", "bookies", "reasons", "words"),
     [
         ("no-image", "magnetar:does-not-exist", "", {"ErrImagePull", "ImagePullBackOff"},
          "magnetar:does-not-exist"),
-        ("no-volume", "magnetar:0.1.0", ", storageClassName: does-not-exist", {"Unschedulable"},
+        ("no-volume", "magnetar:0.1.0", "storage: {storageClassName: does-not-exist}", {"Unschedulable"},
          "PersistentVolumeClaims"),
+        ("crash-loop", "magnetar:0.1.0", "resources: {limits: {memory: 24Mi}}", {"CrashLoopBackOff"},
+         "OOMKilled"),
     ],
 )  # fmt: skip
 def test_a_pod_that_cannot_start_is_a_condition_with_its_reason_and_an_event(
-    cluster: Cluster, name: str, image: str, storage_class: str, reasons: set[str], words: str
+    cluster: Cluster, name: str, image: str, bookies: str, reasons: set[str], words: str
 ) -> None:
     node = cluster.node
-    manifest = BROKEN % {"name": name, "image": image, "storage_class": storage_class}
+    manifest = BROKEN % {"name": name, "image": image, "bookies": bookies}
     assert node.kubectl("apply", "-f", "-", stdin=manifest).returncode == 0
     try:
 
