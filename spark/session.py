@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
@@ -12,10 +12,13 @@ from pyspark.sql import SparkSession
 SMALL_INPUT = {"spark.sql.shuffle.partitions": "1", "spark.sql.codegen.wholeStage": "false"}
 
 
-def spark_session(master: str | None = "local[*]", app: str = "magnetar-postmortem") -> SparkSession:
+def spark_session(
+    master: str | None = "local[*]", app: str = "magnetar-postmortem", conf: Mapping[str, str] | None = None
+) -> SparkSession:
     """A quiet session: no UI, no progress bars, WARN logging, UTC, few shuffle partitions locally.
 
-    ``master=None`` keeps whatever spark-submit configured."""
+    ``master=None`` keeps whatever spark-submit configured; ``conf`` adds to or overrides these
+    settings (e.g. an executor's memory on a cluster)."""
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
@@ -33,6 +36,8 @@ def spark_session(master: str | None = "local[*]", app: str = "magnetar-postmort
         .config("spark.sql.codegen.cache.maxEntries", "2000")
         .config("spark.driver.memory", "3g")
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
