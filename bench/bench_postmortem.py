@@ -1,12 +1,18 @@
-"""Time of the whole Spark post-mortem (local[2]) on generated event logs of 1M, 3M and 10M events.
+"""Time of the whole Spark post-mortem (local[2]) on generated event logs of 1M, 3M and 10M events,
+and on a Spark cluster beside it (issue 18).
 
     .venv/bin/python bench/bench_postmortem.py                  # 1M, 3M, 10M
     .venv/bin/python bench/bench_postmortem.py --sizes 1M 3M    # a quicker look
     .venv/bin/python bench/bench_postmortem.py --keep /tmp/pm   # keep (and reuse) the generated runs
+    .venv/bin/python bench/bench_postmortem.py --master spark://HOST:7077   # the cluster beside local[2]
+    .venv/bin/python bench/bench_postmortem.py --start-standalone --sizes 1M
+        # a standalone master and worker (2 cores) started on loopback, stopped at the end
 
 Logs come from magnetar.spark.bulk (four topics, two faults with producer stalls, a few
-duplicates). The SparkSession is started once, before timing; each size is timed from reading the
-logs to report.html. Target (issue 6): <= 60 s for 10M events and near-linear growth.
+duplicates). Each master's SparkSession is started before timing; each size is timed from reading
+the logs to report.html, given to Spark by file:// URI (a cluster's executors must see the runs at
+the same path: one machine, or --keep on a shared filesystem). Both masters must find the same
+headline. Target (issue 6): <= 60 s for 10M events on local[2] and near-linear growth.
 Prints a table and writes bench/results/bench_postmortem.json.
 """
 
@@ -14,9 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +34,12 @@ from rich.table import Table
 
 from magnetar.spark import bulk, postmortem
 from magnetar.spark.session import spark_session
+from magnetar.spark.standalone import spark_env, standalone
 
 console = Console()
 RESULTS = Path(__file__).parent / "results" / "bench_postmortem.json"
 SIZES = {"1M": 1_000_000, "3M": 3_000_000, "10M": 10_000_000}
+LOCAL = "local[2]"
 
 
 def generate(root: Path, label: str, events: int) -> tuple[Path, int, float]:
@@ -44,62 +55,116 @@ def generate(root: Path, label: str, events: int) -> tuple[Path, int, float]:
     return run_dir, written, elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--keep", type=Path, help="where to write (and reuse) the generated runs")
-    args = parser.parse_args()
-    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-postmortem-"))
-    root.mkdir(parents=True, exist_ok=True)
+def time_master(master: str, runs: list[tuple[str, Path, int]], executor_memory: str) -> dict[str, Any]:
+    """One session on ``master``: its start time, and each run's seconds and headline."""
     started = time.perf_counter()
-    spark = spark_session(args.master)
+    conf = None if master.startswith("local") else {"spark.executor.memory": executor_memory}
+    spark = spark_session(master, conf=conf)
     session_s = time.perf_counter() - started
-    rows: list[dict[str, Any]] = []
+    timed: dict[str, Any] = {"session_s": round(session_s, 2), "runs": {}}
     try:
-        for label in args.sizes:
-            run_dir, events, generated_s = generate(root, label, SIZES[label])
-            console.print(f"[dim]{label}: {events:,} events ({generated_s:.1f} s to generate); analysing[/]")
+        for label, run_dir, events in runs:
+            console.print(f"[dim]{master}, {label}: analysing[/]")
             began = time.perf_counter()
 
             def status(message: str, began: float = began) -> None:
                 console.print(f"[dim]  {time.perf_counter() - began:6.1f} s  {message}[/]")
 
-            result = postmortem.run(run_dir, spark, status=status)
+            out = run_dir.parent / f"report-{label}-{master.split(':')[0].split('[')[0]}"
+            result = postmortem.run(run_dir.as_uri(), spark, out=out.as_uri(), status=status)
             seconds = time.perf_counter() - began
             head = result.summary["headline"]
-            assert head["events"] == events, (head["events"], events)
-            rows.append(
-                {
-                    "size": label,
-                    "events": events,
-                    "seconds": round(seconds, 2),
-                    "events_per_s": round(events / seconds),
-                    "generate_s": round(generated_s, 2),
-                    "windows": head["windows"],
-                    "duplicates": head["duplicates_same_region"],
-                }
-            )
+            assert head["events"] == events, (master, head["events"], events)
+            timed["runs"][label] = {"seconds": round(seconds, 2), "headline": head}
     finally:
         spark.stop()
+    return timed
+
+
+@contextmanager
+def cluster(args: argparse.Namespace, root: Path) -> Iterator[str | None]:
+    """The other master's URL: --master, or a standalone cluster started here; None for local[2] only."""
+    if not args.start_standalone:
+        yield args.master
+        return
+    # the driver's JVM (started by the first session) must bind loopback, as the daemons do
+    os.environ.update(spark_env())
+    with standalone(root / "standalone", cores=2, memory=args.executor_memory) as started:
+        console.print(f"[dim]standalone master {started.url}, one worker of 2 cores[/]")
+        yield started.url
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
+    parser.add_argument("--master", help=f"a Spark cluster's master URL, timed beside {LOCAL}")
+    parser.add_argument(
+        "--start-standalone",
+        action="store_true",
+        help="start a standalone master and worker (2 cores) on loopback as --master; stopped at the end",
+    )
+    parser.add_argument("--executor-memory", default="2g", help="on the cluster (and its worker's memory)")
+    parser.add_argument("--keep", type=Path, help="where to write (and reuse) the generated runs")
+    args = parser.parse_args()
+    if args.master and args.start_standalone:
+        parser.error("--master or --start-standalone, not both")
+    root = (args.keep or Path(tempfile.mkdtemp(prefix="bench-postmortem-"))).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for label in args.sizes:
+        run_dir, events, generated_s = generate(root, label, SIZES[label])
+        console.print(f"[dim]{label}: {events:,} events ({generated_s:.1f} s to generate)[/]")
+        runs.append((label, run_dir, events))
+    try:
+        with cluster(args, root) as other:
+            # one session at a time: the machine's cores go to one master's job
+            masters = [LOCAL, *([other] if other and other != LOCAL else [])]
+            timed = {master: time_master(master, runs, args.executor_memory) for master in masters}
+    finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    table = Table(title=f"post-mortem, {args.master} (session start {session_s:.1f} s, not included)")
-    for column in ("size", "events", "seconds", "events/s", "windows", "duplicates"):
+    rows = _rows(runs, masters, timed)
+    # columns named short (local[2], cluster) so that the table fits a terminal; the title has the URL
+    names = {m: "cluster" if m == other else m for m in masters}
+    sessions = ", ".join(f"{names[m]} {m} {timed[m]['session_s']:.1f} s" for m in masters)
+    table = Table(title=f"post-mortem; session start, not included: {sessions}")
+    for column in ("size", "events", *[f"{names[m]} {unit}" for m in masters for unit in ("s", "ev/s")]):
         table.add_column(column, justify="right")
+    table.add_column("windows", justify="right")
+    table.add_column("dups", justify="right")
     for row in rows:
+        figures = [f for m in masters for f in (f"{row[m]['seconds']:.1f}", f"{row[m]['events_per_s']:,}")]
         table.add_row(
-            row["size"], f"{row['events']:,}", f"{row['seconds']:.1f}", f"{row['events_per_s']:,}",
-            f"{row['windows']:,}", f"{row['duplicates']:,}",
-        )  # fmt: skip
+            row["size"], f"{row['events']:,}", *figures, f"{row['windows']:,}", f"{row['duplicates']:,}"
+        )
     console.print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
-        json.dumps({"master": args.master, "session_s": round(session_s, 2), "runs": rows}, indent=2)
-    )
+    sessions_s = {m: timed[m]["session_s"] for m in masters}
+    RESULTS.write_text(json.dumps({"masters": masters, "session_s": sessions_s, "runs": rows}, indent=2))
     console.print(f"written {RESULTS}")
+
+
+def _rows(
+    runs: list[tuple[str, Path, int]], masters: list[str], timed: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A row per size; every master must have found the same headline."""
+    rows = []
+    for label, _run_dir, events in runs:
+        heads = [timed[m]["runs"][label]["headline"] for m in masters]
+        assert all(h == heads[0] for h in heads), f"{label}: the masters disagree: {heads}"
+        row: dict[str, Any] = {
+            "size": label,
+            "events": events,
+            "windows": heads[0]["windows"],
+            "duplicates": heads[0]["duplicates_same_region"],
+        }
+        for m in masters:
+            seconds = timed[m]["runs"][label]["seconds"]
+            row[m] = {"seconds": seconds, "events_per_s": round(events / seconds)}
+        rows.append(row)
+    return rows
 
 
 if __name__ == "__main__":
