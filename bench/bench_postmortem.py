@@ -128,7 +128,8 @@ def main() -> None:
     rows = _rows(runs, masters, timed)
     # columns named short (local[2], cluster) so that the table fits a terminal; the title has the URL
     names = {m: "cluster" if m == other else m for m in masters}
-    sessions = ", ".join(f"{names[m]} {m} {timed[m]['session_s']:.1f} s" for m in masters)
+    named = {m: m if names[m] == m else f"{names[m]} ({m})" for m in masters}
+    sessions = ", ".join(f"{named[m]} {timed[m]['session_s']:.1f} s" for m in masters)
     table = Table(title=f"post-mortem; session start, not included: {sessions}")
     for column in ("size", "events", *[f"{names[m]} {unit}" for m in masters for unit in ("s", "ev/s")]):
         table.add_column(column, justify="right")
