@@ -25,8 +25,9 @@ from typing import Any
 
 import pytest
 
+from magnetar.kube.dns import resolve_a
 from magnetar.kube.host import bridge_exists, missing_binaries
-from magnetar.kube.layout import BRIDGE, IMAGES_DIR
+from magnetar.kube.layout import BRIDGE, IMAGES_DIR, NODE_IP
 from magnetar.operator.testenv.control_plane import BIN
 
 pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip install -e .[workload])")
@@ -181,6 +182,16 @@ def client(cluster: Cluster) -> Any:
         listener_name=LISTENER,
         operation_timeout_seconds=30,
     )
+
+
+def test_coredns_answers_each_pod_by_its_name_under_its_headless_service(cluster: Cluster) -> None:
+    # The names bookies and brokers advertise and ZooKeeper's servers find each other by.
+    for pod in cluster.node.json("pods")["items"]:
+        name = pod["metadata"]["name"]
+        component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
+        service = f"{CLUSTER}-bookie" if component == "bookie" else f"{CLUSTER}-{component}-headless"
+        fqdn = f"{name}.{service}.default.svc.cluster.local"
+        assert resolve_a(fqdn, NODE_IP) == [pod["status"]["podIP"]], fqdn
 
 
 def test_the_official_client_produces_and_consumes_through_the_broker_service(cluster: Cluster) -> None:
