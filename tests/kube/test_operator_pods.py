@@ -12,144 +12,43 @@ when a test fails.
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from magnetar.kube.dns import resolve_a
-from magnetar.kube.host import bridge_exists, missing_binaries
-from magnetar.kube.layout import BRIDGE, IMAGES_DIR, NODE_IP
-from magnetar.operator.testenv.control_plane import BIN
+from magnetar.kube.layout import NODE_IP
+from tests.kube.pods import (
+    LISTENER,
+    ROOT,
+    Cluster,
+    Node,
+    condition,
+    install_cluster,
+    magnetar,
+    start_node,
+    wait_for,
+)
 
 pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip install -e .[workload])")
 
 pytestmark = pytest.mark.kube
 
-ROOT = Path(__file__).resolve().parents[2]
 PORT_BASE = 18440  # neither the default nor test_node.py's: each module has its own node, one after the other
 CLUSTER = "region-a"
-IMAGES = ("magnetar-0.1.0.tar", "zookeeper-3.8.tar", "pause-3.10.tar")
-#: the brokers' listener at their pod IPs (operator/manifests.py): the pod range is routed to this
-#: machine, the pods' DNS names are not resolvable here
-LISTENER = "pod-ip"
-
-
-def magnetar(*args: str, timeout: float = 360) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "magnetar", *args],
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
-
-
-@dataclass
-class Node:
-    state_dir: Path
-    kubeconfig: Path
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(BIN / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
-                              input=stdin, capture_output=True, text=True, timeout=60)  # fmt: skip
-
-    def json(self, *args: str) -> Any:
-        out = self.kubectl("get", *args, "-o", "json")
-        assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout)
-
-    def secret(self, name: str, key: str) -> bytes:
-        return base64.b64decode(self.json("secret", name)["data"][key])
-
-    def diagnostics(self) -> str:
-        parts = [self.kubectl("get", "pods,pvc,mgc,mgns", "-A", "-o", "wide").stdout,
-                 self.kubectl("describe", "mgc").stdout,
-                 self.kubectl("logs", "-n", "magnetar", "deploy/magnetar", "--tail=40").stdout]  # fmt: skip
-        return "\n".join(parts)
-
-
-@dataclass
-class Cluster:
-    node: Node
-    broker_ip: str
-    token_file: Path
-    ca_file: Path
-    token: str
-    seconds: dict[str, float]
-
-
-def wait_for(what: str, check: Callable[[], bool], node: Node, timeout_s: float) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if check():
-            return time.monotonic() - started
-        time.sleep(2)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{node.diagnostics()}")
-
-
-def condition(doc: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in (doc.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
-
-
-def cluster_ready(node: Node, name: str = CLUSTER) -> bool:
-    out = node.kubectl("get", "mgc", name, "-o", "json")
-    return out.returncode == 0 and condition(json.loads(out.stdout), "Ready").get("status") == "True"
-
-
-def _skip_reasons() -> list[str]:
-    if os.geteuid() != 0:
-        return ["magnetar kube up needs root"]
-    reasons = missing_binaries()
-    missing = [name for name in IMAGES if not (IMAGES_DIR / name).exists()]
-    if missing:
-        reasons.append(f"no image tarball {', '.join(missing)} in {IMAGES_DIR}: run `make image`")
-    if bridge_exists(BRIDGE):
-        reasons.append(f"a node already runs here (the bridge {BRIDGE} exists)")
-    return reasons
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    reasons = _skip_reasons()
-    if reasons:
-        pytest.skip("; ".join(reasons))
-    state_dir = tmp_path_factory.mktemp("kube-operator") / "state"
-    out = magnetar("kube", "up", "--state-dir", str(state_dir), "--port-base", str(PORT_BASE))
-    try:
-        assert out.returncode == 0, out.stdout + out.stderr
-        yield Node(state_dir, state_dir / "kubeconfig")
-    finally:
-        down = magnetar("kube", "down", "--state-dir", str(state_dir))
-        assert down.returncode == 0, down.stdout + down.stderr
+    yield from start_node(tmp_path_factory, PORT_BASE)
 
 
 @pytest.fixture(scope="module")
 def cluster(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    seconds: dict[str, float] = {}
-    started = time.monotonic()
-    helm = subprocess.run(
-        [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
-         str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
-         "--wait", "--timeout", "120s"],
-        capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert helm.returncode == 0, helm.stdout + helm.stderr + node.diagnostics()
-    seconds["helm install --wait"] = time.monotonic() - started
-    applied = node.kubectl("apply", "-f", str(ROOT / "examples/k8s/local/cluster.yaml"))
-    assert applied.returncode == 0, applied.stderr
-    seconds["cluster Ready"] = wait_for("the MagnetarCluster Ready", lambda: cluster_ready(node), node, 300)
-    secrets = tmp_path_factory.mktemp("secrets")
-    token = node.secret(f"{CLUSTER}-superuser-token", "token").decode().strip()
-    token_file, ca_file = secrets / "token", secrets / "ca.crt"
-    token_file.write_text(token)
-    ca_file.write_bytes(node.secret(f"{CLUSTER}-broker-tls", "ca.crt"))
-    broker_ip = node.json("service", f"{CLUSTER}-broker")["spec"]["clusterIP"]
-    print(f"\ntimings: {', '.join(f'{k} {v:.0f}s' for k, v in seconds.items())}")
-    return Cluster(node, broker_ip, token_file, ca_file, token, seconds)
+    return install_cluster(node, ROOT / "examples/k8s/local/cluster.yaml", CLUSTER, tmp_path_factory)
 
 
 def test_every_pod_passes_its_readiness_probe_and_the_cluster_says_ready(cluster: Cluster) -> None:

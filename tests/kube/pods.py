@@ -1,0 +1,145 @@
+"""What the kube tier's tests of real pods share: a node of `magnetar kube up` (one a module, one
+at a time on the machine), the chart installed on it, and a MagnetarCluster applied and Ready."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from magnetar.kube.host import bridge_exists, missing_binaries
+from magnetar.kube.layout import BRIDGE, IMAGES_DIR
+from magnetar.operator.testenv.control_plane import BIN
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGES = ("magnetar-0.1.0.tar", "zookeeper-3.8.tar", "pause-3.10.tar")
+#: the brokers' listener at their pod IPs (operator/manifests.py): the pod range is routed to this
+#: machine, the pods' DNS names are not resolvable here
+LISTENER = "pod-ip"
+
+
+def magnetar(*args: str, timeout: float = 360) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "magnetar", *args],
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+@dataclass
+class Node:
+    state_dir: Path
+    kubeconfig: Path
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+                              input=stdin, capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    def json(self, *args: str) -> Any:
+        out = self.kubectl("get", *args, "-o", "json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def secret(self, name: str, key: str) -> bytes:
+        return base64.b64decode(self.json("secret", name)["data"][key])
+
+    def diagnostics(self) -> str:
+        parts = [self.kubectl("get", "pods,pvc,mgc,mgns", "-A", "-o", "wide").stdout,
+                 self.kubectl("describe", "mgc").stdout,
+                 self.kubectl("logs", "-n", "magnetar", "deploy/magnetar", "--tail=40").stdout]  # fmt: skip
+        return "\n".join(parts)
+
+
+@dataclass
+class Cluster:
+    node: Node
+    name: str
+    broker_ip: str
+    token_file: Path
+    ca_file: Path
+    token: str
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def pods(self, component: str) -> list[str]:
+        selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
+        return sorted(p["metadata"]["name"] for p in self.node.json("pods", "-l", selector)["items"])
+
+
+def wait_for(what: str, check: Callable[[], bool], node: Node, timeout_s: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if check():
+            return time.monotonic() - started
+        time.sleep(2)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{node.diagnostics()}")
+
+
+def condition(doc: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in (doc.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def cluster_ready(node: Node, name: str) -> bool:
+    out = node.kubectl("get", "mgc", name, "-o", "json")
+    return out.returncode == 0 and condition(json.loads(out.stdout), "Ready").get("status") == "True"
+
+
+def skip_reasons() -> list[str]:
+    if os.geteuid() != 0:
+        return ["magnetar kube up needs root"]
+    reasons = missing_binaries()
+    missing = [name for name in IMAGES if not (IMAGES_DIR / name).exists()]
+    if missing:
+        reasons.append(f"no image tarball {', '.join(missing)} in {IMAGES_DIR}: run `make image`")
+    if bridge_exists(BRIDGE):
+        reasons.append(f"a node already runs here (the bridge {BRIDGE} exists)")
+    return reasons
+
+
+def start_node(tmp_path_factory: pytest.TempPathFactory, port_base: int) -> Iterator[Node]:
+    """A module fixture's body: a node up for the module, down at its end (a failure included)."""
+    reasons = skip_reasons()
+    if reasons:
+        pytest.skip("; ".join(reasons))
+    state_dir = tmp_path_factory.mktemp("kube") / "state"
+    out = magnetar("kube", "up", "--state-dir", str(state_dir), "--port-base", str(port_base))
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        yield Node(state_dir, state_dir / "kubeconfig")
+    finally:
+        down = magnetar("kube", "down", "--state-dir", str(state_dir))
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+def install_cluster(
+    node: Node, manifest: Path, name: str, tmp_path_factory: pytest.TempPathFactory
+) -> Cluster:
+    """`helm install` of the chart, then the MagnetarCluster of ``manifest`` until it is Ready;
+    its super-user token and CA in files."""
+    seconds: dict[str, float] = {}
+    started = time.monotonic()
+    helm = subprocess.run(
+        [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
+         str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
+         "--wait", "--timeout", "120s"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert helm.returncode == 0, helm.stdout + helm.stderr + node.diagnostics()
+    seconds["helm install --wait"] = time.monotonic() - started
+    applied = node.kubectl("apply", "-f", str(manifest))
+    assert applied.returncode == 0, applied.stderr
+    ready = wait_for("the MagnetarCluster Ready", lambda: cluster_ready(node, name), node, 300)
+    seconds["cluster Ready"] = ready
+    secrets = tmp_path_factory.mktemp("secrets")
+    token = node.secret(f"{name}-superuser-token", "token").decode().strip()
+    token_file, ca_file = secrets / "token", secrets / "ca.crt"
+    token_file.write_text(token)
+    ca_file.write_bytes(node.secret(f"{name}-broker-tls", "ca.crt"))
+    broker_ip = node.json("service", f"{name}-broker")["spec"]["clusterIP"]
+    print(f"\ntimings: {', '.join(f'{k} {v:.0f}s' for k, v in seconds.items())}")
+    return Cluster(node, name, broker_ip, token_file, ca_file, token, seconds)
