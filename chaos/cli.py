@@ -28,6 +28,7 @@ Examples:
   magnetar chaos validate chaos/experiments/bundle-unload.yaml
   magnetar chaos run chaos/experiments/bookie-loss.yaml
   magnetar chaos run chaos/experiments/bundle-unload.yaml --cluster-dir runs/demo/cluster
+  magnetar chaos run chaos/experiments/broker-kill.yaml --kube --kube-cluster region-a@default
   magnetar chaos run chaos/experiments/bundle-unload.yaml --target local \\
       --service-url pulsar://127.0.0.1:6650 --admin-url http://127.0.0.1:8080""",
 )
@@ -64,6 +65,11 @@ def validate(experiment: Path) -> None:
     show_default=True,
     help="Analyse the run with `magnetar postmortem` (Spark) once it is over.",
 )
+@click.option("--kube", is_flag=True, help="Act on the pods of MagnetarClusters (--target kubernetes).")
+@click.option("--kube-cluster", "kube_clusters", multiple=True, metavar="NAME[@NAMESPACE]",
+              help="A MagnetarCluster to act on; repeatable (default: all the kubeconfig sees).")  # fmt: skip
+@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Default: $KUBECONFIG, else the one `magnetar kube up` wrote.")  # fmt: skip
 def run(
     experiment: Path,
     target: str,
@@ -72,17 +78,25 @@ def run(
     admin_url: str | None,
     run_id: str | None,
     postmortem: bool,
+    kube: bool,
+    kube_clusters: tuple[str, ...],
+    kubeconfig: Path | None,
 ) -> None:
     """Run an experiment and gather its journal, events and cluster logs in runs/<run id>/;
-    then write the post-mortem report in runs/<run id>/report/."""
+    then write the post-mortem report in runs/<run id>/report/. With --kube, the faults go to the
+    pods of MagnetarClusters (kill and freeze their containers, wait for the kubelet to restart
+    them) and the pods' logs are gathered."""
     try:
         loaded = chaos_run.load(experiment)
     except chaos_run.ExperimentError as exc:
         raise click.ClickException(str(exc)) from exc
+    target = "kubernetes" if kube else target
     if cluster_dir is None and target == "local":
         latest = Path("runs/latest-cluster")
         cluster_dir = latest.resolve() if latest.exists() else None
     run_dir = chaos_run.new_run_dir(experiment, run_id)
+    if target == "kubernetes" and cluster_dir is None:
+        cluster_dir = _kube_target(run_dir / "kube-target", kubeconfig, kube_clusters)
     _show_progress()
     console.print(f"[bold]run[/] {run_dir}")
     journal = chaos_run.execute(
@@ -93,6 +107,29 @@ def run(
     analysed = _postmortem(run_dir) if postmortem else 0
     if result["status"] != "completed" or analysed != 0:
         raise SystemExit(1)
+
+
+def _kube_target(directory: Path, kubeconfig: Path | None, clusters: tuple[str, ...]) -> Path:
+    """A cluster directory for the pods of ``clusters`` (magnetar.chaos.kube)."""
+    import os
+
+    from chaoslib.exceptions import ActivityFailed
+
+    from magnetar.chaos.kube import target as kube
+    from magnetar.kube.layout import DEFAULT_STATE_DIR, Layout
+
+    node = Layout(DEFAULT_STATE_DIR)
+    config = kubeconfig or Path(os.environ.get("KUBECONFIG") or node.containerd.parent / "kubeconfig")
+    socket = Path(os.environ.get("MAGNETAR_CONTAINERD_SOCKET") or node.containerd_socket)
+    if not config.exists():
+        raise click.ClickException(f"no kubeconfig at {config}: `magnetar kube up`, or --kubeconfig")
+    try:
+        refs = [kube.ClusterRef.parse(c) for c in clusters] or kube.discover(config)
+        if not refs:
+            raise click.ClickException(f"no MagnetarCluster in the cluster of {config}")
+        return kube.write(directory, config, socket, refs)
+    except ActivityFailed as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def _show_progress() -> None:

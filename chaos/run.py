@@ -22,6 +22,8 @@ from chaoslib.exceptions import ChaosException, InvalidExperiment
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
 from chaoslib.loader import load_experiment
 
+from magnetar.chaos.kube import target as kube
+
 log = logging.getLogger(__name__)
 
 RUNS = Path("runs")
@@ -71,7 +73,11 @@ def configure(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict
     if target.cluster_dir is not None:
         configuration["magnetar_cluster_dir"] = str(target.cluster_dir.resolve())
         state = target.cluster_dir / "state.json"
-        if state.exists():
+        if kube.is_kube(target.cluster_dir):
+            regions = list(kube.live_state(target.cluster_dir).regions)
+            if regions:
+                configuration.setdefault("magnetar_cluster_name", regions[0])
+        elif state.exists():
             regions = list(json.loads(state.read_text()).get("regions", {}))
             if regions:
                 configuration.setdefault("magnetar_cluster_name", regions[0])
@@ -88,7 +94,9 @@ def execute(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict[s
     (run_dir / "experiment.json").write_text(json.dumps(experiment, indent=2, default=str))
     journal: dict[str, Any] = run_experiment(experiment)
     (run_dir / "journal.json").write_text(json.dumps(journal, indent=2, default=str))
-    if target.cluster_dir is not None:
+    if target.cluster_dir is not None and kube.is_kube(target.cluster_dir):
+        kube.pod_logs(target.cluster_dir, run_dir / "cluster")
+    elif target.cluster_dir is not None:
         collect_cluster_logs(target.cluster_dir, run_dir / "cluster")
     return journal
 

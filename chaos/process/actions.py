@@ -16,6 +16,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
+from magnetar.chaos.kube import target as kube
 from magnetar.chaos.local.supervisor import LocalClusterError, Supervisor, alive, process_state
 from magnetar.chaos.process import targets
 
@@ -98,6 +99,10 @@ def stop_bookie(
 def _start(role: str, region: str | None, index: int | None, name: str | None, directory: str | None,
            configuration: dict[str, Any] | None, timeout_s: float) -> Result:  # fmt: skip
     path = targets.cluster_dir(directory, configuration)
+    if kube.is_kube(path):  # the kubelet starts a pod's container again: wait for it
+        record = targets.pick(targets.load(path), role, name=name, region=region, index=index, running=None)
+        started = kube.wait_running(path, record.name, timeout_s)
+        return {"name": started.name, "pid": started.pid, "address": started.address, "at": time.time()}
     record = targets.pick(targets.load(path), role, name=name, region=region, index=index, running=False)
     try:
         started = Supervisor(path).restart(record.name, timeout_s=timeout_s)
@@ -265,6 +270,8 @@ def restore_region(
     for record in sorted(records, key=lambda p: p.role != "bookie"):
         if alive(record.pid):
             os.kill(record.pid, signal.SIGCONT)
+        elif kube.is_kube(path):
+            kube.wait_running(path, record.name, timeout_s)
         else:
             try:
                 supervisor.restart(record.name, timeout_s=timeout_s)

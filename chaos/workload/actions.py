@@ -68,6 +68,7 @@ def start_workload(
         cluster = cluster_name(cluster_dir, configuration) or "local"
     local = not (service_url_ or (configuration or {}).get("magnetar_service_url"))
     auth = auth_settings(cluster_dir, configuration, local=local)
+    listener = _listener(cluster, cluster_dir, configuration) if local else ""
     log = run_dir / "workload" / f"{prefix}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [
@@ -79,6 +80,7 @@ def start_workload(
         *(["--replicate-subscription-state"] if replicate_subscription_state else []),
         *(["--batching"] if batching else []),
         *(["--auth-plugin", auth["auth_plugin"], "--auth-params", auth["auth_params"]] if auth else []),
+        *(["--listener-name", listener] if listener else []),
         *(["--partitions", str(partitions), "--admin-url", admin_url(None, cluster_dir, configuration)]
           if partitions else []),
     ]  # fmt: skip
@@ -95,6 +97,14 @@ def start_workload(
         "at": time.time(),
         "run_dir": str(run_dir),
     }
+
+
+def _listener(region: str, cluster_dir: str | None, configuration: dict[str, Any] | None) -> str:
+    """The brokers' listener the region's clients look up: a Kubernetes target's brokers
+    advertise their pod IPs under one (magnetar.chaos.kube), the DNS names of the default
+    listener do not resolve outside the cluster."""
+    regions = targets.load(targets.cluster_dir(cluster_dir, configuration)).regions
+    return regions.get(region, {}).get("listener_name", "")
 
 
 def _regions(cluster_dir: str | None, configuration: dict[str, Any] | None) -> dict[str, str]:

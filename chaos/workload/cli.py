@@ -69,6 +69,8 @@ says {"cluster": "jp-west"}. SIGTERM stops producing; consumers then drain.""",
               "tlsCertFile:…,tlsKeyFile:….")  # fmt: skip
 @click.option("--tls-trust-certs-file-path", "trust_certs", default="",
               help="The CAs a pulsar+ssl:// or https:// URL's certificate is checked against.")  # fmt: skip
+@click.option("--listener-name", default="",
+              help="Brokers' advertised listener to look up (Pulsar's listenerName): pod-ip.")  # fmt: skip
 @click.option("--duration", type=float, default=60, show_default=True, help="Seconds of producing.")
 @click.option("--drain", "drain_s", type=float, default=30, show_default=True, help="Max seconds to drain.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
@@ -92,6 +94,7 @@ def workload(
     auth_plugin: str,
     auth_params: str,
     trust_certs: str,
+    listener_name: str,
     duration: float,
     drain_s: float,
     run_dir: Path,
@@ -105,14 +108,14 @@ def workload(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--auth-plugin/--auth-params") from None
     others = {
-        e.cluster: replace(e, credentials=credentials, trust_certs=trust_certs)
+        e.cluster: replace(e, credentials=credentials, trust_certs=trust_certs, listener_name=listener_name)
         for e in map(_endpoint, endpoints)
     }
     spec = WorkloadSpec(
         run_dir=run_dir,
         run_id=run_dir.name,
         prefix=prefix,
-        home=Endpoint(cluster, service_url, credentials, trust_certs),
+        home=Endpoint(cluster, service_url, credentials, trust_certs, listener_name),
         topic=topic,
         producers=producers,
         consumers=consumers,

@@ -39,6 +39,8 @@ class Endpoint:
     credentials: ClientCredentials = field(default_factory=ClientCredentials)
     #: the CAs a pulsar+ssl:// URL's certificate is checked against (empty: the system's)
     trust_certs: str = ""
+    #: the brokers' advertised listener to look up (Pulsar's listenerName; empty: the default)
+    listener_name: str = ""
 
 
 @dataclass
@@ -68,6 +70,7 @@ def _client(endpoint: Endpoint) -> pulsar.Client:
         logger=_quiet_logger(),
         authentication=_authentication(endpoint.credentials),
         tls_trust_certs_file_path=endpoint.trust_certs or None,
+        listener_name=endpoint.listener_name or None,
     )
 
 

@@ -1,0 +1,12 @@
+"""The chaos lab's Kubernetes target: the pods of ``MagnetarCluster``s as the processes the
+activities act on (issue 16).
+
+A run against pods gets a cluster directory like ``magnetar local``'s, whose ``kube.json`` names a
+kubeconfig, the node's containerd and the clusters (``target.write``). The activities load it as
+they load a local cluster's ``state.json`` (``magnetar.chaos.process.targets.load``), but the
+processes are read live: every pod of the clusters, with the host PID of its container's process
+(from the container runtime), its address and its broker URLs. So the same experiments kill,
+stop and freeze containers (a signal to that PID, from the host), and where a local cluster would
+start a process again, the kubelet restarts the container and the activity waits for it
+(``target.wait_restarted``).
+"""
