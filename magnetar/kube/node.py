@@ -336,17 +336,27 @@ def _stop_pods(layout: Layout, state: State, say: Say) -> None:
         return
     if "kubelet" not in state.procs:
         return
+    # Without the controllers, no StatefulSet or Deployment makes its deleted pods again.
+    for name in ("kube-controller-manager", "kube-scheduler"):
+        if name in state.procs and stop(name, state.procs[name]):
+            say(f"stopped {name} (pid {state.procs[name].pid})")
     kubectl(
         layout, "delete", "pods", "--all", "--all-namespaces", "--force", "--grace-period=0", "--wait=false"
     )
+    # The node is going away: no pod needs its grace period (a broker's is 60 s, spent handing its
+    # bundles to brokers that are stopping too), so containers are killed, again each second for
+    # those the kubelet restarts before it has seen the deletion; it then tears the sandboxes down.
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        running = [line for line in containerd.ctr(layout, "tasks", "ls", check=False).splitlines()[1:]
-                   if "RUNNING" in line]  # fmt: skip
-        if not running:
-            break
+    while time.monotonic() < deadline and (running := _running_tasks(layout)):
+        for task in running:
+            containerd.ctr(layout, "tasks", "kill", "--signal", "SIGKILL", task, check=False)
         time.sleep(1)
     say("pods stopped")
+
+
+def _running_tasks(layout: Layout) -> list[str]:
+    listed = containerd.ctr(layout, "tasks", "ls", check=False).splitlines()[1:]
+    return [line.split()[0] for line in listed if "RUNNING" in line]
 
 
 def _stop_processes(layout: Layout, state: State, say: Say) -> None:
