@@ -32,18 +32,22 @@ STAMP = struct.Struct("<q")  # the due time, ns, at the head of every payload
 READY = "lean client ready"
 
 
-def _client(url: str) -> Any:
+def _client(args: argparse.Namespace) -> Any:
     import pulsar
 
     log = logging.getLogger("lean-client")
     log.setLevel(logging.WARNING)
-    return pulsar.Client(url, operation_timeout_seconds=30, logger=log)
+    token = args.token_file.read_text().strip() if args.token_file else None
+    return pulsar.Client(
+        args.url, operation_timeout_seconds=30, logger=log, listener_name=args.listener_name or None,
+        authentication=pulsar.AuthenticationToken(token) if token else None,
+    )  # fmt: skip
 
 
 def produce(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
     import pulsar
 
-    client = _client(args.url)
+    client = _client(args)
     options = {"batching_enabled": False, "block_if_queue_full": True, "max_pending_messages": 10_000,
                "send_timeout_millis": 60_000}  # fmt: skip
     producers = [client.create_producer(topic, **options) for topic in args.topics]
@@ -90,7 +94,7 @@ def produce(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
 def consume(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
     import pulsar
 
-    client = _client(args.url)
+    client = _client(args)
     due_ns: list[list[int]] = [[] for _ in args.topics]
     received_ns: list[list[int]] = [[] for _ in args.topics]
 
@@ -125,6 +129,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=600, help="run at most this long (600)")
     parser.add_argument("--subscription", default="bench")
     parser.add_argument("--out", type=Path, required=True, help="where the records go (JSON)")
+    parser.add_argument("--token-file", type=Path, help="token authentication: the file holding it")
+    parser.add_argument("--listener-name", default="", help="the brokers' advertised listener to look up")
     args = parser.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

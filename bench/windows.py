@@ -71,6 +71,9 @@ class LeanWorkload:
     workdir: Path
     per_process: int = 4
     size: int = 256
+    #: a secured cluster's token, and the listener outside clients look brokers up on (pods)
+    token_file: Path | None = None
+    listener_name: str = ""
     _producers: list[tuple[subprocess.Popen[str], Path]] = field(default_factory=list)
     _consumers: list[tuple[subprocess.Popen[str], Path]] = field(default_factory=list)
 
@@ -86,6 +89,8 @@ class LeanWorkload:
         command = [
             sys.executable, str(CLIENT), role, self.url, ",".join(topics), "--rate", str(self.rate),
             "--size", str(self.size), "--out", str(out),
+            *(["--token-file", str(self.token_file)] if self.token_file else []),
+            *(["--listener-name", self.listener_name] if self.listener_name else []),
         ]  # fmt: skip
         process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None

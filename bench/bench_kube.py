@@ -1,0 +1,252 @@
+"""Magnetar on real pods (issue 16): how long a cluster takes from `kubectl apply` to its first
+acknowledged message, what a rolling restart through the operator costs clients, and each pod's
+memory. Needs root, `make kube-node` and `make image`.
+
+    sudo .venv/bin/python bench/bench_kube.py
+    sudo .venv/bin/python bench/bench_kube.py --rate 500 --topics 8 --keep   # leave the node up
+
+A node of `magnetar kube up` (its own state directory and ports), the chart, then a MagnetarCluster
+of three bookies (E/Qw/Qa 2/2/2) and two brokers, secured as by default:
+  1. apply -> first acknowledged message: from `kubectl apply` until a producer on this machine
+     (token, the brokers' pod-ip listener) gets its first receipt (target <= 60 s);
+  2. a rolling restart under ``--rate`` msg/s from lean client processes (bench/windows.py): a
+     spec change the operator rolls out, bookies one at a time, then brokers after their bundles
+     were transferred away; total time until every pod was replaced and the cluster is Ready
+     again, the largest lateness of a producer's receipts meanwhile (target <= 1 s, judged only
+     against a floor measured first with nothing happening), and the acknowledged messages lost
+     (target 0);
+  3. memory (RSS) of each pod's process once the restart is over.
+Prints a table and writes runs/bench/bench_kube.json; exits 1 when a client failed, 2 when the
+floor is too high to judge the window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import RUNS, percentile, write_results
+from windows import LeanWorkload, lost, verdict
+
+from magnetar.chaos.kube.target import container_pids
+from magnetar.operator.testenv.control_plane import BIN
+
+console = Console()
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = RUNS / "bench_kube.json"
+NAME = "bench"
+TARGETS = {"first_ack_s": 60.0, "window_ms": 1000.0, "lost": 0}
+
+
+@dataclass
+class Node:
+    state_dir: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        done = subprocess.run([str(BIN / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+                              input=stdin, capture_output=True, text=True, timeout=120)  # fmt: skip
+        if check and done.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json"))
+
+
+def magnetar(*args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "magnetar", *args], capture_output=True, text=True, timeout=600
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"magnetar {' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+
+def manifest() -> str:
+    doc = yaml.safe_load((ROOT / "examples/k8s/local/cluster.yaml").read_text())
+    doc["metadata"]["name"] = NAME
+    doc["spec"]["bookies"]["replicas"] = 3
+    doc["spec"]["brokers"].update({"replicas": 2, "readOnlyReplicas": 0})
+    return yaml.safe_dump(doc)
+
+
+def first_ack(node: Node, workdir: Path) -> tuple[float, Path, str]:
+    """Applies the cluster and sends until a send is acknowledged; the seconds, the token's file
+    and the broker Service's address."""
+    import pulsar
+
+    started = time.monotonic()
+    node.kubectl("apply", "-f", "-", stdin=manifest())
+    token_file = workdir / "token"
+    while time.monotonic() - started < 600:
+        try:
+            secret = node.json("secret", f"{NAME}-superuser-token")
+            ip = node.json("service", f"{NAME}-broker")["spec"]["clusterIP"]
+        except RuntimeError:
+            time.sleep(0.5)
+            continue
+        token = base64.b64decode(secret["data"]["token"]).decode().strip()
+        token_file.write_text(token)
+        client = pulsar.Client(f"pulsar://{ip}:6650", listener_name="pod-ip", operation_timeout_seconds=5,
+                               authentication=pulsar.AuthenticationToken(token))  # fmt: skip
+        try:
+            client.create_producer("persistent://public/default/first-ack").send(b"first")
+            return time.monotonic() - started, token_file, ip
+        except Exception:  # not up yet: the next try
+            time.sleep(0.5)
+        finally:
+            client.close()
+    raise RuntimeError(
+        f"no acknowledged message within 600 s of kubectl apply\n{node.kubectl('get', 'pods')}"
+    )
+
+
+def rolling_restart(
+    node: Node, ip: str, token_file: Path, args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    topics = [f"persistent://public/default/roll-{i}" for i in range(args.topics)]
+    workload = LeanWorkload(f"pulsar://{ip}:6650", topics, args.rate / args.topics, workdir / "clients",
+                            token_file=token_file, listener_name="pod-ip")  # fmt: skip
+    workload.start()
+    floor_from = time.monotonic_ns()
+    time.sleep(args.floor_seconds)
+    patched_ns = time.monotonic_ns()
+    patched_at = time.time()
+    change = {"spec": {"bookies": {"config": {"journal_max_group_wait_msec": 3}},
+                       "brokers": {"config": {"managed_ledger_max_entries_per_ledger": 50001}}}}  # fmt: skip
+    node.kubectl("patch", "mgc", NAME, "--type", "merge", "-p", json.dumps(change))
+    console.print("[dim]rolling restart started[/]")
+    done_ns = wait_rolled(node, patched_at, timeout_s=900)
+    time.sleep(2)
+    produced, consumed = workload.stop()
+    floor = produced.windows_ms(floor_from + 1_000_000_000, patched_ns)
+    during = produced.windows_ms(patched_ns, done_ns)
+    return {
+        "rate": args.rate, "topics": args.topics,
+        "total_s": (done_ns - patched_ns) / 1e9,
+        "floor_max_ms": max(floor, default=0.0), "floor_p99_ms": percentile(floor, 0.99),
+        "window_max_ms": max(during, default=0.0), "window_p99_ms": percentile(during, 0.99),
+        "acked": sum(len(d) for d in produced.due_ns.values()), "lost": lost(produced, consumed),
+    }  # fmt: skip
+
+
+def wait_rolled(node: Node, since: float, timeout_s: float) -> int:
+    """Until every bookie and broker pod was made after ``since`` and the cluster is Ready."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pods = node.json("pods", "-l", f"app.kubernetes.io/instance={NAME}")["items"]
+        rolled = [
+            p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") != "zookeeper"
+        ]
+        fresh = all(_created(p) > since and _ready(p) for p in rolled) and len(rolled) == 5
+        conditions = node.json("mgc", NAME).get("status", {}).get("conditions", [])
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        if fresh and ready:
+            return time.monotonic_ns()
+        time.sleep(1)
+    raise RuntimeError(
+        f"the rolling restart did not finish in {timeout_s:.0f} s\n{node.kubectl('get', 'pods')}"
+    )
+
+
+def _created(pod: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def pod_memory(node: Node) -> dict[str, float]:
+    """RSS (MB) of each pod's process, by the host PID the node's containerd gives."""
+    pids = container_pids(str(node.state_dir / "containerd" / "containerd.sock"))
+    memory = {}
+    for pod in node.json("pods", "-A")["items"]:
+        for status in pod["status"].get("containerStatuses", []):
+            pid = pids.get(status.get("containerID", "").rpartition("//")[2])
+            if pid:
+                memory[pod["metadata"]["name"]] = _rss_mb(pid)
+    return dict(sorted(memory.items()))
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--rate", type=float, default=500, help="msg/s over all topics during the restart (500)"
+    )
+    parser.add_argument("--topics", type=int, default=8, help="topics, four a client process (8)")
+    parser.add_argument("--floor-seconds", type=float, default=10, help="nothing happening first (10)")
+    parser.add_argument("--port-base", type=int, default=20440, help="the node's ports (20440)")
+    parser.add_argument("--keep", action="store_true", help="leave the node up at the end")
+    args = parser.parse_args()
+    workdir = RUNS / "bench-kube"
+    node = Node(workdir / "state")
+    console.print("[bold]node[/]: magnetar kube up …")
+    magnetar("kube", "up", "--state-dir", str(node.state_dir), "--port-base", str(args.port_base))
+    try:
+        helm = [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
+                str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
+                "--wait", "--timeout", "180s"]  # fmt: skip
+        subprocess.run(helm, check=True, capture_output=True, timeout=240)
+        console.print("[bold]1.[/] kubectl apply -> first acknowledged message …")
+        seconds, token_file, ip = first_ack(node, workdir)
+        console.print(f"    {seconds:.1f} s")
+        console.print(f"[bold]2.[/] rolling restart under {args.rate:,.0f} msg/s …")
+        roll = rolling_restart(node, ip, token_file, args, workdir)
+        memory = pod_memory(node)
+    finally:
+        if not args.keep:
+            magnetar("kube", "down", "--state-dir", str(node.state_dir))
+    judged = verdict(roll["window_max_ms"], TARGETS["window_ms"], roll["floor_max_ms"])
+    table = Table(title="Magnetar on a magnetar kube node (2 cores): 3 bookies, 2 brokers")
+    for column in ("measure", "figure", "target", "met"):
+        table.add_column(column)
+    table.add_row("kubectl apply -> first acked message", f"{seconds:.1f} s", "<= 60 s",
+                  "yes" if seconds <= TARGETS["first_ack_s"] else "no")  # fmt: skip
+    table.add_row("rolling restart, total", f"{roll['total_s']:.0f} s", "", "")
+    table.add_row(
+        "floor: largest producer lateness, nothing happening", f"{roll['floor_max_ms']:.0f} ms", "", ""
+    )
+    table.add_row(
+        "rolling restart: largest producer lateness", f"{roll['window_max_ms']:.0f} ms", "<= 1 s", judged
+    )
+    table.add_row("acknowledged messages lost", f"{roll['lost']} of {roll['acked']:,}", "0",
+                  "yes" if roll["lost"] == 0 else "no")  # fmt: skip
+    for pod, mb in memory.items():
+        table.add_row(f"RSS {pod}", f"{mb:.0f} MB", "", "")
+    console.print(table)
+    write_results(RESULTS, {"first_ack_s": seconds, "rolling_restart": roll, "memory_mb": memory,
+                            "window_verdict": judged})  # fmt: skip
+    console.print(f"results: {RESULTS}")
+    if judged.startswith("cannot tell"):
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
