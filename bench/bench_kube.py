@@ -141,7 +141,7 @@ def rolling_restart(
         "total_s": (done_ns - patched_ns) / 1e9,
         "floor_max_ms": max(floor, default=0.0), "floor_p99_ms": percentile(floor, 0.99),
         "window_max_ms": max(during, default=0.0), "window_p99_ms": percentile(during, 0.99),
-        "acked": sum(len(d) for d in produced.due_ns.values()), "lost": lost(produced, consumed),
+        "acked": produced.count, "lost": lost(produced, consumed),
     }  # fmt: skip
 
 

@@ -42,22 +42,22 @@ class Records:
             self.due_ns[topic] = due
             self.done_ns[topic] = done
 
+    @property
+    def count(self) -> int:
+        return sum(len(due) for due in self.due_ns.values())
+
+    def _lateness_ms(self, topic: str, start_ns: int, end_ns: int) -> list[float]:
+        """The lateness of ``topic``'s messages due within [start, end]."""
+        pairs = zip(self.due_ns[topic], self.done_ns[topic], strict=True)
+        return [(done - due) / 1e6 for due, done in pairs if start_ns <= due <= end_ns]
+
     def latencies_ms(self, start_ns: int, end_ns: int) -> list[float]:
         """The lateness of every message due within [start, end], all topics together."""
-        return [
-            (d1 - d0) / 1e6
-            for t, due in self.due_ns.items()
-            for d0, d1 in zip(due, self.done_ns[t], strict=True)
-            if start_ns <= d0 <= end_ns
-        ]
+        return [ms for topic in self.due_ns for ms in self._lateness_ms(topic, start_ns, end_ns)]
 
     def windows_ms(self, start_ns: int, end_ns: int) -> list[float]:
         """Per topic, the largest lateness of the messages due within [start, end]."""
-        return [
-            max((d1 - d0 for d0, d1 in zip(due, self.done_ns[t], strict=True) if start_ns <= d0 <= end_ns),
-                default=0) / 1e6
-            for t, due in self.due_ns.items()
-        ]  # fmt: skip
+        return [max(self._lateness_ms(topic, start_ns, end_ns), default=0.0) for topic in self.due_ns]
 
 
 @dataclass
@@ -103,25 +103,32 @@ class LeanWorkload:
     def stop(self, drain_s: float = 3.0) -> tuple[Records, Records]:
         """Stops the producers (each waits for its receipts), lets the consumers drain, stops them;
         the producers' and the consumers' records. A client that failed fails the benchmark."""
-        produced, consumed = Records(), Records()
         try:
-            for process, _ in self._producers:
-                process.terminate()
-            for process, out in self._producers:
-                if process.wait(120) != 0:
-                    raise RuntimeError("a producer's send failed or was never answered (see its stderr)")
-                produced.add(json.loads(out.read_text()))
+            produced = _collect(self._producers, 120, "a producer's send failed or was never answered")
             time.sleep(drain_s)
-            for process, _ in self._consumers:
-                process.terminate()
-            for process, out in self._consumers:
-                if process.wait(60) != 0:
-                    raise RuntimeError("a consumer process failed (see its stderr)")
-                consumed.add(json.loads(out.read_text()))
+            consumed = _collect(self._consumers, 60, "a consumer process failed")
         finally:
             for process, _ in self._producers + self._consumers:
                 stop_process(process)
         return produced, consumed
+
+
+def _collect(clients: list[tuple[subprocess.Popen[str], Path]], timeout_s: float, failure: str) -> Records:
+    """SIGTERM to each client, then each one's records once it exited cleanly."""
+    records = Records()
+    for process, _ in clients:
+        process.terminate()
+    for process, out in clients:
+        if process.wait(timeout_s) != 0:
+            raise RuntimeError(f"{failure} (see its stderr)")
+        records.add(json.loads(out.read_text()))
+    return records
+
+
+def _spread(name: str, values: list[float], empty: float) -> dict[str, float]:
+    """``name``_p50_ms, _p99_ms and _max_ms of ``values``."""
+    return {f"{name}_p50_ms": percentile(values, 0.5), f"{name}_p99_ms": percentile(values, 0.99),
+            f"{name}_max_ms": max(values, default=empty)}  # fmt: skip
 
 
 def lost(produced: Records, consumed: Records) -> int:
@@ -131,26 +138,20 @@ def lost(produced: Records, consumed: Records) -> int:
 
 def summarize(produced: Records, consumed: Records, moved_ns: int) -> dict[str, Any]:
     start, end = moved_ns - int(BEFORE_S * 1e9), moved_ns + int(AFTER_S * 1e9)
-    p, c = produced.windows_ms(start, end), consumed.windows_ms(start, end)
     return {
-        "producer_p50_ms": percentile(p, 0.5), "producer_p99_ms": percentile(p, 0.99),
-        "producer_max_ms": max(p, default=0.0),
-        "consumer_p50_ms": percentile(c, 0.5), "consumer_p99_ms": percentile(c, 0.99),
-        "consumer_max_ms": max(c, default=0.0),
-        "acked": sum(len(d) for d in produced.due_ns.values()), "lost": lost(produced, consumed),
+        **_spread("producer", produced.windows_ms(start, end), 0.0),
+        **_spread("consumer", consumed.windows_ms(start, end), 0.0),
+        "acked": produced.count, "lost": lost(produced, consumed),
     }  # fmt: skip
 
 
 def latency(produced: Records, consumed: Records, start_ns: int, end_ns: int) -> dict[str, Any]:
     """Publish (due to receipt) and end-to-end (due to arrival) percentiles of every message due
     within [start, end]."""
-    publish, e2e = produced.latencies_ms(start_ns, end_ns), consumed.latencies_ms(start_ns, end_ns)
+    e2e = consumed.latencies_ms(start_ns, end_ns)
     return {
-        "publish_p50_ms": percentile(publish, 0.5), "publish_p99_ms": percentile(publish, 0.99),
-        "publish_max_ms": max(publish, default=float("nan")),
-        "e2e_p50_ms": percentile(e2e, 0.5), "e2e_p99_ms": percentile(e2e, 0.99),
-        "e2e_max_ms": max(e2e, default=float("nan")), "samples": len(e2e),
-        "lost": lost(produced, consumed),
+        **_spread("publish", produced.latencies_ms(start_ns, end_ns), float("nan")),
+        **_spread("e2e", e2e, float("nan")), "samples": len(e2e), "lost": lost(produced, consumed),
     }  # fmt: skip
 
 
