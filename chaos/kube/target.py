@@ -16,6 +16,7 @@ import yaml
 from chaoslib.exceptions import ActivityFailed
 
 from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord
+from magnetar.operator.configs import BROKER_PORT, BROKER_WEB_PORT, ZOOKEEPER_PORT
 from magnetar.operator.kube import api_client
 from magnetar.operator.manifests import COMPONENT, INSTANCE, POD_IP_LISTENER
 from magnetar.operator.resources import GROUP, VERSION
@@ -127,7 +128,10 @@ def _process(pod: Any, region: str, pids: dict[str, int]) -> ProcessRecord:
     container = (statuses[0].container_id or "").rpartition("//")[2] if statuses else ""
     endpoints = {}
     if component.startswith("broker") and ip:
-        endpoints = {"service_url": f"pulsar://{ip}:6650", "web_service_url": f"http://{ip}:8080"}
+        endpoints = {
+            "service_url": f"pulsar://{ip}:{BROKER_PORT}",
+            "web_service_url": f"http://{ip}:{BROKER_WEB_PORT}",
+        }
     return ProcessRecord(
         name=pod.metadata.name,
         role="broker" if component.startswith("broker") else component,
@@ -146,8 +150,8 @@ def _region(core: Any, ref: ClusterRef) -> dict[str, str]:
     ports = {p.name: p.port for p in broker.spec.ports}
     ip = broker.spec.cluster_ip
     info = {
-        "service_url": f"pulsar://{ip}:{ports.get('pulsar', 6650)}",
-        "web_service_url": f"http://{ip}:{ports.get('http', 8080)}",
+        "service_url": f"pulsar://{ip}:{ports.get('pulsar', BROKER_PORT)}",
+        "web_service_url": f"http://{ip}:{ports.get('http', BROKER_WEB_PORT)}",
         # lookups answer the pods' DNS names, which this machine cannot resolve: their IPs
         "listener_name": POD_IP_LISTENER,
     }
@@ -156,7 +160,7 @@ def _region(core: Any, ref: ClusterRef) -> dict[str, str]:
     host = (store.hostname or "").split(".")[0]
     if host == f"{ref.name}-zookeeper":
         zookeeper = core.read_namespaced_service(host, ref.namespace).spec.cluster_ip
-        store = store._replace(netloc=f"{zookeeper}:{store.port or 2181}")
+        store = store._replace(netloc=f"{zookeeper}:{store.port or ZOOKEEPER_PORT}")
     info["metadata_store"] = urlunsplit(store)
     return info
 
@@ -172,33 +176,32 @@ def _security(core: Any, ref: ClusterRef, directory: Path) -> dict[str, str]:
         if exc.status == 404:
             return {}
         raise
-    token = directory / f"{ref.namespace}-{ref.name}.token"
-    token.write_bytes(base64.b64decode(secret.data["token"]))
-    token.chmod(0o600)
+    token, value = directory / f"{ref.namespace}-{ref.name}.token", base64.b64decode(secret.data["token"])
+    if not token.exists() or token.read_bytes() != value:  # read live by every activity: written once
+        token.write_bytes(value)
+        token.chmod(0o600)
     return {"auth_plugin": "token", "auth_params": f"file://{token}"}
 
 
-def wait_running(directory: Path, name: str, timeout_s: float, old_pid: int = 0) -> ProcessRecord:
-    """Waits until the kubelet has the pod's container running (again: a PID other than
-    ``old_pid``) and the pod Ready; where a local cluster would start the process again."""
+def wait_running(directory: Path, name: str, timeout_s: float) -> ProcessRecord:
+    """Waits until the kubelet has the pod's container running and the pod Ready; where a local
+    cluster would start the process again."""
     from kubernetes import client
 
-    core: Any = client.CoreV1Api(api_client(KubeTarget.load(directory).kubeconfig))
+    target = KubeTarget.load(directory)
+    core: Any = client.CoreV1Api(api_client(target.kubeconfig))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        record = next((p for p in live_state(directory).processes if p.name == name), None)
-        if record is not None and record.pid and record.pid != old_pid and _ready(core, directory, name):
-            return record
+        if any(_running_and_ready(pod, target) for ref in target.clusters for pod in _pods(core, ref)
+               if pod.metadata.name == name):  # fmt: skip
+            return next(p for p in live_state(directory).processes if p.name == name)
         time.sleep(0.5)
     raise ActivityFailed(f"pod {name} not running and Ready again within {timeout_s:.0f}s")
 
 
-def _ready(core: Any, directory: Path, name: str) -> bool:
-    for ref in KubeTarget.load(directory).clusters:
-        pods = core.list_namespaced_pod(ref.namespace, field_selector=f"metadata.name={name}").items
-        for pod in pods:
-            return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-    return False
+def _running_and_ready(pod: Any, target: KubeTarget) -> bool:
+    ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+    return ready and _process(pod, "", container_pids(target.containerd_socket)).pid != 0
 
 
 def pod_logs(directory: Path, destination: Path) -> None:
