@@ -264,15 +264,15 @@ class Bundles:
         names = self._stop_serving(namespace, bundle)
         sent: BrokerInfo | None = target
 
-        def early(drained: bool) -> str | None:
+        def early(drained: bool) -> BrokerInfo | None:
             if not (prepared and drained and set(names) <= set(upcoming)):
                 return None
             # Lookups here answer the destination too, until it owns the bundle (a client that
             # looks the topic up again must not be sent back and refused).
             self._outgoing[(namespace, bundle)] = target
-            return target.service_url
+            return target
 
-        async def hand_over() -> str | None:
+        async def hand_over() -> BrokerInfo | None:
             nonlocal sent
             try:
                 await self._ownership.release(namespace, bundle)
@@ -288,7 +288,7 @@ class Bundles:
                 sent = None
             finally:
                 self._outgoing.pop((namespace, bundle), None)
-            return sent.service_url if sent else None
+            return sent
 
         await self._topics.evict(topics, early=early, after_close=hand_over)
         log.info("transferred %s/%s to %s (%d topics)", namespace, bundle.name, destination, len(topics))

@@ -463,6 +463,16 @@ class BrokerConfig(ComponentConfig):
         Pulsar: ``internal:pulsar://h:6650,internal:pulsar+ssl://h:6651``)."""
         return self._listeners("pulsar+ssl://")
 
+    def listener_at(self, host: str, port: int) -> str | None:
+        """The listener advertised at exactly ``host:port`` (the address a client connected to),
+        like Pulsar's per-bind-address listener (PIP-95); None: the default listener. Only an
+        advertised IP literal can match: a name would need resolving."""
+        for urls in (self.listeners(), self.listeners_tls()):
+            for name, url in urls.items():
+                if url.partition("://")[2].rstrip("/") == f"{host}:{port}":
+                    return name
+        return None
+
     def _listeners(self, scheme: str) -> dict[str, str]:
         found: dict[str, str] = {}
         for entry in filter(None, (e.strip() for e in self.advertised_listeners.split(","))):

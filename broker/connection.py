@@ -24,7 +24,13 @@ from magnetar.broker.channel import TopicSource
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer_commands import CompactedReads, ConsumerCommands
 from magnetar.broker.namespace import NamespaceError
-from magnetar.broker.ownership import LookupUrls, NotServedError, UnknownListenerError
+from magnetar.broker.ownership import (
+    BrokerInfo,
+    LookupUrls,
+    NotServedError,
+    UnknownListenerError,
+    lookup_urls,
+)
 from magnetar.broker.producer_commands import ProducerCommands, ReadOnlyRefusal
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
@@ -109,6 +115,10 @@ class ServerConnection:
         peer = writer.get_extra_info("peername")
         self.ip = str(peer[0]) if peer else "?"
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        #: the listener this client reaches brokers by: the one its lookups name, else the one
+        #: advertised at the address it connected to (where a transfer sends it: its listener's
+        #: address of the next owner, not the default one it may not be able to resolve)
+        self._listener = _listener_of(deps.config, writer.get_extra_info("sockname"))
         #: the CN of the client certificate a TLS port verified (the tls provider's role)
         self._tls_common_name = peer_common_name(writer.get_extra_info("ssl_object"))
         self.protocol_version = 0
@@ -384,6 +394,8 @@ class ServerConnection:
     async def _lookup(self, frame: Frame) -> None:
         request = frame.command.lookupTopic
         await self.authorize(request.topic, "produce", "consume")
+        if request.advertised_listener_name:
+            self._listener = request.advertised_listener_name
         try:
             urls, redirect = await self._deps.lookups.lookup(
                 request.topic,
@@ -445,12 +457,22 @@ class ServerConnection:
         return self._producers.attached_topics() + self._consumers.attached_topics()
 
     def close_producers_and_consumers(
-        self, topics: set[str] | None = None, assigned_broker_url: str | None = None
+        self, topics: set[str] | None = None, assigned: BrokerInfo | None = None
     ) -> None:
         """The broker lets go of ``topics`` (all with None): unload, transfer, shutdown. The
-        clients are told to reconnect, at ``assigned_broker_url`` when there is one."""
-        self._producers.close_by_broker(topics, assigned_broker_url)
-        self._consumers.close_by_broker(topics, assigned_broker_url)
+        clients are told to reconnect, at ``assigned``'s address on their listener when there
+        is one."""
+        urls = self._assigned_urls(assigned) if assigned is not None else None
+        self._producers.close_by_broker(topics, urls)
+        self._consumers.close_by_broker(topics, urls)
+
+    def _assigned_urls(self, assigned: BrokerInfo) -> LookupUrls:
+        try:
+            return lookup_urls(assigned, self._listener)
+        except UnknownListenerError:
+            # Brokers of one cluster advertise the same listeners; one that does not is still
+            # better named by its default address than not at all (the client looks up then).
+            return lookup_urls(assigned, None)
 
     def close_producers(self, topics: set[str]) -> None:
         """Producers of ``topics`` reconnect (a backlog quota: they are held or refused then)."""
@@ -510,9 +532,9 @@ class Connections:
     def __len__(self) -> int:
         return len(self._open)
 
-    def close_clients(self, topics: set[str] | None, assigned_broker_url: str | None) -> None:
+    def close_clients(self, topics: set[str] | None, assigned: BrokerInfo | None) -> None:
         for connection in list(self._open):
-            connection.close_producers_and_consumers(topics, assigned_broker_url)
+            connection.close_producers_and_consumers(topics, assigned)
 
     def close_producers(self, topics: set[str]) -> None:
         for connection in list(self._open):
@@ -547,3 +569,10 @@ def _request_id(command: api.BaseCommand) -> int:
         if descriptor.name != "type" and hasattr(value, "request_id"):
             return int(value.request_id)
     return 0
+
+
+def _listener_of(config: BrokerConfig, sockname: object) -> str | None:
+    """The listener advertised at the local address a connection came in at (None: default)."""
+    if not (isinstance(sockname, tuple) and len(sockname) >= 2):
+        return None  # a Unix socket, or a transport that does not say
+    return config.listener_at(str(sockname[0]), int(sockname[1]))

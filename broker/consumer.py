@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from magnetar.broker.managed_ledger import Entry, Position
+from magnetar.broker.ownership import LookupUrls
 from magnetar.broker.protocol import commands
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -78,8 +79,8 @@ class Consumer:
                 )
             )
 
-    def close_by_broker(self, assigned_broker_url: str | None = None) -> None:
-        """Ask the client to reconnect (unload, seek, transfer to ``assigned_broker_url``)."""
+    def close_by_broker(self, assigned: LookupUrls | None = None) -> None:
+        """Ask the client to reconnect (unload, seek; a transfer to ``assigned``)."""
         self.closed = True
         self.channel.send(
             commands.command(
@@ -87,6 +88,7 @@ class Consumer:
                 "close_consumer",
                 consumer_id=self.consumer_id,
                 request_id=0,
-                assignedBrokerServiceUrl=assigned_broker_url,
+                assignedBrokerServiceUrl=(assigned.url or None) if assigned else None,
+                assignedBrokerServiceUrlTls=(assigned.url_tls or None) if assigned else None,
             )
         )

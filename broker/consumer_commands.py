@@ -18,7 +18,7 @@ from magnetar.broker.managed_ledger import (
     Position,
 )
 from magnetar.broker.managed_ledger.cursor import CompactedEntries
-from magnetar.broker.ownership import NotServedError
+from magnetar.broker.ownership import LookupUrls, NotServedError
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import Frame, FrameError, read_metadata
@@ -371,13 +371,13 @@ class ConsumerCommands:
     def attached_topics(self) -> list[Topic]:
         return [t for t, _, _ in self._consumers.values()]
 
-    def close_by_broker(self, topics: set[str] | None, assigned_broker_url: str | None) -> None:
-        """Tell the consumers of ``topics`` (all with None) to reconnect, at
-        ``assigned_broker_url`` when there is one."""
+    def close_by_broker(self, topics: set[str] | None, assigned: LookupUrls | None) -> None:
+        """Tell the consumers of ``topics`` (all with None) to reconnect, at ``assigned`` when
+        there is one (else after a lookup)."""
         for consumer_id, (topic, _, consumer) in list(self._consumers.items()):
             if topics is not None and str(topic.name) not in topics:
                 continue
-            consumer.close_by_broker(assigned_broker_url)
+            consumer.close_by_broker(assigned)
             self.drop(consumer_id)
 
     def close(self) -> None:

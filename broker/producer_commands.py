@@ -14,7 +14,7 @@ from typing import Protocol
 from magnetar.broker.admission import producer_refusal
 from magnetar.broker.channel import CommandChannel, TopicSource
 from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError, Position
-from magnetar.broker.ownership import NotServedError
+from magnetar.broker.ownership import LookupUrls, NotServedError
 from magnetar.broker.producer_access import ProducerAccessError
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
@@ -290,16 +290,16 @@ class ProducerCommands:
     def attached_topics(self) -> list[Topic]:
         return [t for t, _ in self._producers.values()]
 
-    def close_by_broker(self, topics: set[str] | None, assigned_broker_url: str | None) -> None:
-        """Tell the producers of ``topics`` (all with None) to reconnect, at
-        ``assigned_broker_url`` when there is one."""
+    def close_by_broker(self, topics: set[str] | None, assigned: LookupUrls | None) -> None:
+        """Tell the producers of ``topics`` (all with None) to reconnect, at ``assigned`` when
+        there is one (else after a lookup)."""
         for producer_id, entry in list(self._producers.items()):
             if topics is None or str(entry[0].name) in topics:
-                self._close_by_broker(producer_id, entry, assigned_broker_url)
+                self._close_by_broker(producer_id, entry, assigned)
         self._withdraw(lambda producer_id, topic: topics is None or str(topic.name) in topics)
 
     def _close_by_broker(
-        self, producer_id: int, entry: tuple[Topic, Producer], assigned_broker_url: str | None
+        self, producer_id: int, entry: tuple[Topic, Producer], assigned: LookupUrls | None
     ) -> None:
         self._channel.send(
             commands.command(
@@ -307,7 +307,8 @@ class ProducerCommands:
                 "close_producer",
                 producer_id=producer_id,
                 request_id=0,
-                assignedBrokerServiceUrl=assigned_broker_url,
+                assignedBrokerServiceUrl=(assigned.url or None) if assigned else None,
+                assignedBrokerServiceUrlTls=(assigned.url_tls or None) if assigned else None,
             )
         )
         del self._producers[producer_id]

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from magnetar.broker.managed_ledger import ManagedLedger
 from magnetar.broker.namespace import Bundle, NamespacePolicies, topic_hash
-from magnetar.broker.ownership import NotServedError
+from magnetar.broker.ownership import BrokerInfo, NotServedError
 from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, Topic, TopicName
 from magnetar.common.background import BackgroundTasks
 
@@ -54,7 +54,9 @@ class Opener(Protocol):
 class Clients(Protocol):
     """The connections' side of an eviction: telling the topics' clients to go."""
 
-    def close_clients(self, topics: set[str], assigned_broker_url: str | None) -> None: ...
+    def close_clients(self, topics: set[str], assigned: BrokerInfo | None) -> None:
+        """Tell the clients of ``topics`` to go: to ``assigned`` (each at the listener it came
+        in by) when there is one, else to a lookup."""
 
 
 class LedgerCache(Protocol):
@@ -169,8 +171,8 @@ class Topics:
         self,
         topics: list[Topic],
         *,
-        early: Callable[[bool], str | None] | None = None,
-        after_close: Callable[[], Awaitable[str | None]] | None = None,
+        early: Callable[[bool], BrokerInfo | None] | None = None,
+        after_close: Callable[[], Awaitable[BrokerInfo | None]] | None = None,
         timeout_s: float | None = None,
     ) -> None:
         """Fence, drain, close, evict and tell the clients of ``topics`` (the module's order).
@@ -186,10 +188,10 @@ class Topics:
         async def seal() -> None:
             nonlocal told
             drained = await asyncio.gather(*(t.fence() for t in topics), return_exceptions=True)
-            url = early(all(d is True for d in drained)) if early is not None else None
-            if url is not None:
+            assigned = early(all(d is True for d in drained)) if early is not None else None
+            if assigned is not None:
                 self._forget(topics)
-                self._clients.close_clients(_names(topics), url)
+                self._clients.close_clients(_names(topics), assigned)
                 told = True
             # Side by side: a handover lasts as long as the slowest close, not the sum.
             await asyncio.gather(*(t.close() for t in topics), return_exceptions=True)
@@ -203,10 +205,10 @@ class Topics:
                 log.info(
                     "%d topics not sealed within %.1f s: closing in the background", len(topics), timeout_s
                 )
-        url = await after_close() if after_close is not None else None
+        assigned = await after_close() if after_close is not None else None
         self._forget(topics)
         if not told:
-            self._clients.close_clients(_names(topics), url)
+            self._clients.close_clients(_names(topics), assigned)
 
     async def delete(self, topic: Topic) -> None:
         """Evict ``topic`` and delete its managed ledger for good: ledgers, cursors, metadata.
