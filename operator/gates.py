@@ -4,7 +4,11 @@ Two small interfaces, so the restart logic does not care how the answer is found
 
 - :class:`ReplicationGate` — how many ledgers are under-replicated now; a bookie is restarted only
   when none is (the last restart's ledgers are whole again). The default reads the
-  ``/underreplicated`` marks the auditor keeps in the region's metadata store.
+  ``/underreplicated`` marks the auditor keeps in the region's metadata store. It also
+  decommissions the bookies a scale-down removed, as BookKeeper's ``decommissionbookie`` does
+  once a bookie is stopped: every ledger that still names one is marked for re-replication at once
+  (not after the auditor's ``lost_bookie_recovery_delay``), so the cluster is not called Ready
+  while a ledger holds fewer copies than its write quorum.
 - :class:`Drainer` — move a broker's bundles to other brokers before its pod goes, so clients
   are redirected instead of waiting out a reconnect backoff. The default finds the broker's
   bundles in the ownership records and transfers each through the admin REST.
@@ -17,6 +21,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from magnetar.bookie.autorecovery.marks import Mark, UnderReplication
+from magnetar.bookie.client import BKError
+from magnetar.bookie.client.ledger_manager import LedgerManager
 from magnetar.bookie.layout import UNDER_REPLICATED
 from magnetar.common.metadata import MetadataStore, NoNodeError, open_store
 from magnetar.operator import configs
@@ -51,6 +58,11 @@ class ClusterRef:
 class ReplicationGate(Protocol):
     async def under_replicated(self, cluster: ClusterRef) -> int: ...
 
+    async def decommission(self, cluster: ClusterRef, replicas: int) -> int:
+        """Mark for re-replication every ledger naming a bookie of ordinal ``replicas`` or above
+        (gone by a scale-down); how many ledgers were marked."""
+        ...
+
 
 class Drainer(Protocol):
     async def drain(self, cluster: ClusterRef, pod: dict[str, Any]) -> list[str]:
@@ -69,6 +81,47 @@ class MetadataReplicationGate:
             return 0
         finally:
             await store.close()
+
+    async def decommission(self, cluster: ClusterRef, replicas: int) -> int:
+        store = await open_store(cluster.metadata_url)
+        try:
+            manager, marks = LedgerManager(store), UnderReplication(store)
+            marked = 0
+            for ledger_id in await manager.ledger_ids():
+                try:
+                    bookies = (await manager.read(ledger_id)).metadata.bookies()
+                except BKError:
+                    continue  # deleted since the listing
+                leaving = frozenset(b for b in bookies if _at_or_above(bookie_ordinal(cluster, b), replicas))
+                if not leaving:
+                    continue
+                marked += 1
+                found = await marks.get(ledger_id)
+                if found is None or not leaving <= found[0].drain:  # marked already: not again
+                    await marks.mark(ledger_id, Mark(drain=leaving))
+            if marked:
+                log.info(
+                    "%s: %d ledger(s) on removed bookies marked for re-replication", cluster.name, marked
+                )
+            return marked
+        finally:
+            await store.close()
+
+
+def _at_or_above(ordinal: int | None, replicas: int) -> bool:
+    return ordinal is not None and ordinal >= replicas
+
+
+def bookie_ordinal(cluster: ClusterRef, bookie: str) -> int | None:
+    """The ordinal of the cluster's bookie pod whose id (its stable DNS name and port, as the
+    image's entrypoint advertises it) is ``bookie``; None for any other id."""
+    host, _, port = bookie.rpartition(":")
+    pod, dot, domain = host.partition(".")
+    prefix = f"{cluster.name}-bookie-"
+    if not dot or domain != f"{cluster.name}-bookie.{cluster.namespace}.svc" or not pod.startswith(prefix):
+        return None
+    number = pod.removeprefix(prefix)
+    return int(number) if number.isdigit() and port == str(configs.BOOKIE_PORT) else None
 
 
 def broker_id(cluster: ClusterRef, pod: dict[str, Any]) -> str:

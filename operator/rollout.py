@@ -8,7 +8,9 @@ carries the new hash, a pod being restarted is simply waited for.
 
 Order: storage before serving (ZooKeeper, bookies, brokers, read-only brokers); within a
 component the highest ordinal first, as a StatefulSet does. Before a bookie goes, every bookie is
-ready and no ledger is under-replicated; before a broker goes, its bundles are transferred.
+ready and no ledger is under-replicated; before a broker goes, its bundles are transferred. A
+bookie a scale-down removed is decommissioned (gates.py) before the cluster is Ready again or the
+next one goes.
 """
 
 from __future__ import annotations
@@ -91,6 +93,9 @@ class Roller:
                 return Step(Wait(reasons[0], f"{summary}; {problems}", failing=True))
             return Step(Wait("WaitingForPods", f"{summary}; {detail}"))
         if component == "bookie":
+            # Bookies a scale-down removed are decommissioned before anything else: their
+            # ledgers re-replicated (the marks count as under-replicated until that is done).
+            await self.gate.decommission(cluster, replicas)
             under = await self.gate.under_replicated(cluster)
             if under:
                 return Step(Wait("WaitingForReplication", f"{under} ledger(s) under-replicated"))

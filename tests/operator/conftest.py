@@ -138,6 +138,9 @@ class RecordingGate:
         self.timeline.add("gate", f"{self.namespace}/{cluster.name}", answer)
         return answer
 
+    async def decommission(self, cluster: ClusterRef, replicas: int) -> int:
+        return 0  # no ledgers here: the mock kubelet's bookies store nothing
+
 
 class RecordingDrainer:
     def __init__(self, timeline: Timeline, namespace: str) -> None:
