@@ -43,7 +43,7 @@ class AdminApi:
         self._deps = deps
         self._bundles = deps.bundles
         self._topics = deps.topics
-        self._owners = Owners(deps.bundles, deps.topics, deps.broker_credentials)
+        self._owners = Owners(deps.bundles, deps.topics, deps.broker_credentials, deps.listener_at)
 
     def install(self, app: web.Application) -> None:
         app.middlewares.append(errors)

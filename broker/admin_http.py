@@ -23,7 +23,14 @@ from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.compaction.topic_compactions import Compactions
 from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
-from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Owner
+from magnetar.broker.ownership import (
+    BrokerInfo,
+    LookupUrls,
+    NotServedError,
+    Owner,
+    UnknownListenerError,
+    web_url,
+)
 from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName, TopicNotAllowedError
@@ -71,6 +78,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return error(405, str(exc))
     except NotServedError as exc:
         return error(503, str(exc))
+    except UnknownListenerError as exc:  # X-Pulsar-ListenerName names one the owner lacks
+        return error(404, str(exc))
     except MetadataError as exc:
         if isinstance(exc, _NODE_STATE_ERRORS):
             raise  # a bug of the handler, not the store's state
@@ -185,6 +194,21 @@ class AdminDeps:
     broker_credentials: ClientCredentials = field(default_factory=ClientCredentials)
     #: what a role may do (authorization_enabled); None: everything
     authorization: Authorization | None = None
+    #: the listener advertised at a local address (BrokerConfig.listener_at): redirects name the
+    #: owner on the listener the request came in by
+    listener_at: Callable[[str, int], str | None] = lambda host, port: None
+
+
+def listener_of(request: web.Request, listener_at: Callable[[str, int], str | None]) -> str | None:
+    """The listener a request is for: named by Pulsar's ``X-Pulsar-ListenerName`` header, else
+    the one advertised at the address it came in at (None: the default)."""
+    named = request.headers.get("X-Pulsar-ListenerName", "").strip()
+    if named:
+        return named
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    if isinstance(sockname, tuple) and len(sockname) >= 2:
+        return listener_at(str(sockname[0]), int(sockname[1]))
+    return None
 
 
 def namespace_of(request: web.Request) -> str:
@@ -207,17 +231,24 @@ class Owners:
     """Where a call about a bundle or a topic is served: here, or at the owner's (a 307)."""
 
     def __init__(
-        self, bundles: BundleAdmin, topics: TopicAdmin, credentials: ClientCredentials | None = None
+        self,
+        bundles: BundleAdmin,
+        topics: TopicAdmin,
+        credentials: ClientCredentials | None = None,
+        listener_at: Callable[[str, int], str | None] = lambda host, port: None,
     ) -> None:
         self._bundles = bundles
         self._topics = topics
         self._credentials = credentials
+        self._listener_at = listener_at
 
     async def forward(self, request: web.Request, namespace: str, bundle: Bundle) -> None:
-        """Raise a 307 to the owning broker's same URL unless this broker owns the bundle."""
+        """Raise a 307 to the owning broker's same URL unless this broker owns the bundle: its
+        https:// one for a request over TLS, on the request's listener."""
         owner = await self._bundles.owner(namespace, bundle)
         if owner is not None and owner.broker_id != self._bundles.broker_id:
-            raise web.HTTPTemporaryRedirect(f"{owner.web_service_url}{request.rel_url}")
+            url = web_url(owner, listener_of(request, self._listener_at), secure=request.secure)
+            raise web.HTTPTemporaryRedirect(f"{url}{request.rel_url}")
 
     async def topic(self, request: web.Request) -> Topic:
         """The request's topic, loaded here (created if new) when this broker owns its bundle; a

@@ -13,6 +13,7 @@ from magnetar.broker.admin_http import (
     domain_of,
     error,
     json_object,
+    listener_of,
     namespace_of,
     query_flag,
     topic_of,
@@ -20,6 +21,7 @@ from magnetar.broker.admin_http import (
 from magnetar.broker.admin_messages import message_id
 from magnetar.broker.consumer import SubType
 from magnetar.broker.non_persistent.topic import NonPersistentTopic
+from magnetar.broker.ownership import BrokerInfo, web_url
 from magnetar.broker.schemas.admission import schema_id
 from magnetar.broker.topic import Topic, TopicNotAllowedError
 
@@ -188,18 +190,17 @@ class TopicAdminApi:
     # -- HTTP lookups ---------------------------------------------------------------------------
     async def lookup(self, request: web.Request) -> web.Response:
         authoritative = query_flag(request, "authoritative")
-        urls, redirect = await self._bundles.lookup(str(topic_of(request)), authoritative=authoritative)
-        owner = next((b for b in await self._bundles.brokers() if b.service_url == urls.url), None)
+        listener = listener_of(request, self._deps.listener_at)
+        urls, redirect = await self._bundles.lookup(
+            str(topic_of(request)), authoritative=authoritative, listener=listener
+        )
+        owner = next((b for b in await self._bundles.brokers() if _advertises(b, urls.url)), None)
         if redirect and owner is not None:
             # As Pulsar's: the broker chosen for an unowned bundle takes it only when asked itself
             # (authoritatively), so the client is sent there; the official clients follow a 307.
             # A client that asked over https:// is sent to the owner's https:// port.
-            web_url = (
-                owner.web_service_url_tls
-                if request.secure and owner.web_service_url_tls
-                else owner.web_service_url
-            )
-            raise web.HTTPTemporaryRedirect(f"{web_url}{request.path}?authoritative=true")
+            url = web_url(owner, listener, secure=request.secure)
+            raise web.HTTPTemporaryRedirect(f"{url}{request.path}?authoritative=true")
         # Pulsar's LookupData: the official clients need every field, TLS ones empty without TLS
         # (the C++ client refuses the answer without brokerUrlTls, and the Python client crashed).
         return web.json_response(
@@ -282,4 +283,14 @@ def _subscription_stats(topic: Topic) -> dict[str, object]:
             ],
         }
         for name, sub in topic.subscriptions.items()
+    }
+
+
+def _advertises(broker: BrokerInfo, url: str) -> bool:
+    """Whether ``url`` is one of ``broker``'s binary-protocol addresses (default or a listener's)."""
+    return url in {
+        broker.service_url,
+        broker.service_url_tls,
+        *broker.listeners.values(),
+        *broker.listeners_tls.values(),
     }

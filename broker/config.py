@@ -463,11 +463,22 @@ class BrokerConfig(ComponentConfig):
         Pulsar: ``internal:pulsar://h:6650,internal:pulsar+ssl://h:6651``)."""
         return self._listeners("pulsar+ssl://")
 
+    def listeners_web(self) -> dict[str, str]:
+        """``advertised_listeners``' http:// URLs: where admin calls about what another broker
+        owns are redirected for a client of that listener (Pulsar advertises only the binary
+        protocol by listener; its admin redirects name the default address)."""
+        return self._listeners("http://")
+
+    def listeners_web_tls(self) -> dict[str, str]:
+        """``advertised_listeners``' https:// URLs."""
+        return self._listeners("https://")
+
     def listener_at(self, host: str, port: int) -> str | None:
         """The listener advertised at exactly ``host:port`` (the address a client connected to),
-        like Pulsar's per-bind-address listener (PIP-95); None: the default listener. Only an
-        advertised IP literal can match: a name would need resolving."""
-        for urls in (self.listeners(), self.listeners_tls()):
+        like Pulsar's per-bind-address listener (PIP-95); None: the default listener. Addresses
+        are compared as written, never resolved."""
+        tables = (self.listeners(), self.listeners_tls(), self.listeners_web(), self.listeners_web_tls())
+        for urls in tables:
             for name, url in urls.items():
                 if url.partition("://")[2].rstrip("/") == f"{host}:{port}":
                     return name
@@ -477,10 +488,10 @@ class BrokerConfig(ComponentConfig):
         found: dict[str, str] = {}
         for entry in filter(None, (e.strip() for e in self.advertised_listeners.split(","))):
             name, _, url = entry.partition(":")
-            if not name or not url.startswith(("pulsar://", "pulsar+ssl://")):
+            if not name or not url.startswith(("pulsar://", "pulsar+ssl://", "http://", "https://")):
                 raise ValueError(
-                    f"advertised_listeners: expected name:pulsar://host:port or name:pulsar+ssl://host:port, "
-                    f"got {entry!r}"
+                    "advertised_listeners: expected name:pulsar://host:port, name:pulsar+ssl://host:port, "
+                    f"name:http://host:port or name:https://host:port, got {entry!r}"
                 )
             if url.startswith(scheme):
                 found[name] = url

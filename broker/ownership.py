@@ -61,6 +61,9 @@ class BrokerInfo:
     web_service_url_tls: str = ""
     #: the broker's pulsar+ssl:// addresses by listener name (advertised_listeners)
     listeners_tls: dict[str, str] = field(default_factory=dict)
+    #: the broker's http:// and https:// addresses by listener name (admin redirects)
+    web_listeners: dict[str, str] = field(default_factory=dict)
+    web_listeners_tls: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -81,6 +84,9 @@ class Owner:
     web_service_url_tls: str = ""
     #: (listener name, pulsar+ssl URL) pairs
     listeners_tls: tuple[tuple[str, str], ...] = ()
+    #: (listener name, http:// URL) and (listener name, https:// URL) pairs
+    web_listeners: tuple[tuple[str, str], ...] = ()
+    web_listeners_tls: tuple[tuple[str, str], ...] = ()
 
     def encode(self) -> bytes:
         # Pulsar's NamespaceEphemeralData field names
@@ -91,39 +97,53 @@ class Owner:
                 "nativeUrlTls": self.service_url_tls,
                 "httpUrl": self.web_service_url,
                 "httpUrlTls": self.web_service_url_tls,
-                "advertisedListeners": _advertised(self.listeners, self.listeners_tls),
+                "advertisedListeners": _advertised(
+                    self.listeners, self.listeners_tls, self.web_listeners, self.web_listeners_tls
+                ),
             }
         ).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> Owner:
         doc = json.loads(data)
-        advertised = doc.get("advertisedListeners", {})
-        listeners = tuple(
-            sorted((n, v["brokerServiceUrl"]) for n, v in advertised.items() if v.get("brokerServiceUrl"))
-        )
-        listeners_tls = tuple(
-            sorted(
-                (n, v["brokerServiceUrlTls"]) for n, v in advertised.items() if v.get("brokerServiceUrlTls")
-            )
-        )
+        advertised: dict[str, dict[str, str]] = doc.get("advertisedListeners", {})
+
+        def pairs(key: str) -> tuple[tuple[str, str], ...]:
+            return tuple(sorted((n, v[key]) for n, v in advertised.items() if v.get(key)))
+
         return cls(
             doc["brokerId"],
             doc["nativeUrl"],
             doc["httpUrl"],
-            listeners,
+            pairs("brokerServiceUrl"),
             doc.get("nativeUrlTls", ""),
             doc.get("httpUrlTls", ""),
-            listeners_tls,
+            pairs("brokerServiceUrlTls"),
+            pairs(_WEB_URL),
+            pairs(_WEB_URL_TLS),
         )
 
 
+#: not in Pulsar's AdvertisedListener (which readers of the record ignore): a listener's admin URLs
+_WEB_URL, _WEB_URL_TLS = "webServiceUrl", "webServiceUrlTls"
+
+
 def _advertised(
-    listeners: tuple[tuple[str, str], ...], listeners_tls: tuple[tuple[str, str], ...]
+    listeners: tuple[tuple[str, str], ...],
+    listeners_tls: tuple[tuple[str, str], ...],
+    web: tuple[tuple[str, str], ...],
+    web_tls: tuple[tuple[str, str], ...],
 ) -> dict[str, dict[str, str]]:
-    """Pulsar's ``advertisedListeners``: {name: {brokerServiceUrl, brokerServiceUrlTls}}."""
+    """Pulsar's ``advertisedListeners``: {name: {brokerServiceUrl, brokerServiceUrlTls}}, and
+    the listener's web service URLs."""
     found: dict[str, dict[str, str]] = {}
-    for key, pairs in (("brokerServiceUrl", listeners), ("brokerServiceUrlTls", listeners_tls)):
+    tables = (
+        ("brokerServiceUrl", listeners),
+        ("brokerServiceUrlTls", listeners_tls),
+        (_WEB_URL, web),
+        (_WEB_URL_TLS, web_tls),
+    )
+    for key, pairs in tables:
         for name, url in pairs:
             found.setdefault(name, {})[key] = url
     return found
@@ -150,6 +170,19 @@ def lookup_urls(broker: Owner | BrokerInfo, listener: str | None) -> LookupUrls:
     if not (url or url_tls):
         raise UnknownListenerError(f"broker {broker.broker_id} advertises no listener named {listener!r}")
     return LookupUrls(url, url_tls)
+
+
+def web_url(broker: Owner | BrokerInfo, listener: str | None, *, secure: bool) -> str:
+    """Where an admin call about what ``broker`` owns is redirected: its https:// URL for a
+    request that came over TLS (when it has one), on the request's listener when that listener
+    advertises web URLs, else its default ones."""
+    plain, tls = (
+        dict(broker.web_listeners).get(listener or ""),
+        dict(broker.web_listeners_tls).get(listener or ""),
+    )
+    if not (plain or tls):
+        plain, tls = broker.web_service_url, broker.web_service_url_tls
+    return (tls if secure and tls else plain) or tls or ""
 
 
 class NotServedError(Exception):
@@ -196,7 +229,9 @@ class Ownership:
             listeners,
             me.service_url_tls,
             me.web_service_url_tls,
-            tuple(sorted(self.me.listeners_tls.items())),
+            tuple(sorted(me.listeners_tls.items())),
+            tuple(sorted(me.web_listeners.items())),
+            tuple(sorted(me.web_listeners_tls.items())),
         )
 
     @property

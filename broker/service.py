@@ -149,6 +149,8 @@ class BrokerService:
             listeners=config.listeners(),
             listeners_tls=config.listeners_tls(),
             service_url_tls=self.service_url_tls,
+            web_listeners=config.listeners_web(),
+            web_listeners_tls=config.listeners_web_tls(),
         )
         if config.read_only_broker:
             # PIP-63: the read-only pool registers and owns bundles among itself; the writable
@@ -302,6 +304,7 @@ class BrokerService:
                 authentication=self._authentication,
                 broker_credentials=config.broker_client_credentials(),
                 authorization=self._authorization(),
+                listener_at=config.listener_at,
             )
         ).install(self._metrics.app)
         self.load_manager.install(self._metrics.app)

@@ -317,9 +317,16 @@ POD_IP_LISTENER = "pod-ip"
 
 
 def _pod_ip_listener(secured: Security) -> list[dict[str, Any]]:
-    urls = [f"{POD_IP_LISTENER}:pulsar://$(POD_IP):{configs.BROKER_PORT}"]
+    # the admin ports too: an admin call about what another broker owns is redirected to it
+    urls = [
+        f"{POD_IP_LISTENER}:pulsar://$(POD_IP):{configs.BROKER_PORT}",
+        f"{POD_IP_LISTENER}:http://$(POD_IP):{configs.BROKER_WEB_PORT}",
+    ]
     if secured.tls:
-        urls.append(f"{POD_IP_LISTENER}:pulsar+ssl://$(POD_IP):{configs.BROKER_TLS_PORT}")
+        urls += [
+            f"{POD_IP_LISTENER}:pulsar+ssl://$(POD_IP):{configs.BROKER_TLS_PORT}",
+            f"{POD_IP_LISTENER}:https://$(POD_IP):{configs.BROKER_WEB_TLS_PORT}",
+        ]
     return [
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         # $(POD_IP): the kubelet expands an earlier variable of the container
