@@ -152,6 +152,14 @@ def topics_lookup(client: AdminClient, topic: str) -> None:
     show(client.call("GET", f"/lookup/v2/topic/{topic_path(topic)}"))
 
 
+@topics.command("bundle-range")
+@click.argument("topic")
+@click.pass_obj
+def topics_bundle_range(client: AdminClient, topic: str) -> None:
+    """The bundle of its namespace the topic falls in (for namespaces unload --bundle)."""
+    show(client.call("GET", f"/admin/v2/{topic_path(topic)}/bundle"))
+
+
 @topics.command("examine-message")
 @click.argument("topic")
 @click.option("--initialPosition", "--initial-position", "-i", "initial",

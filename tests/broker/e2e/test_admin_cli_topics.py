@@ -3,6 +3,9 @@ each command does is checked with the official client."""
 
 from __future__ import annotations
 
+import itertools
+import json
+
 import pulsar
 from click.testing import CliRunner
 
@@ -26,6 +29,9 @@ def test_topic_commands_do_what_pulsar_admin_does(standalone: Standalone) -> Non
     assert "persistent://public/default/wide" in cli("topics", "list-partitioned-topics", "public/default")
 
     cli("topics", "create", TOPIC)
+    low, high = cli("topics", "bundle-range", TOPIC).strip().strip('"').split("_")
+    boundaries = json.loads(cli("namespaces", "bundles", "public/default"))["boundaries"]
+    assert (low, high) in itertools.pairwise(boundaries)  # one of the namespace's bundles
     cli("topics", "create-subscription", TOPIC, "-s", "audit", "-m", "earliest")
     client = standalone.client()
     producer = client.create_producer(TOPIC, batching_enabled=False)
