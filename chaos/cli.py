@@ -19,6 +19,8 @@ console = Console()
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
 #: what ``make demo`` runs on its two regions: Pulsar's micro-outage, our transfer, and PIP-33
 DEMO_EXPERIMENTS = ("bundle-unload", "bundle-transfer", "replicated-subscription-failover", "region-outage")
+#: what ``magnetar chaos demo --kube`` runs on one MagnetarCluster
+KUBE_DEMO_EXPERIMENTS = ("bundle-unload", "bundle-transfer", "broker-kill", "bookie-loss")
 
 
 @click.group(
@@ -159,12 +161,28 @@ def _print_summary(result: dict[str, Any], run_dir: Path) -> None:
     (run_dir / "chaos-summary.json").write_text(json.dumps(result, indent=2, default=str))
 
 
+_DEFAULTS = f"{', '.join(DEMO_EXPERIMENTS)}; with --kube: {', '.join(KUBE_DEMO_EXPERIMENTS)}"
+
+
 @chaos.command()
 @click.option("--cluster-file", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("examples/two-regions.yaml"), show_default=True)  # fmt: skip
-@click.option("--experiment", "experiments", multiple=True, default=DEMO_EXPERIMENTS,
-              show_default=True, help="Experiment names under chaos/experiments/; repeatable.")  # fmt: skip
-def demo(cluster_file: Path, experiments: tuple[str, ...]) -> None:
+@click.option("--experiment", "experiments", multiple=True, default=None,
+              help=f"Experiments under chaos/experiments/; repeatable [default: {_DEFAULTS}].")  # fmt: skip
+@click.option("--kube", is_flag=True,
+              help="Run on the pods of MagnetarClusters already there (magnetar kube up, the chart, "
+                   "a cluster applied) instead of starting a local cluster.")  # fmt: skip
+@click.option("--kube-cluster", "kube_clusters", multiple=True, metavar="NAME[@NAMESPACE]",
+              help="With --kube: a MagnetarCluster to act on; repeatable (default: all).")  # fmt: skip
+@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --kube. Default: $KUBECONFIG, else the one `magnetar kube up` wrote.")  # fmt: skip
+def demo(
+    cluster_file: Path,
+    experiments: tuple[str, ...],
+    kube: bool,
+    kube_clusters: tuple[str, ...],
+    kubeconfig: Path | None,
+) -> None:
     """Start a local cluster, run experiments with a real workload, write the post-mortem, stop.
 
     By default two regions (examples/two-regions.yaml): a bundle unloaded and one transferred
@@ -172,45 +190,30 @@ def demo(cluster_file: Path, experiments: tuple[str, ...]) -> None:
     whole region frozen while both produce; each run's post-mortem counts windows, duplicates
     (same-region and cross-region) and losses.
 
+    With --kube the experiments act on the pods of a MagnetarCluster named jp-east (the
+    experiments' region) that is already Ready; by default the one-region ones: an unload, a
+    transfer, a broker killed and a bookie lost (the two-region ones need two clusters sharing
+    a configuration store, which the operator does not set up yet).
+
     \b
     Examples:
       magnetar chaos demo
       magnetar chaos demo --experiment bundle-unload --experiment region-outage
       magnetar chaos demo --cluster-file examples/one-region.yaml --experiment bookie-loss
+      sudo magnetar chaos demo --kube --kube-cluster jp-east@default
     """
     from datetime import UTC, datetime
 
-    from magnetar.chaos.local.cli import _link_latest
-    from magnetar.chaos.local.spec import ClusterSpec, ClusterSpecError
-    from magnetar.chaos.local.supervisor import LocalClusterError, Supervisor
-
-    try:
-        spec = ClusterSpec.load(cluster_file)
-    except ClusterSpecError as exc:
-        raise click.ClickException(str(exc)) from exc
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    cluster_dir = Path("runs") / f"demo-{stamp}" / "cluster"
-    supervisor = Supervisor(cluster_dir, on_status=lambda msg: console.print(f"[dim]{msg}[/]"))
-    console.print(f"[bold]starting[/] {cluster_file} in {cluster_dir}")
-    try:
-        supervisor.up(spec)
-    except (LocalClusterError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    _link_latest(cluster_dir)
-    results = []
-    try:
-        for name in experiments:
-            path = EXPERIMENTS / f"{name}.yaml"
-            loaded = chaos_run.load(path)
-            run_dir = chaos_run.new_run_dir(path, f"demo-{stamp}-{name}")
-            _show_progress()
-            journal = chaos_run.execute(loaded, run_dir, chaos_run.Target("local", cluster_dir))
-            result = chaos_run.summary(journal)
-            _print_summary(result, run_dir)
-            results.append((name, run_dir, result))
-    finally:
-        console.print("[bold]stopping[/] the local cluster")
-        supervisor.down()
+    if kube:
+        names = experiments or KUBE_DEMO_EXPERIMENTS
+        target = chaos_run.Target(
+            "kubernetes",
+            _kube_target(Path("runs") / f"demo-{stamp}" / "kube-target", kubeconfig, kube_clusters),
+        )
+        results = _run_all(names, stamp, target)
+    else:
+        results = _demo_locally(cluster_file, experiments or DEMO_EXPERIMENTS, stamp)
     analysed = [_postmortem(run_dir) for _, run_dir, _ in results]
     console.print("[bold]demo results[/]")
     for (name, run_dir, result), status in zip(results, analysed, strict=True):
@@ -224,6 +227,48 @@ def demo(cluster_file: Path, experiments: tuple[str, ...]) -> None:
         )
     if any(r["status"] != "completed" for _, _, r in results) or any(analysed):
         raise SystemExit(1)
+
+
+Results = list[tuple[str, Path, dict[str, Any]]]
+
+
+def _demo_locally(cluster_file: Path, experiments: tuple[str, ...], stamp: str) -> Results:
+    """Start the local cluster of ``cluster_file``, run ``experiments`` on it, stop it."""
+    from magnetar.chaos.local.cli import _link_latest
+    from magnetar.chaos.local.spec import ClusterSpec, ClusterSpecError
+    from magnetar.chaos.local.supervisor import LocalClusterError, Supervisor
+
+    try:
+        spec = ClusterSpec.load(cluster_file)
+    except ClusterSpecError as exc:
+        raise click.ClickException(str(exc)) from exc
+    cluster_dir = Path("runs") / f"demo-{stamp}" / "cluster"
+    supervisor = Supervisor(cluster_dir, on_status=lambda msg: console.print(f"[dim]{msg}[/]"))
+    console.print(f"[bold]starting[/] {cluster_file} in {cluster_dir}")
+    try:
+        supervisor.up(spec)
+    except (LocalClusterError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    _link_latest(cluster_dir)
+    try:
+        return _run_all(experiments, stamp, chaos_run.Target("local", cluster_dir))
+    finally:
+        console.print("[bold]stopping[/] the local cluster")
+        supervisor.down()
+
+
+def _run_all(experiments: tuple[str, ...], stamp: str, target: chaos_run.Target) -> Results:
+    results: Results = []
+    for name in experiments:
+        path = EXPERIMENTS / f"{name}.yaml"
+        loaded = chaos_run.load(path)
+        run_dir = chaos_run.new_run_dir(path, f"demo-{stamp}-{name}")
+        _show_progress()
+        journal = chaos_run.execute(loaded, run_dir, target)
+        result = chaos_run.summary(journal)
+        _print_summary(result, run_dir)
+        results.append((name, run_dir, result))
+    return results
 
 
 def _postmortem(run_dir: Path) -> int:
