@@ -13,7 +13,7 @@ import contextlib
 import logging
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from magnetar.bookie import checkpoint, journal
@@ -22,6 +22,7 @@ from magnetar.bookie.digest import verify
 from magnetar.bookie.entry_log import CorruptEntryError, StoredEntry, encode_record, iter_records
 from magnetar.bookie.journal import Journal, journal_files
 from magnetar.bookie.ledger_storage import LedgerStorage, NoSuchLedgerError
+from magnetar.common.latency import LatencyHistogram
 from magnetar.proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ class BookieStats:
     refused_adds: int = 0
     reads: int = 0
     corrupt_reads: int = 0
+    #: an add request's time in the bookie: decoded to answered (journal durable included)
+    add_request_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
 class Bookie:

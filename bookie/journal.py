@@ -22,11 +22,14 @@ import asyncio
 import logging
 import os
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import google_crc32c
+
+from magnetar.common.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +193,8 @@ class Journal:
         self._max_file_bytes = max_file_bytes
         self._file_id = 0
         self._offset = 0
-        self._queue: list[tuple[int, bytes, asyncio.Future[None]]] = []
+        #: (file id, record, its future, when it was queued: time.perf_counter())
+        self._queue: list[tuple[int, bytes, asyncio.Future[None], float]] = []
         self._queued_bytes = 0
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
@@ -201,6 +205,10 @@ class Journal:
         self.fsync_count = 0
         #: records made durable so far
         self.record_count = 0
+        #: a record's wait from append to durable (group wait, write, fdatasync)
+        self.add_latency = LatencyHistogram()
+        #: one group's write and fdatasync
+        self.sync_latency = LatencyHistogram()
 
     def start(self, file_id: int) -> None:
         """Begin writing a new file ``file_id`` (after replay)."""
@@ -224,7 +232,7 @@ class Journal:
         if self._offset and self._offset + len(data) > self._max_file_bytes:
             self._file_id += 1
             self._offset = 0
-        self._queue.append((self._file_id, data, future))
+        self._queue.append((self._file_id, data, future, time.perf_counter()))
         self._offset += len(data)
         self._queued_bytes += len(data)
         self._wakeup.set()
@@ -242,17 +250,21 @@ class Journal:
                 # Let more adds join this group: one fsync for all of them.
                 await asyncio.sleep(self._group_wait_s)
             batch, self._queue, self._queued_bytes = self._queue, [], 0
+            started = time.perf_counter()
             try:
-                await asyncio.to_thread(self._write, [(file_id, data) for file_id, data, _ in batch])
+                await asyncio.to_thread(self._write, [(file_id, data) for file_id, data, _, _ in batch])
             except OSError as exc:
                 log.error("journal write failed: %s", exc)
                 error = JournalError(f"journal write to {self.directory} failed: {exc}")
-                for _, _, future in batch:
+                for _, _, future, _ in batch:
                     if not future.done():
                         future.set_exception(error)
             else:
+                done = time.perf_counter()
+                self.sync_latency.observe(done - started)
                 self.record_count += len(batch)
-                for _, _, future in batch:
+                for _, _, future, queued in batch:
+                    self.add_latency.observe(done - queued)
                     if not future.done():
                         future.set_result(None)
             self._wakeup.set()  # records may have queued meanwhile

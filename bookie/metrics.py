@@ -54,6 +54,17 @@ class BookieCollector(Collector):
         yield GaugeMetricFamily(
             "bookie_ledgers_count", "Ledgers stored on this bookie", len(bookie.storage.ledgers())
         )
+        yield stats.add_request_latency.family(
+            "bookkeeper_server_ADD_ENTRY_REQUEST_seconds",
+            "An add request in the bookie: decoded to answered, its journal fdatasync included",
+        )
+        yield bookie.journal.add_latency.family(
+            "bookie_journal_JOURNAL_ADD_ENTRY_seconds",
+            "A journal record from append to durable: group wait, write and fdatasync",
+        )
+        yield bookie.journal.sync_latency.family(
+            "bookie_journal_JOURNAL_SYNC_seconds", "One group commit's write and fdatasync"
+        )
         if self._recovery is not None:
             yield from self._recovery_metrics(self._recovery)
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, Protocol
 
@@ -128,24 +129,27 @@ class BookieService(pb_grpc.BookieServicer):
     ) -> AsyncIterator[pb.AddResponse]:
         # A reader task takes requests off the stream and starts them at once (so group commit
         # sees every stream's entries); this generator answers them in arrival order.
-        answers: asyncio.Queue[tuple[asyncio.Future[None] | None, pb.AddResponse] | None] = asyncio.Queue()
+        answers: asyncio.Queue[tuple[float, asyncio.Future[None] | None, pb.AddResponse] | None]
+        answers = asyncio.Queue()
+        latency = self._bookie.stats.add_request_latency
 
         async def pump() -> None:
             try:
                 async for request in request_iterator:
-                    answers.put_nowait(self._bookie.add(request))
+                    answers.put_nowait((time.perf_counter(), *self._bookie.add(request)))
             finally:
                 answers.put_nowait(None)
 
         reader = asyncio.create_task(pump())
         try:
             while (item := await answers.get()) is not None:
-                durable, response = item
+                received, durable, response = item
                 if durable is not None:
                     try:
                         await durable
                     except JournalError as exc:
                         response = _journal_failed(response, str(exc))
+                latency.since(received)
                 yield response
             await reader  # re-raise what ended the request stream, if anything
         finally:

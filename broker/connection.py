@@ -41,6 +41,7 @@ from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, InvalidTopicNameError, Topic, TopicName
 from magnetar.common.authentication.providers import Authentication, AuthenticationFailed
 from magnetar.common.background import BackgroundTasks
+from magnetar.common.latency import LatencyHistogram
 from magnetar.common.tls import peer_common_name
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -96,6 +97,8 @@ class ConnectionDeps:
     #: who a connection's CONNECT proves it is (authentication_enabled), and what it may do
     authentication: Authentication = field(default_factory=Authentication)
     authorization: Authorization | None = None
+    #: SEND to SEND_RECEIPT, every connection's (the broker's /metrics)
+    publish_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
 class ServerConnection:
@@ -135,6 +138,7 @@ class ServerConnection:
             max_pending=deps.config.max_pending_publish_requests_per_connection,
             read_only=deps.read_only,
             schemas=deps.schemas,
+            publish_latency=deps.publish_latency,
         )
         self._consumers = ConsumerCommands(self, deps.topics, deps.schemas, deps.compactions)
         self._schemas = SchemaCommands(self, deps.schemas)

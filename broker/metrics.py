@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from magnetar.broker.load_report import LoadedTopics
+from magnetar.common.latency import LatencyHistogram
 
 _LABELS = ["cluster", "namespace", "topic"]
 
@@ -118,13 +119,31 @@ class LookupCollector(Collector):
             yield counter
 
 
+class LatencyCollector(Collector):
+    """Latency histograms by metric name (magnetar.common.latency)."""
+
+    def __init__(self, latencies: dict[str, tuple[LatencyHistogram, str]]) -> None:
+        self._latencies = latencies
+
+    def collect(self) -> Iterator[Metric]:
+        for name, (histogram, documentation) in self._latencies.items():
+            yield histogram.family(name, documentation)
+
+
 class MetricsServer:
     def __init__(
-        self, topics: LoadedTopics, lookups: LookupCounts, cluster: str, host: str, port: int
+        self,
+        topics: LoadedTopics,
+        lookups: LookupCounts,
+        cluster: str,
+        host: str,
+        port: int,
+        latencies: dict[str, tuple[LatencyHistogram, str]] | None = None,
     ) -> None:
         self._registry = CollectorRegistry()
         self._registry.register(TopicCollector(topics, cluster))
         self._registry.register(LookupCollector(lookups, cluster))
+        self._registry.register(LatencyCollector(latencies or {}))
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self.app = web.Application()

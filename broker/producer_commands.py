@@ -23,6 +23,7 @@ from magnetar.broker.schemas.compatibility import IncompatibleSchemaError
 from magnetar.broker.schemas.schema_data import InvalidSchemaError
 from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic, TopicFencedError
+from magnetar.common.latency import LatencyHistogram
 from magnetar.proto import PulsarApi_pb2 as api
 
 E = api.ServerError
@@ -50,8 +51,10 @@ class ProducerCommands:
         max_pending: int,
         read_only: ReadOnlyRefusal | None,
         schemas: ProducerSchemas,
+        publish_latency: LatencyHistogram | None = None,
     ) -> None:
         self._channel = channel
+        self._publish_latency = publish_latency if publish_latency is not None else LatencyHistogram()
         self._topics = topics
         self._new_producer_name = new_producer_name
         self._max_pending = max_pending
@@ -198,6 +201,7 @@ class ProducerCommands:
         )
 
     async def send(self, frame: Frame) -> None:
+        received = time.perf_counter()
         send = frame.command.send
         entry = self._producers.get(send.producer_id)
         if entry is None:
@@ -225,10 +229,15 @@ class ProducerCommands:
         self._publishing += 1
         if self._publishing >= self._max_pending:
             self._room.clear()
-        self._channel.spawn(self._publish(topic, send, metadata, frame.headers_and_payload))
+        self._channel.spawn(self._publish(topic, send, metadata, frame.headers_and_payload, received))
 
     async def _publish(
-        self, topic: Topic, send: api.CommandSend, metadata: api.MessageMetadata, data: bytes
+        self,
+        topic: Topic,
+        send: api.CommandSend,
+        metadata: api.MessageMetadata,
+        data: bytes,
+        received: float,
     ) -> None:
         try:
             position = await topic.publish(data, metadata, send.sequence_id, send.highest_sequence_id)
@@ -250,6 +259,7 @@ class ProducerCommands:
         topic.messages_in += max(1, send.num_messages)
         topic.bytes_in += len(data)
         self._receipt(send, position)
+        self._publish_latency.since(received)
 
     def _receipt(self, send: api.CommandSend, position: Position) -> None:
         self._channel.send(

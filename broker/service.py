@@ -50,6 +50,7 @@ from magnetar.broker.topic import TopicName
 from magnetar.broker.topic_loader import ReadOnlyOpener, WritableOpener
 from magnetar.broker.topics import Topics
 from magnetar.common.background import BackgroundTasks
+from magnetar.common.latency import LatencyHistogram
 from magnetar.common.metadata import LeaderElection, MetadataStore, open_store
 from magnetar.common.tls import CertificateReloader
 
@@ -86,6 +87,10 @@ class BrokerService:
         #: renewed certificate reaches both
         self._tls_context = config.tls_server_context()
         self._metrics: MetricsServer | None = None
+        #: SEND to SEND_RECEIPT on this broker (pulsar_broker_publish_latency), and each add to Qa
+        #: bookies (the managed-ledger factory's): where a publish spends its time, from /metrics
+        self.publish_latency = LatencyHistogram()
+        self._write_latency = LatencyHistogram()
         self._rpc_server: grpc.aio.Server | None = None
         self._peers = PeerClient(config.broker_client_tls())
         self._cursor_client: CursorClient | None = None
@@ -134,6 +139,7 @@ class BrokerService:
         self.ledger_client = LedgerClient(store, config.ledger_client())
         self.compactions = Compactions(self.ledger_client)
         factory = ManagedLedgerFactory(store, self.ledger_client, config.managed_ledger())
+        self._write_latency = factory.write_latency
         # Bound now, served once everything is wired: the broker id is its address and port.
         self._server = await asyncio.start_server(
             self._accept, config.bind_address, config.broker_service_port, limit=1 << 20, start_serving=False
@@ -286,6 +292,16 @@ class BrokerService:
             config.cluster_name,
             config.bind_address,
             config.web_service_port,
+            latencies={
+                "pulsar_broker_publish_latency_seconds": (
+                    self.publish_latency,
+                    "A publish on this broker: SEND received to SEND_RECEIPT sent",
+                ),
+                "pulsar_storage_write_latency_seconds": (
+                    self._write_latency,
+                    "A managed-ledger add: to the acknowledgement of Qa bookies",
+                ),
+            },
         )
         AdminApi(
             AdminDeps(
@@ -414,6 +430,7 @@ class BrokerService:
             read_only=read_only,
             authentication=self._authentication,
             authorization=self._authorization(),
+            publish_latency=self.publish_latency,
         )
 
     def _authorization(self) -> Authorization | None:

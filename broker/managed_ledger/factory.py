@@ -12,6 +12,7 @@ from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
 from magnetar.broker.managed_ledger.ledger import ManagedLedger
 from magnetar.broker.managed_ledger.meta_store import validate_name
 from magnetar.common.background import BackgroundTasks
+from magnetar.common.latency import LatencyHistogram
 from magnetar.common.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ class ManagedLedgerFactory:
         #: prepares under way: an open waits for its ledger rather than creating another one
         self._preparing: dict[str, asyncio.Future[None]] = {}
         self._background = BackgroundTasks()
+        #: every add of this factory's ledgers: broker to Qa bookies (pulsar_storage_write_latency)
+        self.write_latency = LatencyHistogram()
 
     async def open(self, name: str) -> ManagedLedger:
         """The managed ledger ``name`` (e.g. ``tenant/ns/persistent/topic``), created if new.
@@ -54,7 +57,7 @@ class ManagedLedgerFactory:
                 self._opening.pop(name, None)
 
     async def _open(self, name: str) -> ManagedLedger:
-        ledger = ManagedLedger(name, self._store, self._client, self.config)
+        ledger = ManagedLedger(name, self._store, self._client, self.config, self.write_latency)
         preparing = self._preparing.get(name)
         if preparing is not None:
             await asyncio.shield(preparing)

@@ -38,6 +38,7 @@ from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Posi
 from magnetar.broker.managed_ledger.retention import consumed_beyond_retention
 from magnetar.broker.managed_ledger.span import Span
 from magnetar.common.background import BackgroundTasks
+from magnetar.common.latency import LatencyHistogram
 from magnetar.common.metadata import (
     BadVersionError,
     MetadataError,
@@ -57,9 +58,16 @@ def _now_ms() -> int:
 
 class ManagedLedger:
     def __init__(
-        self, name: str, store: MetadataStore, client: LedgerClient, config: ManagedLedgerConfig
+        self,
+        name: str,
+        store: MetadataStore,
+        client: LedgerClient,
+        config: ManagedLedgerConfig,
+        write_latency: LatencyHistogram | None = None,
     ) -> None:
         self.name = validate_name(name)
+        #: each add's time to Qa bookies (Pulsar's storage write latency), shared by a factory's ledgers
+        self._write_latency = write_latency if write_latency is not None else LatencyHistogram()
         self.store = store
         self._client = client
         self.config = config
@@ -206,6 +214,7 @@ class ManagedLedger:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"add_entry takes bytes, not {type(data).__name__}")
         payload = bytes(data)
+        started = time.perf_counter()
         async with self._write_lock:
             self._check_writable()
             if self._writer_failed or self._needs_roll():
@@ -222,6 +231,7 @@ class ManagedLedger:
             # The next add closes this ledger (recovering what it holds) and starts a new one.
             self._writer_failed = True
             raise ManagedLedgerError(f"cannot write to {self.name}: {exc}") from exc
+        self._write_latency.since(started)
         position = Position(writer.ledger_id, entry_id)
         self._added(position, payload)
         return position

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import pytest
 from magnetar.proto import bookie_pb2 as pb
 from tests.bookie.conftest import BookieFactory
 from tests.bookie.helpers import Client, entry, payload, reason_of
+from tests.metrics import histogram, scrape
 
 
 async def test_kill_9_then_restart_keeps_every_acknowledged_entry_and_the_fence(
@@ -81,3 +83,25 @@ def test_cli_rejects_an_unknown_setting_clearly() -> None:
     )
     assert result.returncode != 0
     assert "no_such_setting" in result.stderr
+
+
+async def test_metrics_take_an_add_apart_into_request_journal_and_fsync(
+    bookie_factory: BookieFactory,
+) -> None:
+    bookie = await bookie_factory.start_async()
+    client = Client(bookie.address)
+    try:
+        for i in range(5):
+            await client.add(*(entry(4, i * 10 + j) for j in range(10)))
+    finally:
+        await client.close()
+    text = await asyncio.to_thread(scrape, bookie.metrics_url)
+    request = histogram(text, "bookkeeper_server_ADD_ENTRY_REQUEST_seconds")
+    record = histogram(text, "bookie_journal_JOURNAL_ADD_ENTRY_seconds")
+    sync = histogram(text, "bookie_journal_JOURNAL_SYNC_seconds")
+    assert request.count == 5  # every add request observed once
+    assert record.count >= 5
+    assert 1 <= sync.count <= record.count  # group commit: a sync serves one record or more
+    # Each is part of the one before: a request waits for its record, a record for its group's sync.
+    assert request.mean >= record.mean >= sync.mean > 0
+    assert await bookie.stop_async() == 0

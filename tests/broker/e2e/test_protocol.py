@@ -16,6 +16,7 @@ from magnetar.broker.protocol.frames import payload_section
 from magnetar.proto import PulsarApi_pb2 as api
 from tests.broker.e2e.conftest import Standalone
 from tests.broker.e2e.test_malformed import RawConnection
+from tests.metrics import histogram, scrape
 
 T = commands.T
 TOPIC = "persistent://public/default/protocol"
@@ -211,3 +212,23 @@ def test_shared_consumers_of_a_higher_priority_level_are_served_first(standalone
         receivers.append(reply.message.consumer_id)
     # priority 0 while it has permits, then the next level
     assert receivers == [2] * 5 + [1] * 3
+
+
+def test_metrics_take_a_publish_apart_into_broker_and_storage_latency(standalone: Standalone) -> None:
+    url = f"{standalone.web_service_url}/metrics"
+    names = ("pulsar_broker_publish_latency_seconds", "pulsar_storage_write_latency_seconds")
+    before = {n: histogram(scrape(url), n).count for n in names}
+    client = standalone.client()
+    producer = client.create_producer(TOPIC + "-latency", batching_enabled=False)
+    for i in range(20):
+        producer.send(b"%d" % i)
+    client.close()
+    text = scrape(url)
+    publish, storage = (histogram(text, n) for n in names)
+    for name, found in zip(names, (publish, storage), strict=True):
+        assert found.count - before[name] >= 20, name  # every send observed
+        assert found.buckets == sorted(found.buckets), name  # cumulative
+        assert found.buckets[-1] == found.count, name  # +Inf holds them all
+        assert found.sum > 0, name
+    # A publish waits for its storage write: the broker's time is never the smaller of the two.
+    assert publish.mean >= storage.mean
