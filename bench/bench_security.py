@@ -36,7 +36,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,16 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
 import perf_go
-from common import RUNS, Processes, cpu_seconds, processes, start_standalone, stop_process, write_results
+from common import (
+    RUNS,
+    Processes,
+    cpu_seconds,
+    processes,
+    start_noop,
+    start_standalone,
+    stop_process,
+    write_results,
+)
 from loadgen import run_loadgen
 
 from magnetar.common.certificates import CertificateAuthority
@@ -103,31 +111,6 @@ def settings(variant: str, secrets: Secrets) -> dict[str, object]:
     return {}
 
 
-def start_noop(secrets: Secrets, group: Processes) -> tuple[subprocess.Popen[str], str, str]:
-    """bench/noop_broker.py with a plain and a TLS port; (process, pulsar:// URL, pulsar+ssl:// URL)."""
-    command = [sys.executable, str(Path(__file__).parent / "noop_broker.py"),
-               "--cert", str(secrets.cert), "--key", str(secrets.key)]  # fmt: skip
-    process = group.add(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
-    assert process.stdout is not None
-    found: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("noop ready") and not found:
-                found.append(line)
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    ready.wait(30)
-    if not found:
-        raise RuntimeError("bench/noop_broker.py did not start")
-    fields = dict(part.split("=", 1) for part in found[0].split()[2:])
-    return process, fields["service_url"], fields["service_url_tls"]
-
-
 def loadgen_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "size": args.size,
@@ -141,7 +124,7 @@ def loadgen_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def measure_floor(args: argparse.Namespace, secrets: Secrets, group: Processes) -> dict[str, Any]:
-    process, url, url_tls = start_noop(secrets, group)
+    process, url, url_tls = start_noop(group, secrets.cert, secrets.key)
     try:
         console.print("[bold]floor[/]: the generator against the no-op broker, plain …")
         plain = run_loadgen(url, group=group, label="floor: ", topic_prefix="floor", **loadgen_options(args))

@@ -82,6 +82,34 @@ def processes() -> Iterator[Processes]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def start_noop(
+    group: Processes, cert: Path | None = None, key: Path | None = None
+) -> tuple[subprocess.Popen[str], str, str]:
+    """bench/noop_broker.py (a broker that stores nothing: the floor of a load generator), with a
+    TLS port too given ``cert`` and ``key``; (process, pulsar:// URL, pulsar+ssl:// URL or "")."""
+    command = [sys.executable, str(Path(__file__).parent / "noop_broker.py")]
+    if cert is not None and key is not None:
+        command += ["--cert", str(cert), "--key", str(key)]
+    process = group.add(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+    found: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("noop ready") and not found:
+                found.append(line)
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    ready.wait(30)
+    if not found:
+        raise RuntimeError("bench/noop_broker.py did not start")
+    fields = dict(part.split("=", 1) for part in found[0].split()[2:])
+    return process, fields["service_url"], fields.get("service_url_tls", "")
+
+
 @dataclass
 class Standalone:
     """A running ``magnetar standalone`` and the URLs of its ready line."""
