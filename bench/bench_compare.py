@@ -14,6 +14,7 @@ the other workloads are those of bench/produce_consume.py and bench/bench_unload
 official ``pulsar-client``:
   publish throughput (1 KiB, batching) and the RSS of the broker that owns the topic;
   publish p50/p99 at a fixed rate without batching (batches of one message);
+  its floor: the same generator against bench/noop_broker.py (answers at once, stores nothing);
   catch-up read rate of a backlog;
   start-to-ready of each standalone (one bookie): launch to the first acknowledged message;
   unload and transfer windows: the largest lateness of a producer's receipts around the move, from
@@ -58,7 +59,7 @@ from apache_pulsar import VERSION, ApachePulsar
 from bench_failover import EAST, WEST, Regions, run_case
 from bench_failover import spec as failover_spec
 from bench_unload import BrokerRef, cluster_spec, magnetar_brokers, measure
-from common import RUNS
+from common import RUNS, processes, start_noop
 from produce_consume import catch_up, rss_mb
 from windows import LeanWorkload, latency
 
@@ -266,6 +267,18 @@ def publish_throughput(system: System, owner: BrokerRef, topic: str, seconds: fl
 # (label, how to read it from a result, unit, True when higher is better)
 ROWS: list[tuple[str, Callable[[dict[str, Any]], float], str, bool]] = [
     ("publish throughput (1 KiB, batching)", lambda r: r["throughput"]["msgs_per_s"], "msg/s", True),
+    (
+        "floor: publish p50, generator vs a broker storing nothing",
+        lambda r: r["floor"]["p50_ms"],
+        "ms",
+        False,
+    ),
+    (
+        "floor: publish p99, generator vs a broker storing nothing",
+        lambda r: r["floor"]["p99_ms"],
+        "ms",
+        False,
+    ),
     ("publish p50 (fixed rate, no batching)", lambda r: r["latency"]["publish_p50_ms"], "ms", False),
     ("publish p99 (fixed rate, no batching)", lambda r: r["latency"]["publish_p99_ms"], "ms", False),
     ("end-to-end p50 (fixed rate, no batching, lean clients)", lambda r: r["e2e"]["e2e_p50_ms"], "ms", False),
@@ -376,6 +389,17 @@ def _fmt(value: float | None, unit: str, error: float | None = None) -> str:
     return f"{text} ± {error:,.0f} {unit}" if error is not None else f"{text} {unit}"
 
 
+def publish_floor(args: argparse.Namespace) -> dict[str, Any]:
+    """pulsar-perf-go at the fixed rate against bench/noop_broker.py, which answers every send at
+    once and stores nothing: the generator's own p50/p99 here, the same for both columns."""
+    console.print(f"floor: pulsar-perf-go at {args.rate:,} msg/s against a broker that stores nothing …")
+    with processes() as group:
+        _, url, _ = start_noop(group)
+        figures = perf_go.produce(url, "persistent://public/default/floor", rate=args.rate,
+                                  seconds=args.seconds, batching=False)  # fmt: skip
+    return figures.as_dict()
+
+
 def measure_magnetar(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     with magnetar(workdir) as system:
         result = measure_system(system, args)
@@ -425,16 +449,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     results: dict[str, dict[str, Any] | None] = {"magnetar": None, "pulsar": None}
+    floor = {} if args.failover_only else publish_floor(args)
     with tempfile.TemporaryDirectory(prefix="magnetar-compare-", dir=os.environ.get("BENCH_DIR")) as tmp:
         workdir = Path(tmp)
         if args.only != "pulsar":
-            ours = {} if args.failover_only else measure_magnetar(workdir, args)
+            ours = {} if args.failover_only else {**measure_magnetar(workdir, args), "floor": floor}
             if args.failover or args.failover_only:
                 console.print("[bold]Magnetar[/]: consumer failovers between two regions …")
                 ours["failover"] = magnetar_failover(workdir, args)
             results["magnetar"] = ours
         if args.only != "magnetar":
-            theirs = {} if args.failover_only else measure_pulsar(workdir, args)
+            theirs = {} if args.failover_only else {**measure_pulsar(workdir, args), "floor": floor}
             if args.failover or args.failover_only:
                 console.print(f"[bold]Apache Pulsar {VERSION}[/]: consumer failovers between two clusters …")
                 theirs["failover"] = pulsar_failover(workdir, args)
