@@ -59,7 +59,7 @@ from apache_pulsar import VERSION, ApachePulsar
 from bench_failover import EAST, WEST, Regions, run_case
 from bench_failover import spec as failover_spec
 from bench_unload import BrokerRef, cluster_spec, magnetar_brokers, measure
-from common import RUNS, processes, start_noop
+from common import RUNS, cpu_seconds, machine_ticks, processes, start_noop
 from produce_consume import catch_up, rss_mb
 from windows import LeanWorkload, latency
 
@@ -256,12 +256,21 @@ def publish_throughput(system: System, owner: BrokerRef, topic: str, seconds: fl
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    ticks, broker_cpu, started = machine_ticks(), cpu_seconds(owner.pid), time.monotonic()
     try:
         figures = perf_go.produce(system.service_url, topic, rate=0, seconds=seconds, batching=True)
     finally:
         stop.set()
         sampler.join()
-    return {"msgs_per_s": figures.msgs_per_s, "rss_under_load_mb": peak[0]}
+    elapsed = time.monotonic() - started
+    busy, _, total = (b - a for a, b in zip(ticks, machine_ticks(), strict=True))
+    # What bounds it: the owner's cores beside the whole machine's (of os.cpu_count()).
+    return {
+        "msgs_per_s": figures.msgs_per_s,
+        "rss_under_load_mb": peak[0],
+        "broker_cores": (cpu_seconds(owner.pid) - broker_cpu) / elapsed,
+        "machine_cores_busy": busy / total * (os.cpu_count() or 1) if total else None,
+    }
 
 
 # (label, how to read it from a result, unit, True when higher is better)
@@ -283,6 +292,13 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], str, bool]] = [
     ("publish p99 (fixed rate, no batching)", lambda r: r["latency"]["publish_p99_ms"], "ms", False),
     ("end-to-end p50 (fixed rate, no batching, lean clients)", lambda r: r["e2e"]["e2e_p50_ms"], "ms", False),
     ("end-to-end p99 (fixed rate, no batching, lean clients)", lambda r: r["e2e"]["e2e_p99_ms"], "ms", False),
+    ("  owner broker's cores meanwhile", lambda r: r["throughput"]["broker_cores"], "cores", False),
+    (
+        "  machine's cores busy meanwhile (all processes)",
+        lambda r: r["throughput"]["machine_cores_busy"],
+        "cores",
+        False,
+    ),
     ("catch-up read rate", lambda r: r["catch_up"]["msgs_per_s"], "msg/s", True),
     ("broker RSS idle", lambda r: r["rss_idle_mb"], "MB", False),
     ("broker RSS under load", lambda r: r["throughput"]["rss_under_load_mb"], "MB", False),

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench_unload import cluster_spec  # beside this script
-from common import cpu_seconds
+from common import cpu_seconds, machine_ticks
 from perf_go import produce
 from rich.console import Console
 from rich.table import Table
@@ -35,13 +35,6 @@ console = Console(width=150)
 RESULTS = Path(__file__).parent / "results" / "bench_partitioned.json"
 CPUS = os.cpu_count() or 1
 NAMESPACE = "public/bench-partitioned"
-
-
-def machine_ticks() -> tuple[int, int, int]:
-    """(busy, iowait, total) clock ticks of all CPUs since boot (Linux /proc/stat)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle, iowait = values[3], values[4]
-    return sum(values) - idle - iowait, iowait, sum(values)
 
 
 def owners(admin: AdminClient, topic: str, partitions: int) -> list[str]:

@@ -39,6 +39,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_ticks() -> tuple[int, int, int]:
+    """(busy, iowait, total) clock ticks of all CPUs since boot (Linux /proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle, iowait = values[3], values[4]
+    return sum(values) - idle - iowait, iowait, sum(values)
+
+
 def stop_process(process: subprocess.Popen[Any], timeout_s: float = 30) -> None:
     """SIGTERM to this one PID, then SIGKILL if it is still there after ``timeout_s``."""
     if process.poll() is None:
