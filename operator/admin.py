@@ -30,7 +30,10 @@ class AdminClient(AsyncAdminClient):
 
     def __init__(self, base_url: str, *, timeout_s: float = 30.0, access: AdminAccess | None = None) -> None:
         access = access or AdminAccess()
-        super().__init__(base_url, timeout_s=timeout_s, credentials=access.credentials, tls=access.tls)
+        headers = {"X-Pulsar-ListenerName": access.listener} if access.listener else None
+        super().__init__(
+            base_url, timeout_s=timeout_s, credentials=access.credentials, tls=access.tls, headers=headers
+        )
 
     # -- clusters, tenants, namespaces ----------------------------------------------------------
     async def clusters(self) -> list[str]:

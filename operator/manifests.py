@@ -20,7 +20,7 @@ from typing import Any
 
 from magnetar.operator import configs, security
 from magnetar.operator.resources import ClusterSpec, Resources
-from magnetar.operator.security import Security
+from magnetar.operator.security import INTERNAL_LISTENER, Security
 
 CONFIG_HASH = "magnetar.dev/config-hash"
 COMPONENT = "app.kubernetes.io/component"
@@ -316,17 +316,21 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str, secured: Security) ->
 POD_IP_LISTENER = "pod-ip"
 
 
-def _pod_ip_listener(secured: Security) -> list[dict[str, Any]]:
-    # the admin ports too: an admin call about what another broker owns is redirected to it
-    urls = [
-        f"{POD_IP_LISTENER}:pulsar://$(POD_IP):{configs.BROKER_PORT}",
-        f"{POD_IP_LISTENER}:http://$(POD_IP):{configs.BROKER_WEB_PORT}",
-    ]
-    if secured.tls:
+def _listeners(secured: Security, fqdn: str) -> list[dict[str, Any]]:
+    """The pod-ip listener, and the internal one (security.INTERNAL_LISTENER) at the pod's DNS
+    name ``fqdn``, which the operator's admin calls name."""
+    urls = []
+    for listener, host in ((POD_IP_LISTENER, "$(POD_IP)"), (INTERNAL_LISTENER, fqdn)):
+        # the admin ports too: an admin call about what another broker owns is redirected to it
         urls += [
-            f"{POD_IP_LISTENER}:pulsar+ssl://$(POD_IP):{configs.BROKER_TLS_PORT}",
-            f"{POD_IP_LISTENER}:https://$(POD_IP):{configs.BROKER_WEB_TLS_PORT}",
+            f"{listener}:pulsar://{host}:{configs.BROKER_PORT}",
+            f"{listener}:http://{host}:{configs.BROKER_WEB_PORT}",
         ]
+        if secured.tls:
+            urls += [
+                f"{listener}:pulsar+ssl://{host}:{configs.BROKER_TLS_PORT}",
+                f"{listener}:https://{host}:{configs.BROKER_WEB_TLS_PORT}",
+            ]
     return [
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         # $(POD_IP): the kubelet expands an earlier variable of the container
@@ -347,7 +351,7 @@ def _brokers(
     container["env"] += [
         {"name": "MAGNETAR_SERVICE", "value": f"{name}-{component}-headless"},
         {"name": "MAGNETAR_BROKER_ROLE", "value": "read-only" if "readonly" in component else "serving"},
-        *_pod_ip_listener(secured),
+        *_listeners(secured, f"$(POD_NAME).{name}-{component}-headless.{namespace}.svc"),
     ]
     container["readinessProbe"] = _health("broker")
     secret_volumes, secret_mounts = _secured(secured, "broker")

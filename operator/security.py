@@ -204,6 +204,9 @@ class AdminAccess:
 
     credentials: ClientCredentials | None = field(default=None, repr=False)
     tls: ssl.SSLContext | None = field(default=None, repr=False)
+    #: the listener the calls name (``X-Pulsar-ListenerName``), so that redirects and lookups
+    #: answer with the addresses the certificates name; None: the brokers' choice
+    listener: str | None = None
 
 
 def _trust(ca_pem: bytes, *, check_hostname: bool) -> ssl.SSLContext:
@@ -212,6 +215,14 @@ def _trust(ca_pem: bytes, *, check_hostname: bool) -> ssl.SSLContext:
     context.check_hostname = check_hostname
     context.load_verify_locations(cadata=ca_pem.decode())
     return context
+
+
+#: the listener of the brokers' pod DNS names (manifests.py), which the operator's admin calls
+#: name: a broker infers a request's listener from the address it came in at, and inside a pod
+#: every request, the operator's through the Service included, comes in at the pod's IP, where the
+#: pod-ip listener is advertised — so it was redirected to ``https://<pod IP>:8443``, which no
+#: certificate of the cluster names, and the call failed.
+INTERNAL_LISTENER = "internal"
 
 
 class Keeper:
@@ -336,7 +347,7 @@ class Keeper:
                     context = _trust(ca_pem, check_hostname=not spec.tls.secret_name)
                 except (ssl.SSLError, ValueError):
                     context = None
-        return AdminAccess(credentials, context)
+        return AdminAccess(credentials, context, INTERNAL_LISTENER)
 
     async def _get_or_create(
         self,

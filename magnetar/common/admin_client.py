@@ -59,12 +59,17 @@ class AsyncAdminClient:
         timeout_s: float = 60,
         credentials: ClientCredentials | None = None,
         tls: ssl.SSLContext | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         """``tls``: how an https:// URL's certificate is checked (and the client certificate sent);
-        None: against the system's CAs."""
+        None: against the system's CAs. ``headers``: sent with every call (as
+        ``X-Pulsar-ListenerName``)."""
         self.url = url.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._auth_headers = credentials.http_headers() if credentials is not None else {}
+        self._auth_headers = {
+            **(headers or {}),
+            **(credentials.http_headers() if credentials is not None else {}),
+        }
         self._ssl: ssl.SSLContext | bool = tls if tls is not None else True
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:

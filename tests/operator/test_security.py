@@ -285,8 +285,11 @@ async def test_the_operators_admin_calls_carry_the_superuser_token_and_trust_the
     tls = data(found["adm-broker-tls"])
     seen: list[str] = []
 
+    listeners: list[str] = []
+
     async def clusters(request: web.Request) -> web.Response:
         seen.append(request.headers.get("Authorization", ""))
+        listeners.append(request.headers.get("X-Pulsar-ListenerName", ""))
         return web.json_response(["adm"])
 
     app = web.Application()
@@ -306,6 +309,8 @@ async def test_the_operators_admin_calls_carry_the_superuser_token_and_trust_the
         assert await AdminClient(f"https://localhost:{port}", access=access).clusters() == ["adm"]
         token = data(found["adm-superuser-token"])["token"].decode()
         assert seen == [f"Bearer {token}"]
+        # the calls name the brokers' internal listener, so redirects name the pods' DNS names
+        assert listeners == [security.INTERNAL_LISTENER]
         # without the cluster's CA the same call is refused: the trust is the Secret's CA only
         with pytest.raises(Exception, match="certificate"):
             await AdminClient(f"https://localhost:{port}").clusters()
@@ -424,3 +429,27 @@ def test_a_certificate_near_its_expiry_is_reissued_and_the_pods_restarted_onto_i
     assert (
         after["metadata"]["annotations"][security.REVISION_ANNOTATION] == after["status"]["secretsRevision"]
     )
+
+
+def test_brokers_advertise_the_listener_the_operators_calls_name_at_names_their_certificate_covers() -> None:
+    """On pods a broker infers a request's listener from the address it came in at — the pod's IP
+    for every request — so the operator's admin calls name the internal listener (above): its
+    addresses must be the pods' DNS names, which the broker certificate names, for the redirect to
+    another broker to pass the operator's host-name check (found on pods: a MagnetarBundle's
+    transfer failed with "certificate is not valid for '10.244.0.5'")."""
+    spec = parse_cluster({"metadataStore": {"url": "zk://zk.example:2181/a"}}, "adm")
+    secured = security.planned(spec, "adm", "r")
+    objs = render_cluster(spec, "adm", "ns1", secured)
+    sts = next(o for o in objs if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "adm-broker")
+    env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    listeners = env["MAGNETAR_BROKER_ADVERTISED_LISTENERS"].split(",")
+    internal = [u.split(":", 1)[1] for u in listeners if u.startswith(f"{security.INTERNAL_LISTENER}:")]
+    assert internal == [
+        "pulsar://$(POD_NAME).adm-broker-headless.ns1.svc:6650",
+        "http://$(POD_NAME).adm-broker-headless.ns1.svc:8080",
+        "pulsar+ssl://$(POD_NAME).adm-broker-headless.ns1.svc:6651",
+        "https://$(POD_NAME).adm-broker-headless.ns1.svc:8443",
+    ]
+    names = list(env)
+    assert names.index("POD_NAME") < names.index("MAGNETAR_BROKER_ADVERTISED_LISTENERS")  # expanded
+    assert "*.adm-broker-headless.ns1.svc" in security.hosts("adm", "ns1", "broker")
