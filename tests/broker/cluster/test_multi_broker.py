@@ -56,11 +56,8 @@ class Cluster:
         return pulsar.Client(url, operation_timeout_seconds=30, logger=_LOG)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    """Three brokers; tests pass extra broker settings with ``indirect`` parametrization."""
-    settings = {"metadata_store_session_timeout_millis": 4000, **getattr(request, "param", {})}
-    spec = ClusterSpec(
+def _spec(settings: dict[str, Any]) -> ClusterSpec:
+    return ClusterSpec(
         name="multi",
         regions=[
             RegionSpec(
@@ -69,14 +66,37 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]
                 brokers=3,
                 ledger=LedgerSpec(ensemble_size=2, write_quorum=2, ack_quorum=2),
                 bookie_settings={"zk_timeout": 4000},
-                broker_settings=settings,
+                broker_settings={"metadata_store_session_timeout_millis": 4000, **settings},
             )
         ],
     )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """Three brokers of a test's own, for the tests that stop, kill or freeze one of them or that
+    pass extra broker settings (``indirect`` parametrization)."""
     c = Cluster(tmp_path / "cluster")
-    c.supervisor.up(spec)
+    c.supervisor.up(_spec(getattr(request, "param", {})))
     yield c
     c.supervisor.down()
+
+
+@pytest.fixture(scope="module")
+def _whole_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("multi") / "cluster")
+    c.supervisor.up(_spec({}))
+    yield c
+    c.supervisor.down()
+
+
+@pytest.fixture
+def shared(_whole_cluster: Cluster) -> Cluster:
+    """Three brokers with the default settings, shared by the tests that leave them whole (none
+    stopped, killed or frozen, no settings of their own); each uses topics and a tenant of its
+    own, so none sees another's data. Each starts with all three brokers running."""
+    assert len(_whole_cluster.brokers()) == 3, "an earlier test left the shared cluster broken"
+    return _whole_cluster
 
 
 class Workload:
@@ -168,60 +188,60 @@ def owner_of(cluster: Cluster, topic: str, index: int = 0) -> str:
     return str(found["brokerUrl"])
 
 
-def test_lookups_redirect_across_brokers_and_messages_flow(cluster: Cluster) -> None:
+def test_lookups_redirect_across_brokers_and_messages_flow(shared: Cluster) -> None:
     names = topics(12, "spread")
-    client = cluster.client(0)  # every client starts at broker 0; lookups send them on
+    client = shared.client(0)  # every client starts at broker 0; lookups send them on
     producers = [client.create_producer(t) for t in names]
     consumers = [client.subscribe(t, "s") for t in names]
     for index, producer in enumerate(producers):
         producer.send(f"m{index}".encode())
     assert [c.receive(10_000).data() for c in consumers] == [f"m{i}".encode() for i in range(12)]
-    owners = {owner_of(cluster, t) for t in names}
+    owners = {owner_of(shared, t) for t in names}
     assert len(owners) >= 2, f"bundles spread over brokers, got {owners}"
     client.close()
 
 
-def test_non_persistent_topics_are_looked_up_and_moved_like_persistent_ones(cluster: Cluster) -> None:
+def test_non_persistent_topics_are_looked_up_and_moved_like_persistent_ones(shared: Cluster) -> None:
     names = [f"non-persistent://public/default/np-spread-{i}" for i in range(8)]
-    client = cluster.client(0)
+    client = shared.client(0)
     consumers = [client.subscribe(t, "s") for t in names]
     producers = [client.create_producer(t, batching_enabled=False) for t in names]
     for index, producer in enumerate(producers):
         producer.send(f"m{index}".encode())
     assert [c.receive(10_000).data() for c in consumers] == [f"m{i}".encode() for i in range(8)]
-    assert len({owner_of(cluster, t) for t in names}) >= 2, "their bundles spread over brokers"
+    assert len({owner_of(shared, t) for t in names}) >= 2, "their bundles spread over brokers"
 
     topic, producer, consumer = names[0], producers[0], consumers[0]
-    owner = owner_of(cluster, topic)
-    destination = next(b for b in cluster.brokers() if b.endpoints["service_url"] != owner)
-    _transfer(cluster, topic, destination.address)
+    owner = owner_of(shared, topic)
+    destination = next(b for b in shared.brokers() if b.endpoints["service_url"] != owner)
+    _transfer(shared, topic, destination.address)
     send_until_received(producer, consumer, b"after the move", timeout_s=30)  # the consumer follows
-    assert owner_of(cluster, topic) == destination.endpoints["service_url"]
-    status, stats = cluster.admin("GET", "/admin/v2/non-persistent/public/default/np-spread-0/stats")
+    assert owner_of(shared, topic) == destination.endpoints["service_url"]
+    status, stats = shared.admin("GET", "/admin/v2/non-persistent/public/default/np-spread-0/stats")
     assert status == 200
     assert "s" in stats["subscriptions"], stats
     client.close()
 
 
-def test_a_compacted_topic_keeps_its_view_when_its_bundle_moves(cluster: Cluster) -> None:
+def test_a_compacted_topic_keeps_its_view_when_its_bundle_moves(shared: Cluster) -> None:
     topic = "persistent://public/default/compacted-moving"
-    client = cluster.client(0)
+    client = shared.client(0)
     producer = client.create_producer(topic, batching_enabled=False)
     for key, value in [("a", b"a1"), ("b", b"b1"), ("a", b"a2"), ("c", b"c1"), ("b", b"")]:
         producer.send(value, partition_key=key)
     path = "/admin/v2/persistent/public/default/compacted-moving/compaction"
-    assert cluster.admin("PUT", path)[0] == 204
+    assert shared.admin("PUT", path)[0] == 204
     deadline = time.monotonic() + 30
-    while (status := cluster.admin("GET", path)[1])["status"] == "RUNNING":
+    while (status := shared.admin("GET", path)[1])["status"] == "RUNNING":
         assert time.monotonic() < deadline, status
         time.sleep(0.2)
     assert status["status"] == "SUCCESS", status
 
-    owner = owner_of(cluster, topic)
-    destination = next(b for b in cluster.brokers() if b.endpoints["service_url"] != owner)
-    _transfer(cluster, topic, destination.address)
+    owner = owner_of(shared, topic)
+    destination = next(b for b in shared.brokers() if b.endpoints["service_url"] != owner)
+    _transfer(shared, topic, destination.address)
     producer.send(b"c2", partition_key="c")  # the tail, written at the new owner
-    assert owner_of(cluster, topic) == destination.endpoints["service_url"]
+    assert owner_of(shared, topic) == destination.endpoints["service_url"]
     reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
     got = []
     while reader.has_message_available():
@@ -237,28 +257,28 @@ def _transfer(cluster: Cluster, topic: str, destination: str) -> None:
     assert cluster.admin("PUT", path)[0] == 200
 
 
-def test_admin_api_shapes_and_errors(cluster: Cluster) -> None:
-    assert cluster.admin("PUT", "/admin/v2/tenants/acme", {"allowedClusters": ["r1"]})[0] == 204
-    assert cluster.admin("PUT", "/admin/v2/namespaces/acme/orders", {"bundles": {"numBundles": 8}})[0] == 204
-    status, bundles = cluster.admin("GET", "/admin/v2/namespaces/acme/orders/bundles")
+def test_admin_api_shapes_and_errors(shared: Cluster) -> None:
+    assert shared.admin("PUT", "/admin/v2/tenants/acme", {"allowedClusters": ["r1"]})[0] == 204
+    assert shared.admin("PUT", "/admin/v2/namespaces/acme/orders", {"bundles": {"numBundles": 8}})[0] == 204
+    status, bundles = shared.admin("GET", "/admin/v2/namespaces/acme/orders/bundles")
     assert status == 200
     assert bundles["numBundles"] == 8
-    status, error = cluster.admin("PUT", "/admin/v2/namespaces/acme/orders", {})
+    status, error = shared.admin("PUT", "/admin/v2/namespaces/acme/orders", {})
     assert status == 409
     assert "already exists" in error["reason"]
-    status, error = cluster.admin("GET", "/admin/v2/namespaces/acme/nope")
+    status, error = shared.admin("GET", "/admin/v2/namespaces/acme/nope")
     assert status == 404
     assert "acme/nope" in error["reason"]
-    status, error = cluster.admin("PUT", "/admin/v2/namespaces/acme/orders/0xzz_0x10/unload")
+    status, error = shared.admin("PUT", "/admin/v2/namespaces/acme/orders/0xzz_0x10/unload")
     assert status == 412
     assert "invalid bundle" in error["reason"]
-    status, error = cluster.admin("POST", "/admin/v2/namespaces/acme/orders/replication", ["mars"])
+    status, error = shared.admin("POST", "/admin/v2/namespaces/acme/orders/replication", ["mars"])
     assert status == 412
     assert "mars" in error["reason"]
-    status, brokers = cluster.admin("GET", "/admin/v2/brokers/r1")
+    status, brokers = shared.admin("GET", "/admin/v2/brokers/r1")
     assert status == 200
     assert len(brokers) == 3
-    status, leader = cluster.admin("GET", "/admin/v2/brokers/leaderBroker")
+    status, leader = shared.admin("GET", "/admin/v2/brokers/leaderBroker")
     assert leader["brokerId"] in brokers
 
 
@@ -289,31 +309,31 @@ def _lookups(cluster: Cluster) -> int:
 
 
 @pytest.mark.parametrize("move", ["unload", "transfer"])
-def test_moving_a_bundle_under_load_loses_nothing(cluster: Cluster, move: str) -> None:
-    topic = "persistent://public/default/moving"
-    client = cluster.client(0)
+def test_moving_a_bundle_under_load_loses_nothing(shared: Cluster, move: str) -> None:
+    topic = f"persistent://public/default/moving-{move}"  # each case's own, on the shared cluster
+    client = shared.client(0)
     workload = Workload(client, [topic], rate=2000).start()  # the issue's rate
     time.sleep(2)
-    owner = owner_of(cluster, topic)
-    bundle = _bundle_of(cluster, topic)
+    owner = owner_of(shared, topic)
+    bundle = _bundle_of(shared, topic)
     query = ""
     if move == "transfer":
-        others = [b for b in cluster.brokers() if b.endpoints["service_url"] != owner]
+        others = [b for b in shared.brokers() if b.endpoints["service_url"] != owner]
         query = f"?destinationBroker={others[0].address}"
-    lookups = _lookups(cluster)
-    status, _ = cluster.admin("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload{query}")
+    lookups = _lookups(shared)
+    status, _ = shared.admin("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload{query}")
     assert status == 200
     time.sleep(3)
     if move == "transfer":
         # the clients went straight to the new owner (assignedBrokerServiceUrl): no lookup at all
-        assert _lookups(cluster) == lookups
+        assert _lookups(shared) == lookups
     else:
-        assert _lookups(cluster) > lookups  # after an unload, clients look their topic up again
+        assert _lookups(shared) > lookups  # after an unload, clients look their topic up again
     workload.stop()
     assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
     assert len(workload.acked) > 3000  # it ran (a loaded machine sends fewer than 2,000/s)
     if move == "transfer":
-        assert owner_of(cluster, topic) != owner
+        assert owner_of(shared, topic) != owner
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     stored = []
     while reader.has_message_available():
@@ -649,32 +669,32 @@ def _out_of_order(received: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("scheme", ["pulsar", "http"])
 def test_a_partitioned_topic_over_three_brokers_keeps_keys_in_order_through_moves(
-    cluster: Cluster, scheme: str
+    shared: Cluster, scheme: str
 ) -> None:
-    topic = "persistent://public/default/orders"
-    assert cluster.admin("PUT", "/admin/v2/persistent/public/default/orders/partitions", 8)[0] == 204
+    topic = f"persistent://public/default/orders-{scheme}"  # each case's own, on the shared cluster
+    assert shared.admin("PUT", f"/admin/v2/persistent/public/default/orders-{scheme}/partitions", 8)[0] == 204
     # Consumed data is kept (the namespace's retention), so the readers below see all of it.
     retention = {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
-    assert cluster.admin("POST", "/admin/v2/namespaces/public/default/retention", retention)[0] == 204
+    assert shared.admin("POST", "/admin/v2/namespaces/public/default/retention", retention)[0] == 204
     partitions = [f"{topic}-partition-{i}" for i in range(8)]
-    client = cluster.client(0, scheme)
+    client = shared.client(0, scheme)
     workload = PartitionedWorkload(client, topic)
     time.sleep(2)
-    owners = {owner_of(cluster, p) for p in partitions}
+    owners = {owner_of(shared, p) for p in partitions}
     assert len(owners) >= 2, f"8 partitions all on {owners}"
     # Unload one partition's bundle, then transfer another's to a broker that does not own it.
-    moved = _bundle_of(cluster, partitions[0])
-    assert cluster.admin("PUT", f"/admin/v2/namespaces/public/default/{moved}/unload")[0] == 200
+    moved = _bundle_of(shared, partitions[0])
+    assert shared.admin("PUT", f"/admin/v2/namespaces/public/default/{moved}/unload")[0] == 200
     time.sleep(2)
-    target = next(p for p in partitions if _bundle_of(cluster, p) != moved)
-    owner = owner_of(cluster, target)
-    destination = next(b for b in cluster.brokers() if b.endpoints["service_url"] != owner)
-    bundle = _bundle_of(cluster, target)
+    target = next(p for p in partitions if _bundle_of(shared, p) != moved)
+    owner = owner_of(shared, target)
+    destination = next(b for b in shared.brokers() if b.endpoints["service_url"] != owner)
+    bundle = _bundle_of(shared, target)
     query = f"?destinationBroker={destination.address}"
-    assert cluster.admin("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload{query}")[0] == 200
+    assert shared.admin("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload{query}")[0] == 200
     time.sleep(2)
     workload.stop()
-    assert owner_of(cluster, target) == destination.endpoints["service_url"]
+    assert owner_of(shared, target) == destination.endpoints["service_url"]
     assert len(workload.acked) > 300
     for kind, received in workload.received.items():
         assert not workload.acked - set(received), f"{kind}: acknowledged messages never received"
