@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,6 +163,56 @@ def test_a_magnetar_namespace_becomes_a_namespace_of_the_admin_api(cluster: Clus
     bundles = admin(cluster, "namespaces", "bundles", "acme/orders")
     assert bundles.returncode == 0, bundles.stdout + bundles.stderr
     assert bundles.stdout.count("0x") >= 5, bundles.stdout  # 4 bundles: 5 boundaries
+
+
+def lookups_answered(cluster: Cluster) -> int:
+    """Lookups every serving broker answered since it started (pulsar_broker_lookup_answers)."""
+    total = 0
+    for pod in cluster.pods("broker"):
+        ip = cluster.node.json("pod", pod)["status"]["podIP"]
+        with urllib.request.urlopen(f"http://{ip}:8080/metrics", timeout=30) as response:
+            text = response.read().decode()
+        total += sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+                     if line.startswith("pulsar_broker_lookup_answers_total"))  # fmt: skip
+    return total
+
+
+def test_a_transfer_asked_from_this_machine_moves_its_clients_without_a_lookup(cluster: Cluster) -> None:
+    # The admin call goes through the Service to either broker, and is redirected to the owner by
+    # its pod-ip listener's https:// address; the owner hands the bundle over and tells the
+    # producer and consumer the next owner's address on the listener they came by, so they go
+    # straight there: no lookup, nothing lost, in order.
+    topic = "persistent://public/default/transferred"
+    client_ = client(cluster)
+    try:
+        consumer = client_.subscribe(topic, "pods")
+        producer = client_.create_producer(topic, batching_enabled=False)
+        for i in range(20):
+            producer.send(f"before-{i}".encode())
+        owner = json.loads(admin(cluster, "topics", "lookup", topic).stdout)["brokerUrl"]
+        brokers = admin(cluster, "brokers", "list", CLUSTER).stdout.split()  # one a line, as pulsar-admin
+        bundle = json.loads(admin(cluster, "topics", "bundle-range", topic).stdout)
+        # broker ids name the pods' DNS names; the lookup from here answers with pod IPs
+        owner_pod = next(
+            p for p in cluster.pods("broker") if cluster.node.json("pod", p)["status"]["podIP"] in owner
+        )
+        destination = next(b for b in brokers if not b.startswith(f"{owner_pod}."))
+        lookups = lookups_answered(cluster)
+        moved = admin(cluster, "namespaces", "unload", "public/default", "--bundle", bundle,
+                      "--destinationBroker", destination)  # fmt: skip
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        for i in range(20):
+            producer.send(f"after-{i}".encode())  # acknowledged by the new owner
+        got = []
+        for _ in range(40):
+            message = consumer.receive(timeout_millis=30_000)
+            got.append(message.data().decode())
+            consumer.acknowledge(message)
+        assert got == [f"before-{i}" for i in range(20)] + [f"after-{i}" for i in range(20)]
+        assert lookups_answered(cluster) == lookups, "a client looked the topic up again after the move"
+        assert json.loads(admin(cluster, "topics", "lookup", topic).stdout)["brokerUrl"] != owner
+    finally:
+        client_.close()
 
 
 BROKEN = """
