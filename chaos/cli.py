@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -21,6 +22,21 @@ EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
 DEMO_EXPERIMENTS = ("bundle-unload", "bundle-transfer", "replicated-subscription-failover", "region-outage")
 #: what ``magnetar chaos demo --kube`` runs on one MagnetarCluster
 KUBE_DEMO_EXPERIMENTS = ("bundle-unload", "bundle-transfer", "broker-kill", "bookie-loss")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _kube_cluster_options(command: F) -> F:
+    """--kube-cluster and --kubeconfig: which MagnetarClusters a --kube run acts on."""
+    command = click.option(
+        "--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help="With --kube. Default: $KUBECONFIG, else the one `magnetar kube up` wrote.",
+    )(command)  # fmt: skip
+    return click.option(
+        "--kube-cluster", "kube_clusters", multiple=True, metavar="NAME[@NAMESPACE]",
+        help="With --kube: a MagnetarCluster to act on; repeatable (default: all the kubeconfig sees).",
+    )(command)  # fmt: skip
 
 
 @click.group(
@@ -68,10 +84,7 @@ def validate(experiment: Path) -> None:
     help="Analyse the run with `magnetar postmortem` (Spark) once it is over.",
 )
 @click.option("--kube", is_flag=True, help="Act on the pods of MagnetarClusters (--target kubernetes).")
-@click.option("--kube-cluster", "kube_clusters", multiple=True, metavar="NAME[@NAMESPACE]",
-              help="A MagnetarCluster to act on; repeatable (default: all the kubeconfig sees).")  # fmt: skip
-@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Default: $KUBECONFIG, else the one `magnetar kube up` wrote.")  # fmt: skip
+@_kube_cluster_options
 def run(
     experiment: Path,
     target: str,
@@ -172,10 +185,7 @@ _DEFAULTS = f"{', '.join(DEMO_EXPERIMENTS)}; with --kube: {', '.join(KUBE_DEMO_E
 @click.option("--kube", is_flag=True,
               help="Run on the pods of MagnetarClusters already there (magnetar kube up, the chart, "
                    "a cluster applied) instead of starting a local cluster.")  # fmt: skip
-@click.option("--kube-cluster", "kube_clusters", multiple=True, metavar="NAME[@NAMESPACE]",
-              help="With --kube: a MagnetarCluster to act on; repeatable (default: all).")  # fmt: skip
-@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="With --kube. Default: $KUBECONFIG, else the one `magnetar kube up` wrote.")  # fmt: skip
+@_kube_cluster_options
 def demo(
     cluster_file: Path,
     experiments: tuple[str, ...],
