@@ -341,7 +341,10 @@ def _listeners(secured: Security, fqdn: str) -> list[dict[str, Any]]:
 def _brokers(
     spec: ClusterSpec, name: str, namespace: str, component: str, replicas: int, secured: Security
 ) -> list[Manifest]:
-    data = {"broker.yaml": configs.to_yaml(configs.broker_settings(spec, name, namespace))}
+    settings = configs.broker_settings(spec, name, namespace)
+    if component == "broker-readonly":
+        settings["read_only_broker"] = True  # PIP-63: its own pool; it never takes writable bundles
+    data = {"broker.yaml": configs.to_yaml(settings)}
     ports = {"pulsar": configs.BROKER_PORT, "http": configs.BROKER_WEB_PORT}
     if secured.tls:
         ports |= {"pulsar-tls": configs.BROKER_TLS_PORT, "https": configs.BROKER_WEB_TLS_PORT}
@@ -350,7 +353,6 @@ def _brokers(
     )
     container["env"] += [
         {"name": "MAGNETAR_SERVICE", "value": f"{name}-{component}-headless"},
-        {"name": "MAGNETAR_BROKER_ROLE", "value": "read-only" if "readonly" in component else "serving"},
         *_listeners(secured, f"$(POD_NAME).{name}-{component}-headless.{namespace}.svc"),
     ]
     container["readinessProbe"] = _health("broker")

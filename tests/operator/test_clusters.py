@@ -77,6 +77,11 @@ def test_kubectl_apply_of_the_examples_creates_owned_objects(
     assert bookie_conf.metadata_service_uri == zk
     assert broker_conf.metadata_store_url == zk
     assert broker_conf.cluster_name == "region-a"
+    assert not broker_conf.read_only_broker
+    # PIP-63's pool: the read-only brokers' settings say so (they had been writable brokers)
+    read_only_yaml = yaml.safe_load(maps["region-a-broker-readonly"].data["broker.yaml"])
+    assert read_only_yaml["read_only_broker"] is True
+    assert {k: v for k, v in read_only_yaml.items() if k != "read_only_broker"} == broker_yaml
     assert cluster["status"]["serviceUrl"] == f"pulsar://region-a-broker.{k8s_namespace}.svc:6650"
 
     # The external cluster deploys nothing and says it cannot reach its admin REST.
