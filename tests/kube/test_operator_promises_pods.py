@@ -314,6 +314,11 @@ def test_the_operators_pod_deleted_mid_rollout_and_its_successor_finishes_it(clu
         assert node.json("pod", pod)["metadata"]["annotations"]["magnetar.dev/config-hash"] == want
     restarts = events(node, "RestartingPod")[restarting_before:]
     assert [m.split()[1] for m in restarts] == [f"{CLUSTER}-bookie-{i}" for i in (2, 1, 0)], restarts
+    # And the bookies take writes again: every one registered writable. (CI once found only the
+    # last one restarted registered right after Ready, and a new ledger failed "not enough
+    # writable bookies" for a while; how long they take is not asserted, that they come back is.)
+    took = wait_for("every bookie writable", lambda: len(storage(cluster).writable) == 3, node, 180)
+    print(f"\nevery bookie writable again {took:.0f} s after the cluster said Ready")
 
 
 # -- MagnetarBundle actions -------------------------------------------------------------------------
