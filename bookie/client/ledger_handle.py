@@ -254,6 +254,10 @@ class LedgerHandle:
         try:
             while self._error is None and (set(self._metadata.last_ensemble) & self._failed_bookies):
                 await self._replace_failed_bookies()
+            # Replaced: a bookie that failed is out of the ensemble, and once it is back it is a
+            # candidate again, as in BookKeeper. Kept out for the writer's life, a rolling restart
+            # of the bookies left a long-lived ledger without replacements (NotEnoughBookies).
+            self._failed_bookies.clear()
         except BKError as exc:
             self._fail(exc)
         except Exception as exc:  # anything unexpected must still release the waiting adds
