@@ -29,13 +29,13 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from magnetar.broker.namespace import Bundle, NamespacePolicies, Namespaces
+from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces
 from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Owner, Ownership, lookup_urls
 from magnetar.broker.peers import PeerClient
 from magnetar.broker.topic import InvalidTopicNameError, TopicName
 from magnetar.broker.topics import Topics
 from magnetar.common.background import BackgroundTasks
-from magnetar.common.metadata import SessionState
+from magnetar.common.metadata import MetadataError, SessionState
 
 log = logging.getLogger(__name__)
 
@@ -207,10 +207,7 @@ class Bundles:
             return lookup_urls(outgoing, listener), True
         owner = await self._ownership.owner(namespace, bundle)
         if owner is None:
-            if self._ownership.leaving:  # shutting down: a bundle taken now would move again
-                chosen = await self._placement.choose_broker(exclude={self.broker_id})
-            else:
-                chosen = self.broker_id if authoritative else await self._placement.choose_broker()
+            chosen = await self._choose_owner(namespace, bundle, authoritative)
             if chosen != self.broker_id:
                 target = await self._live_broker(chosen)
                 if target is not None:
@@ -220,6 +217,17 @@ class Bundles:
 
     async def _live_broker(self, broker_id: str) -> BrokerInfo | None:
         return next((b for b in await self._ownership.brokers() if b.broker_id == broker_id), None)
+
+    async def _choose_owner(self, namespace: str, bundle: Bundle, authoritative: bool) -> str:
+        """Who should take a bundle nobody owns: the destination of a transfer under way (this
+        broker included) if it is live, else this broker for an authoritative lookup, else
+        placement's choice (never this broker while it shuts down: the bundle would move again)."""
+        heading = await self._ownership.handover(namespace, bundle)
+        if heading is not None and (heading == self.broker_id or await self._live_broker(heading)):
+            return heading
+        if self._ownership.leaving:
+            return await self._placement.choose_broker(exclude={self.broker_id})
+        return self.broker_id if authoritative else await self._placement.choose_broker()
 
     # -- unload and transfer --------------------------------------------------------------------
     def _stop_serving(self, namespace: str, bundle: Bundle) -> list[str]:
@@ -247,22 +255,28 @@ class Bundles:
 
         The clients are sent as soon as every send taken here has its receipt, before the
         handover ends, when the destination prepared the topics (it holds their PRODUCER and
-        SUBSCRIBE until it owns the bundle); else once it has taken the bundle."""
+        SUBSCRIBE until it owns the bundle); else once it has taken the bundle.
+
+        A transfer to this broker is done already (nothing happens: asking again after a failed
+        transfer is safe). NamespaceError (400) before anything is done when ``destination`` is
+        no live broker; (503) after the fact when the destination did not take the bundle, which
+        was then unloaded (the caller may ask its next owner again)."""
+        if destination == self.broker_id:
+            return sorted(str(t.name) for t in self._topics.in_bundle(namespace, bundle))
         target = await self._live_broker(destination)
-        if target is None or destination == self.broker_id:
-            log.warning(
-                "transfer of %s/%s to %s impossible (not a live broker): unloading",
-                namespace,
-                bundle.name,
-                destination,
-            )
-            return await self.unload(namespace, bundle)
+        if target is None:
+            message = f"{destination} is not an active broker: {namespace}/{bundle.name} stays here"
+            raise NamespaceError(message, 400)
         # The destination creates the next ledgers while the topics are still written here.
         upcoming = sorted(str(t.name) for t in self._topics.in_bundle(namespace, bundle))
-        prepared = await self._peers.prepare(target, namespace, bundle, upcoming)
+        prepared, announced = await asyncio.gather(
+            self._peers.prepare(target, namespace, bundle, upcoming),
+            self._announce_handover(namespace, bundle, destination),
+        )
         topics = self._topics.in_bundle(namespace, bundle)
         names = self._stop_serving(namespace, bundle)
         sent: BrokerInfo | None = target
+        failure = ""
 
         def early(drained: bool) -> BrokerInfo | None:
             if not (prepared and drained and set(names) <= set(upcoming)):
@@ -273,26 +287,41 @@ class Bundles:
             return target
 
         async def hand_over() -> BrokerInfo | None:
-            nonlocal sent
+            nonlocal sent, failure
             try:
                 await self._ownership.release(namespace, bundle)
                 await self._peers.acquire(target, namespace, bundle, names)
             except Exception as exc:  # PeerError, or the store refused the release
-                log.warning(
-                    "transfer of %s/%s to %s failed (%s): unloading instead",
-                    namespace,
-                    bundle.name,
-                    destination,
-                    exc,
-                )
+                failure = f"transfer of {namespace}/{bundle.name} to {destination} failed ({exc})"
+                log.warning("%s: unloading instead", failure)
                 sent = None
             finally:
                 self._outgoing.pop((namespace, bundle), None)
+                if announced:
+                    self._background.spawn(self._end_handover(namespace, bundle))
             return sent
 
         await self._topics.evict(topics, early=early, after_close=hand_over)
+        if failure:
+            raise NamespaceError(f"{failure}: the bundle was unloaded instead", 503)
         log.info("transferred %s/%s to %s (%d topics)", namespace, bundle.name, destination, len(topics))
         return names
+
+    async def _announce_handover(self, namespace: str, bundle: Bundle, destination: str) -> bool:
+        """Name the destination to every broker's lookups (``Ownership.announce_handover``);
+        False if the store refused: the transfer goes on, as before, without it."""
+        try:
+            await self._ownership.announce_handover(namespace, bundle, destination)
+        except MetadataError as exc:
+            log.warning("transfer of %s/%s: destination not recorded (%s)", namespace, bundle.name, exc)
+            return False
+        return True
+
+    async def _end_handover(self, namespace: str, bundle: Bundle) -> None:
+        try:
+            await self._ownership.end_handover(namespace, bundle)
+        except MetadataError as exc:  # the node goes with this broker's session at the latest
+            log.warning("transfer of %s/%s: record not removed (%s)", namespace, bundle.name, exc)
 
     # -- the destination's side of a transfer ---------------------------------------------------
     async def prepare(self, topics: list[str]) -> int:
@@ -374,8 +403,14 @@ class Bundles:
         for namespace, bundle in self.owned():
             destination = await self._placement.choose_broker(exclude={self.broker_id})
             with contextlib.suppress(Exception):
-                if destination != self.broker_id:
-                    await self.transfer(namespace, bundle, destination)
-                else:
-                    await self.unload(namespace, bundle)
+                await self._move_away(namespace, bundle, destination)
         await self._background.wait()
+
+    async def _move_away(self, namespace: str, bundle: Bundle, destination: str) -> None:
+        if destination != self.broker_id:
+            try:
+                await self.transfer(namespace, bundle, destination)
+                return
+            except NamespaceError as exc:  # (a failed handover has unloaded it already)
+                log.warning("shutting down: %s", exc)
+        await self.unload(namespace, bundle)

@@ -47,7 +47,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.load_report import MB, LoadReport, LoadSampler, split_bundle_key
 from magnetar.broker.namespace import Namespaces
 from magnetar.broker.ownership import Ownership
-from magnetar.common.admin_client import AsyncAdminClient
+from magnetar.common.admin_client import AdminError, AsyncAdminClient
 from magnetar.common.metadata import LeaderElection, MetadataError, MetadataStore
 
 log = logging.getLogger(__name__)
@@ -326,7 +326,11 @@ class LoadManager:
         log.info("shedding %s from %s (%s): %s", shed.bundle, shed.source, shed.reason, verb)
         # Through the owner's admin REST, as Pulsar's leader does (the owner unloads or transfers).
         path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/unload{query}"
-        await AsyncAdminClient(owner.web_service_url, credentials=self._credentials).request("PUT", path)
+        try:
+            await AsyncAdminClient(owner.web_service_url, credentials=self._credentials).request("PUT", path)
+        except AdminError as exc:  # e.g. the destination did not take it (then it was unloaded)
+            log.warning("shedding %s from %s: %s", shed.bundle, shed.source, exc)
+            verb = f"{verb} failed ({exc})"
         self.state.recently_shed[shed.bundle] = time.monotonic()
         self.actions.append(f"shed {shed.bundle} from {shed.source}: {verb}")
 

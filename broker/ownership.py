@@ -37,6 +37,9 @@ LEADER = "/loadbalance/leader"
 BUNDLES = "/namespace"
 READ_ONLY_BROKERS = "/loadbalance/read-only-brokers"
 READ_ONLY_BUNDLES = "/namespace-read-only"
+#: a transfer's destination, named while the bundle is between its two owners (see ``handover``)
+HANDOVERS = "/loadbalance/handovers"
+READ_ONLY_HANDOVERS = "/loadbalance/read-only-handovers"
 
 
 @dataclass
@@ -204,6 +207,7 @@ class Ownership:
         *,
         brokers_root: str = BROKERS,
         bundles_root: str = BUNDLES,
+        handovers_root: str = HANDOVERS,
     ) -> None:
         self._store = store
         self.me = me
@@ -213,6 +217,7 @@ class Ownership:
         self._acquiring: dict[tuple[str, Bundle], asyncio.Future[None]] = {}
         self._brokers = brokers_root
         self._bundles = bundles_root
+        self._handovers = handovers_root
         self._leaving = False
         #: the background report after ownership changed, and whether another must follow it
         self._reporting: asyncio.Task[None] | None = None
@@ -326,6 +331,31 @@ class Ownership:
             with contextlib.suppress(NoNodeError):
                 await self._store.delete(bundle_path(namespace, bundle, self._bundles))
         self._report_soon()
+
+    # -- transfers ----------------------------------------------------------------------------
+    # Between the source's release and the destination's acquisition nobody owns the bundle, and
+    # a lookup on any other broker (a client's, an HTTP lookup, a read-only broker's cursor call)
+    # would place it anywhere, the source included: the transfer would end as an unload. As
+    # Pulsar's bundle state channel records a transfer's destination while the bundle is being
+    # released and assigned, the source names the destination in an ephemeral node (gone with
+    # the source's session if it dies) that lookups of an unowned bundle follow.
+    async def announce_handover(self, namespace: str, bundle: Bundle, destination: str) -> None:
+        path = bundle_path(namespace, bundle, self._handovers)
+        try:
+            await self._store.create(path, destination.encode(), ephemeral=True)
+        except NodeExistsError:
+            await self._store.put(path, destination.encode())
+
+    async def handover(self, namespace: str, bundle: Bundle) -> str | None:
+        """The broker id a transfer under way hands the bundle to (None: no transfer)."""
+        try:
+            return (await self._store.get(bundle_path(namespace, bundle, self._handovers)))[0].decode()
+        except NoNodeError:
+            return None
+
+    async def end_handover(self, namespace: str, bundle: Bundle) -> None:
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(bundle_path(namespace, bundle, self._handovers))
 
     def _report_soon(self) -> None:
         """Report the new bundle count in the background: a metadata write (synced to disk by

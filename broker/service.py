@@ -34,7 +34,13 @@ from magnetar.broker.load_report import LoadSampler
 from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
 from magnetar.broker.namespace import Bundle, Namespaces
-from magnetar.broker.ownership import READ_ONLY_BROKERS, READ_ONLY_BUNDLES, BrokerInfo, Ownership
+from magnetar.broker.ownership import (
+    READ_ONLY_BROKERS,
+    READ_ONLY_BUNDLES,
+    READ_ONLY_HANDOVERS,
+    BrokerInfo,
+    Ownership,
+)
 from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.peers import PeerClient
 from magnetar.broker.policy_checks import policy_loops
@@ -162,7 +168,11 @@ class BrokerService:
             # PIP-63: the read-only pool registers and owns bundles among itself; the writable
             # pool is only looked at, to find the owner cursor updates go to.
             self.ownership = Ownership(
-                store, me, brokers_root=READ_ONLY_BROKERS, bundles_root=READ_ONLY_BUNDLES
+                store,
+                me,
+                brokers_root=READ_ONLY_BROKERS,
+                bundles_root=READ_ONLY_BUNDLES,
+                handovers_root=READ_ONLY_HANDOVERS,
             )
         else:
             self.ownership = Ownership(store, me)

@@ -5,11 +5,13 @@ Every client is the official ``pulsar-client``."""
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import signal
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,6 +282,21 @@ def test_admin_api_shapes_and_errors(shared: Cluster) -> None:
     assert len(brokers) == 3
     status, leader = shared.admin("GET", "/admin/v2/brokers/leaderBroker")
     assert leader["brokerId"] in brokers
+
+    # A transfer to no broker is refused before anything moves; one to the owner is done already.
+    topic = "persistent://public/default/shapes-transfer"
+    client = shared.client(0)
+    producer = client.create_producer(topic)
+    owner = owner_of(shared, topic)
+    owner_id = next(b.address for b in shared.brokers() if b.endpoints["service_url"] == owner)
+    unload = f"/admin/v2/namespaces/public/default/{_bundle_of(shared, topic)}/unload?destinationBroker="
+    status, error = shared.admin("PUT", unload + "10.255.255.1:1")
+    assert status == 400
+    assert "10.255.255.1:1 is not an active broker" in error["reason"]
+    assert shared.admin("PUT", unload + owner_id)[0] == 200
+    assert owner_of(shared, topic) == owner
+    producer.send(b"still here")  # the producer was never moved
+    client.close()
 
 
 def _bundle_of(cluster: Cluster, topic: str) -> str:
@@ -573,6 +590,71 @@ def test_an_owner_whose_session_expired_lets_go_and_registers_again(cluster: Clu
         time.sleep(0.5)
     late.close()
     early.close()
+
+
+def _lookup_answer(cluster: Cluster, index: int, topic: str, *, authoritative: bool = False) -> str:
+    """Broker ``index``'s HTTP lookup of ``topic``, redirects not followed: the broker URL it
+    answers, or the web URL it redirects to."""
+
+    class Keep(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    query = "?authoritative=true" if authoritative else ""
+    url = f"{cluster.admin_url(index)}/lookup/v2/topic/{topic.replace('://', '/', 1)}{query}"
+    try:
+        with urllib.request.build_opener(Keep).open(url, timeout=30) as answer:
+            return str(json.loads(answer.read())["brokerUrl"])
+    except urllib.error.HTTPError as exc:
+        if exc.code != 307:
+            raise
+        return str(exc.headers["Location"]).split("/lookup/", 1)[0]
+
+
+#: sessions long enough for a broker to stay registered while it is frozen for a few seconds
+PATIENT = {"metadata_store_session_timeout_millis": 20_000}
+
+
+@pytest.mark.parametrize("cluster", [PATIENT], indirect=True)
+def test_a_transfer_lands_on_its_destination_whoever_is_asked_during_the_handover(cluster: Cluster) -> None:
+    """Between the source's release and the destination's acquisition nobody owns the bundle. A
+    third broker asked then (a client's lookup, a read-only broker's cursor call) must send the
+    asker to the destination, not take the bundle itself: the transfer would end as an unload
+    with the bundle anywhere. The destination is frozen to hold the handover open."""
+    topic = "persistent://public/default/handed-over"
+    brokers = cluster.state.find("broker")
+    client = cluster.client(0)
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
+    consumer = client.subscribe(topic, "s")
+    producer.send(b"before")
+    source = next(i for i, b in enumerate(brokers) if b.endpoints["service_url"] == owner_of(cluster, topic))
+    destination, third = (i for i in range(len(brokers)) if i != source)
+    bundle = _bundle_of(cluster, topic)
+    moved: list[int] = []
+    os.kill(brokers[destination].pid, signal.SIGSTOP)
+    try:
+        path = f"/admin/v2/namespaces/public/default/{bundle}/unload"
+        path += f"?destinationBroker={brokers[destination].address}"
+        asked = threading.Thread(target=lambda: moved.append(cluster.admin("PUT", path, index=source)[0]))
+        asked.start()
+        # The source's prepare waits out its 2 s timeout on the frozen destination, then releases.
+        deadline = time.monotonic() + 15
+        while _lookup_answer(cluster, third, topic) == cluster.admin_url(source):
+            assert time.monotonic() < deadline, "the source never released the bundle"
+            time.sleep(0.1)
+        answers = {
+            _lookup_answer(cluster, third, topic),
+            _lookup_answer(cluster, third, topic, authoritative=True),
+        }
+    finally:
+        os.kill(brokers[destination].pid, signal.SIGCONT)
+    asked.join(60)
+    assert answers == {cluster.admin_url(destination)}, "a lookup during the handover named another broker"
+    assert moved == [200]
+    assert owner_of(cluster, topic, third) == brokers[destination].endpoints["service_url"]
+    producer.send(b"after")
+    assert [consumer.receive(30_000).data() for _ in range(2)] == [b"before", b"after"]
+    client.close()
 
 
 class PartitionedWorkload:
