@@ -53,6 +53,12 @@ class Node:
         parts = [self.kubectl("get", "pods,pvc,mgc,mgns", "-A", "-o", "wide").stdout,
                  self.kubectl("describe", "mgc").stdout,
                  self.kubectl("logs", "-n", "magnetar", "deploy/magnetar", "--tail=40").stdout]  # fmt: skip
+        # What went wrong in the servers: gone with the node once the test ends.
+        for component in ("broker", "bookie"):
+            logs = self.kubectl("logs", "-A", "-l", f"app.kubernetes.io/component={component}",
+                                "--prefix", "--tail=400", "--max-log-requests=10").stdout  # fmt: skip
+            trouble = [line for line in logs.splitlines() if " WARNING " in line or " ERROR " in line]
+            parts.append(f"{component} warnings and errors (last 30):\n" + "\n".join(trouble[-30:]))
         return "\n".join(parts)
 
 
