@@ -174,6 +174,10 @@ class AuthSpec(_Spec):
     enabled: bool = True
     #: roles granted everything besides the operator's and the brokers' own
     super_user_roles: list[str] = Field(default_factory=list, alias="superUserRoles")
+    #: a Secret of the namespace whose ``secret.key`` signs the tokens, instead of a key of the
+    #: cluster's own: regions that replicate to each other share one (e.g. the first region's
+    #: ``<name>-token-key``), so each accepts the other's brokers
+    signing_key_secret_name: str | None = Field(default=None, alias="signingKeySecretName")
 
 
 class TlsSpec(_Spec):
@@ -183,8 +187,18 @@ class TlsSpec(_Spec):
 
     enabled: bool = True
     secret_name: str | None = Field(default=None, alias="secretName")
+    #: a CA Secret of the namespace (``tls.crt``, ``tls.key``) the operator issues the cluster's
+    #: certificates from, instead of a CA of its own: regions that replicate to each other trust
+    #: one CA (e.g. the first region's ``<name>-ca``)
+    ca_secret_name: str | None = Field(default=None, alias="caSecretName")
     #: re-issue the operator's certificates this many days before they expire
     renew_before_days: int = Field(default=30, ge=1, le=180, alias="renewBeforeDays")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TlsSpec:
+        if self.secret_name and self.ca_secret_name:
+            raise ValueError("tls.secretName and tls.caSecretName exclude each other: name one")
+        return self
 
 
 class ClusterSpec(_Spec):

@@ -17,6 +17,11 @@ With ``spec.tls`` (on by default), in cert-manager's shape (``tls.crt``, ``tls.k
   and pods' DNS names, re-issued ``renewBeforeDays`` before they expire;
 - or, with ``spec.tls.secretName``, a Secret the user (or cert-manager) keeps, used for both.
 
+Regions that replicate to each other must accept each other's brokers: a second region names the
+first's signing key (``spec.auth.signingKeySecretName``) and CA (``spec.tls.caSecretName``),
+which it uses as they are (never makes nor replaces them) to sign its tokens and issue its
+certificates.
+
 Existing Secrets are kept: a key is made once; a token no longer signed by the key, a certificate
 near its expiry, not signed by the CA or not covering the names is re-issued. What the pods mount
 changes the ``revision`` (made of Secret uids and certificate serials, nothing secret), which is
@@ -112,7 +117,7 @@ def planned(spec: ClusterSpec, cluster: str, revision: str = "") -> Security:
     return Security(
         auth=spec.auth.enabled,
         tls_secrets=tls,
-        token_key_secret=names.token_key if spec.auth.enabled else "",
+        token_key_secret=(spec.auth.signing_key_secret_name or names.token_key) if spec.auth.enabled else "",
         broker_token_secret=names.broker_token if spec.auth.enabled else "",
         revision=revision,
     )
@@ -237,23 +242,32 @@ class Keeper:
         names = secret_names(cluster)
         parts: list[str] = []
         if spec.auth.enabled:
-            parts += await self._auth(owner, cluster, namespace, names)
+            parts += await self._auth(owner, cluster, namespace, names, spec.auth.signing_key_secret_name)
         if spec.tls.enabled:
             if spec.tls.secret_name:
                 parts.append(pki.serial((await self.user_tls(namespace, spec.tls.secret_name))["tls.crt"]))
             else:
                 renew_before = datetime.timedelta(days=spec.tls.renew_before_days)
-                parts += await self._tls(owner, cluster, namespace, names, renew_before)
+                parts += await self._tls(
+                    owner, cluster, namespace, names, renew_before, spec.tls.ca_secret_name
+                )
         revision = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16] if parts else ""
         return planned(spec, cluster, revision)
 
-    async def _auth(self, owner: Any, cluster: str, namespace: str, names: SecretNames) -> list[str]:
+    async def _auth(
+        self, owner: Any, cluster: str, namespace: str, names: SecretNames, shared: str | None
+    ) -> list[str]:
         def new_key() -> dict[str, bytes]:
             return {TOKEN_KEY_FILE: keys.new_secret_key()}
 
-        stored = await self._get_or_create(owner, cluster, namespace, names.token_key, new_key)
-        if not stored.data.get(TOKEN_KEY_FILE):
-            stored = await self._replace(owner, cluster, namespace, stored, new_key())
+        if shared:  # another cluster's key: used as it is, never made or replaced here
+            stored = await self._shared(
+                namespace, shared, "spec.auth.signingKeySecretName", (TOKEN_KEY_FILE,)
+            )
+        else:
+            stored = await self._get_or_create(owner, cluster, namespace, names.token_key, new_key)
+            if not stored.data.get(TOKEN_KEY_FILE):
+                stored = await self._replace(owner, cluster, namespace, stored, new_key())
         key = stored.data[TOKEN_KEY_FILE]
         parts = [stored.uid]
         for secret, role in ((names.superuser_token, OPERATOR_ROLE), (names.broker_token, BROKER_ROLE)):
@@ -274,17 +288,21 @@ class Keeper:
         namespace: str,
         names: SecretNames,
         renew_before: datetime.timedelta,
+        shared: str | None,
     ) -> list[str]:
         def new_ca() -> dict[str, bytes]:
             made = pki.new_ca(f"magnetar {cluster}.{namespace} CA")
             return _tls_data(made, made)
 
-        stored = await self._get_or_create(owner, cluster, namespace, names.ca, new_ca, tls=True)
+        if shared:  # another cluster's CA: issued from, never made or replaced here
+            stored = await self._shared(namespace, shared, "spec.tls.caSecretName", ("tls.crt", "tls.key"))
+        else:
+            stored = await self._get_or_create(owner, cluster, namespace, names.ca, new_ca, tls=True)
         ca = pki.KeyPair(stored.data.get("tls.crt", b""), stored.data.get("tls.key", b""))
         try:
             pki.check_pair(ca)
         except pki.CertificateError as exc:
-            raise SecretError("InvalidSecret", f"Secret {names.ca} (the cluster's CA): {exc}") from None
+            raise SecretError("InvalidSecret", f"Secret {stored.name} (the cluster's CA): {exc}") from None
         parts = [pki.serial(ca.certificate)]
         for component, secret in (("broker", names.broker_tls), ("bookie", names.bookie_tls)):
             wanted = hosts(cluster, namespace, component)
@@ -297,6 +315,19 @@ class Keeper:
                 cert = await self._replace(owner, cluster, namespace, cert, new_cert(), tls=True)
             parts.append(pki.serial(cert.data["tls.crt"]))
         return parts
+
+    async def _shared(self, namespace: str, secret: str, field: str, wanted: tuple[str, ...]) -> _Stored:
+        """A Secret the spec names (another cluster's, usually): it must exist with ``wanted``."""
+        found = await self.kube.secret(namespace, secret)
+        if found is None:
+            raise SecretError("SharedSecretNotFound", f"{field}: Secret {namespace}/{secret} does not exist")
+        stored = _stored(found)
+        missing = [k for k in wanted if not stored.data.get(k)]
+        if missing:
+            raise SecretError(
+                "InvalidSecret", f"{field}: Secret {namespace}/{secret} has no {', '.join(missing)}"
+            )
+        return stored
 
     async def user_tls(self, namespace: str, secret: str) -> dict[str, bytes]:
         """The named TLS Secret's data, checked: cert-manager's three keys, a key that belongs to

@@ -117,6 +117,11 @@ REFUSED: dict[str, tuple[str, dict[str, Any], list[str]]] = {
         {"metadataStore": ZK, "configurationStore": {"url": "sqlite:///var/lib/m.db"}},
         ["spec.configurationStore.url", "is not a ZooKeeper URL"],
     ),
+    "a user's certificates and a CA to issue from": (
+        CLUSTERS,
+        {"tls": {"secretName": "mine", "caSecretName": "region-a-ca"}},
+        ["spec.tls.caSecretName", "tls.secretName and tls.caSecretName exclude each other"],
+    ),
     "namespace of a cluster no object can be called": (
         NAMESPACES,
         {**NAMESPACE, "cluster": "Region_A"},
@@ -171,6 +176,14 @@ ACCEPTED: dict[str, tuple[str, dict[str, Any]]] = {
                     "limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "2G"},
                 }
             }
+        },
+    ),
+    "a second region sharing the first's key, CA and configuration store": (
+        CLUSTERS,
+        {
+            "auth": {"signingKeySecretName": "region-a-token-key"},
+            "tls": {"caSecretName": "region-a-ca"},
+            "configurationStore": {"url": "zk://region-a-zookeeper.default.svc:2181/region-a"},
         },
     ),
     "a namespace": (NAMESPACES, NAMESPACE),

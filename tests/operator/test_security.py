@@ -361,6 +361,48 @@ def test_a_tls_secret_the_user_names_is_used_instead_of_generating(
     assert cluster["status"]["secrets"]["tls"] == "my-tls"
 
 
+def test_a_second_region_signs_and_issues_with_the_first_regions_key_and_ca(
+    api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
+) -> None:
+    """Regions that replicate to each other accept each other's brokers: the second one's tokens
+    are signed by the first's key and its certificates issued by the first's CA, both used as
+    they are; one naming a Secret that is not there waits, saying which."""
+    ns = k8s_namespace
+    op = start_operator()
+    create_cluster(api, ns, "east")
+    wait_for("east Ready", lambda: ready(api, ns, "east"))
+    first = secrets(api, ns)
+    shared = {"auth": {"signingKeySecretName": "east-token-key"}, "tls": {"caSecretName": "east-ca"}}
+    create_cluster(api, ns, "west", **shared)
+    create_cluster(api, ns, "south", auth={"signingKeySecretName": "absent-key"})
+    wait_for("west Ready", lambda: ready(api, ns, "west"))
+
+    found = secrets(api, ns)
+    assert not {"west-token-key", "west-ca"} & set(found)  # none of its own
+    key, ca = data(found["east-token-key"])["secret.key"], data(found["east-ca"])["tls.crt"]
+    assert {n: found[n].metadata.resource_version for n in ("east-token-key", "east-ca")} == {
+        n: first[n].metadata.resource_version for n in ("east-token-key", "east-ca")
+    }, "the first region's Secrets were changed"
+    assert tokens.check(data(found["west-broker-token"])["token"].decode(), key).role == "magnetar-broker"
+    west_tls = data(found["west-broker-tls"])
+    assert pki.signed_by(west_tls["tls.crt"], ca)
+    assert west_tls["ca.crt"] == ca
+    assert f"west-broker.{ns}.svc" in pki.dns_names(west_tls["tls.crt"])
+    volumes = {v.name: v for v in pod_spec(api, ns, "west-broker").volumes}
+    assert volumes["token-key"].secret.secret_name == "east-token-key"
+
+    def waiting() -> dict[str, Any] | None:
+        c = condition(get_cr(api, "magnetarclusters", ns, "south"), "Degraded")
+        return c if c.get("reason") == "SharedSecretNotFound" else None
+
+    south = wait_for("south Degraded", waiting)
+    assert f"spec.auth.signingKeySecretName: Secret {ns}/absent-key does not exist" in south["message"]
+    assert "south-broker" not in {
+        s.metadata.name for s in client.AppsV1Api(api).list_namespaced_stateful_set(ns).items
+    }
+    assert op.error is None
+
+
 def test_a_tls_secret_without_its_key_is_a_clear_condition(
     api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
 ) -> None:
