@@ -6,23 +6,25 @@
 Two regions (jp-east, jp-west: one ZooKeeper, one bookie and one broker each, ``magnetar local``
 processes on loopback). For each case, a namespace replicated to both regions, with the case's
 PIP-33 snapshot frequency and with or without (a) (individually acknowledged messages past the
-snapshot point carried in the update). A producer in jp-east sends ``--rate`` msg/s (batched,
-5 ms, as Pulsar's client does by default; ``--no-batching``) for ``--seconds``; a consumer on
-a replicated Failover subscription receives and acknowledges in jp-east and, ``--moves`` times,
-closes and subscribes in the other region under the same name (as an application failing
-over). A failover's duplicates depend on where in the snapshot cycle it lands, so the moves are
-spread evenly with a random offset of up to +/-40% of their spacing (``--seed``): evenly spaced
-moves whose spacing is a whole number of cycles would all land at the same point of it and
-measure one point many times. It then receives until everything sent has arrived (or nothing arrives for
-``--quiet`` seconds).
+snapshot point carried in the update). A producer process in jp-east (``bench/lean_client.py``:
+every send's result checked) sends ``--rate`` msg/s (batched, 5 ms, as Pulsar's client does by
+default; ``--no-batching``) for ``--seconds``; a consumer on a replicated Failover subscription
+receives and acknowledges in jp-east and, ``--moves`` times, closes and subscribes in the other
+region under the same name (as an application failing over). A failover's duplicates depend on
+where in the snapshot cycle it lands, so the moves are spread evenly with a random offset of up
+to +/-40% of their spacing (``--seed``): evenly spaced moves whose spacing is a whole number of
+cycles would all land at the same point of it and measure one point many times. It then receives
+until everything sent has arrived (or nothing arrives for ``--quiet`` seconds). The failover
+consumer stays in this process: what it counts is which messages came twice, not when.
 Counted: messages sent (acknowledged by jp-east), received (distinct), duplicates (received
 again after a failover, all failovers of the case; also per failover, with their mean and its
 standard error, and as the age in ms of the position the consumer resumed from: duplicates /
 rate), skipped (passed over by a failover's new region: below the first new message it gave and
 not received before the move; PIP-33 promises none), lost (acknowledged, never received).
-Replication lag (ms): plain subscriptions in both regions receive every message; lag =
-receive time in jp-west minus receive time in jp-east (same clock), p50 and p99; e2e: jp-west's
-receive time minus the producer's send time (includes batching and jp-east's write).
+Replication lag (ms): plain subscriptions in both regions, each in a lean consumer process of
+its own, receive every message; lag = arrival in jp-west minus arrival in jp-east (the machine's
+CLOCK_MONOTONIC), p50 and p99; e2e: arrival in jp-west minus the time the send was due (includes
+batching and jp-east's write).
 
 Targets (issue 7): zero loss; with (a) at 100 ms, duplicates <= 10% of the 1000 ms / no-(a)
 figure (Pulsar's default behaviour); replication lag p99 <= 50 ms on loopback.
@@ -36,6 +38,7 @@ import logging
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -45,6 +48,10 @@ from typing import Any
 import pulsar
 from rich.console import Console
 from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).parent))
+from lean_client import STAMP
+from windows import Client, collect, spawn
 
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
@@ -109,7 +116,7 @@ class FailoverConsumer(threading.Thread):
         super().__init__(daemon=True)
         self.regions = regions
         self.topic = topic
-        self.received: list[str] = []
+        self.received: list[int] = []
         self.moves = 0  # raised by the producer side
         self.stop = threading.Event()
         self.moved = 0
@@ -140,37 +147,10 @@ class FailoverConsumer(threading.Thread):
                 message = consumer.receive(200)
             except pulsar.Timeout:
                 continue
-            uid = message.properties()["uid"]
-            self.received.append(uid)
+            self.received.append(STAMP.unpack_from(message.data())[0])  # its due time: its id
             consumer.acknowledge(message)
         consumer.close()
         client.close()
-
-
-class LagConsumer(threading.Thread):
-    """A plain subscription in ``region``: when each message became available there."""
-
-    def __init__(self, regions: Regions, topic: str, region: str) -> None:
-        super().__init__(daemon=True)
-        self.client = regions.client(region)
-        self.consumer = self.client.subscribe(topic, "lag", initial_position=pulsar.InitialPosition.Earliest)
-        self.lags_ms: list[float] = []
-        #: uid -> receive time (ns)
-        self.received_at: dict[str, int] = {}
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                message = self.consumer.receive(200)
-            except pulsar.Timeout:
-                continue
-            now = time.time_ns()
-            self.lags_ms.append((now - int(message.properties()["publish_ns"])) / 1e6)
-            self.received_at[message.properties()["uid"]] = now
-            self.consumer.acknowledge(message)
-        self.consumer.close()
-        self.client.close()
 
 
 def failover_points(total: int, moves: int, seed: int) -> list[int]:
@@ -181,7 +161,7 @@ def failover_points(total: int, moves: int, seed: int) -> list[int]:
     return sorted(max(1, int((k + rng.uniform(-0.4, 0.4)) * spacing)) for k in range(1, moves + 1))
 
 
-def duplicates_per_failover(received: list[str], marks: list[int]) -> list[int]:
+def duplicates_per_failover(received: list[int], marks: list[int]) -> list[int]:
     """Per failover: messages received after it (before the next) that had been received
     before it."""
     counts = []
@@ -192,7 +172,7 @@ def duplicates_per_failover(received: list[str], marks: list[int]) -> list[int]:
     return counts
 
 
-def skipped_per_failover(received: list[str], marks: list[int]) -> list[int]:
+def skipped_per_failover(received: list[int], marks: list[int]) -> list[int]:
     """Per failover: messages the new region passed over, that is, below the first new message
     it gave and never received before the failover (received later, out of order, if at all).
     PIP-33 must never skip: any count here means the new region's position was ahead of what
@@ -200,8 +180,8 @@ def skipped_per_failover(received: list[str], marks: list[int]) -> list[int]:
     counts = []
     for k, start in enumerate(marks):
         end = marks[k + 1] if k + 1 < len(marks) else len(received)
-        before = {int(uid) for uid in received[:start]}
-        first_new = next((int(uid) for uid in received[start:end] if int(uid) not in before), None)
+        before = set(received[:start])
+        first_new = next((n for n in received[start:end] if n not in before), None)
         counts.append(0 if first_new is None else sum(1 for n in range(first_new) if n not in before))
     return counts
 
@@ -241,68 +221,56 @@ def run_case(
         )
         regions.admin("POST", f"/admin/v2/namespaces/{namespace}/replicatedSubscriptionsCarryAcks", carry)
     topic = f"persistent://{namespace}/orders"
-    east = regions.client(EAST)
-    producer = east.create_producer(
-        topic, batching_enabled=batching, batching_max_publish_delay_ms=5, send_timeout_millis=60_000
-    )
+    workdir = Path(tempfile.mkdtemp(prefix="bench-failover-clients-"))
     failover = FailoverConsumer(regions, topic)
-    lag = LagConsumer(regions, topic, WEST)
-    local = LagConsumer(regions, topic, EAST)
     failover.start()
-    lag.start()
-    local.start()
-    time.sleep(1.5)  # the subscriptions exist and a snapshot or two were taken
-    sent: set[str] = set()
-    failed: list[str] = []
-    lock = threading.Lock()
-    total = int(rate * seconds)
-    move_at = failover_points(total, moves, seed)
-    started = time.monotonic()
-    for index in range(total):
-        uid = str(index)
-
-        def done(result: pulsar.Result, _id: Any, uid: str = uid) -> None:
-            with lock:
-                (sent.add(uid) if result == pulsar.Result.Ok else failed.append(uid))
-
-        producer.send_async(b"x" * 100, done, properties={"uid": uid, "publish_ns": str(time.time_ns())})
-        if move_at and index + 1 == move_at[0]:
-            move_at.pop(0)
+    started: list[Client] = []
+    try:
+        lag = {r: spawn("consume", regions.service_url(r), [topic], workdir / f"lag-{r}.json",
+                        ["--subscription", "lag"]) for r in (EAST, WEST)}  # fmt: skip
+        started += lag.values()
+        time.sleep(1.5)  # the subscriptions exist and a snapshot or two were taken
+        options = ["--rate", str(rate), "--seconds", str(seconds), "--size", "100",
+                   "--batching-ms", "5" if batching else "0"]  # fmt: skip
+        producer = spawn("produce", regions.service_url(EAST), [topic], workdir / "produce.json", options)
+        started.append(producer)
+        begun = time.monotonic()
+        for index in failover_points(int(rate * seconds), moves, seed):
+            time.sleep(max(0.0, begun + index / rate - time.monotonic()))
             failover.moves += 1
-        time.sleep(max(0.0, started + (index + 1) / rate - time.monotonic()))
-    producer.flush()
-    # Drain: until everything arrived, or nothing more arrived for a while (then what is
-    # missing counts as lost).
-    progress, last_change = -1, time.monotonic()
-    while time.monotonic() - last_change < quiet_s:
-        if sent <= set(failover.received) and len(lag.lags_ms) >= len(sent):
-            break
-        now_seen = len(failover.received) + len(lag.lags_ms)
-        if now_seen != progress:
-            progress, last_change = now_seen, time.monotonic()
-        time.sleep(0.2)
-    time.sleep(1)  # late duplicates, if any, are counted
-    failover.stop.set()
-    lag.stop.set()
-    local.stop.set()
-    failover.join(10)
-    lag.join(10)
-    local.join(10)
-    producer.close()
-    east.close()
-    received = failover.received
+        producer[0].wait(seconds + 120)  # it flushes and waits for every receipt
+        sent = collect([producer], 60, "a send failed or was never answered").due_ns[topic]
+        # Drain: until everything arrived, or nothing more arrived for a while (then what is
+        # missing counts as lost).
+        progress, last_change = -1, time.monotonic()
+        while time.monotonic() - last_change < quiet_s and not set(sent) <= set(failover.received):
+            if len(failover.received) != progress:
+                progress, last_change = len(failover.received), time.monotonic()
+            time.sleep(0.2)
+        time.sleep(1)  # late duplicates, if any, are counted
+        arrivals = {r: collect([client], 60, f"the lag consumer in {r} failed") for r, client in lag.items()}
+    finally:
+        failover.stop.set()
+        failover.join(10)
+        for process, _ in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+    index_of = {due: n for n, due in enumerate(sent)}  # due times are ids; indexes order them
+    received = [index_of.get(due, -1) for due in failover.received]
     per_failover = duplicates_per_failover(received, failover.marks)
     skipped = skipped_per_failover(received, failover.marks)
+    east = dict(zip(arrivals[EAST].due_ns[topic], arrivals[EAST].done_ns[topic], strict=True))
+    west = dict(zip(arrivals[WEST].due_ns[topic], arrivals[WEST].done_ns[topic], strict=True))
     # Replication lag proper: available in jp-west minus available in jp-east (no batching
     # delay nor jp-east's own write in it).
-    replication = [
-        (at - local.received_at[uid]) / 1e6 for uid, at in lag.received_at.items() if uid in local.received_at
-    ]
+    replication = [(at - east[due]) / 1e6 for due, at in west.items() if due in east]
+    end_to_end = [(at - due) / 1e6 for due, at in west.items()]
     return {
         "snapshot_frequency_ms": frequency_ms,
         "carry_acks": carry,
         "sent": len(sent),
-        "send_failed": len(failed),
         "received_distinct": len(set(received)),
         "failovers": failover.moved,
         "duplicates": len(received) - len(set(received)),
@@ -312,11 +280,11 @@ def run_case(
         "skipped_per_failover": skipped,
         "skipped": sum(skipped),
         "resume_age_ms_mean": statistics.fmean(per_failover) / rate * 1000 if per_failover else None,
-        "lost": len(sent - set(received)),
+        "lost": len(set(sent) - set(failover.received)),
         "lag_p50_ms": percentile(replication, 50),
         "lag_p99_ms": percentile(replication, 99),
-        "end_to_end_p50_ms": percentile(lag.lags_ms, 50),
-        "end_to_end_p99_ms": percentile(lag.lags_ms, 99),
+        "end_to_end_p50_ms": percentile(end_to_end, 50),
+        "end_to_end_p99_ms": percentile(end_to_end, 99),
     }
 
 
@@ -372,7 +340,7 @@ def main() -> None:
     best = next(r for r in results if r["snapshot_frequency_ms"] == 100 and r["carry_acks"])
     table = Table(
         title=f"Consumer failovers jp-east <-> jp-west ({args.moves} per case) at {args.rate:g} msg/s "
-        f"({'batched' if args.batching else 'no batching'}, official client)"
+        f"({'batched' if args.batching else 'no batching'}, lean client processes)"
     )
     columns = (
         "snapshots",

@@ -3,11 +3,13 @@ topics, callbacks that only record, every send's result checked.
 
     .venv/bin/python bench/lean_client.py produce pulsar://127.0.0.1:6650 t1,t2 --rate 125 --out p.json
     .venv/bin/python bench/lean_client.py consume pulsar://127.0.0.1:6650 t1,t2 --out c.json
+    .venv/bin/python bench/lean_client.py consume pulsar://127.0.0.1:6650 t1 --subscription s1,s2 --out c.json
 
-A producer sends, per topic, ``--rate`` unbatched messages a second on a fixed schedule; each
-payload starts with the time the send was due (CLOCK_MONOTONIC, shared by every process of the
-machine) so a consumer in another process can tell how late each message came. ``block_if_queue_full``
-makes a full queue hold the schedule up (and so show as lateness) instead of failing the send.
+A producer sends, per topic, ``--rate`` messages a second on a fixed schedule (unbatched unless
+``--batching-ms``); each payload starts with the time the send was due (CLOCK_MONOTONIC, shared by
+every process of the machine) so a consumer in another process can tell how late each message
+came. ``block_if_queue_full`` makes a full queue hold the schedule up (and so show as lateness)
+instead of failing the send.
 The process runs until SIGTERM or ``--seconds``, then flushes, waits for every receipt, and writes
 its records as JSON to ``--out``: per topic the due and receipt times (ns) of every send, or the
 due and receive times of every message. A send that fails, or is never answered, fails the run
@@ -48,7 +50,11 @@ def produce(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
     import pulsar
 
     client = _client(args)
-    options = {"batching_enabled": False, "block_if_queue_full": True, "max_pending_messages": 10_000,
+    batching = {
+        "batching_enabled": args.batching_ms > 0,
+        "batching_max_publish_delay_ms": max(1, args.batching_ms),
+    }
+    options = {**batching, "block_if_queue_full": True, "max_pending_messages": 10_000,
                "send_timeout_millis": 60_000}  # fmt: skip
     producers = [client.create_producer(topic, **options) for topic in args.topics]
     due_ns: list[list[int]] = [[] for _ in args.topics]
@@ -92,11 +98,15 @@ def produce(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
 
 
 def consume(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
+    """Each topic read under each of ``--subscription``'s names; with several names, a stream's
+    records are keyed ``topic@subscription`` (one name: the topic)."""
     import pulsar
 
     client = _client(args)
-    due_ns: list[list[int]] = [[] for _ in args.topics]
-    received_ns: list[list[int]] = [[] for _ in args.topics]
+    names = args.subscription.split(",")
+    streams = [(t, n) for t in args.topics for n in names]
+    due_ns: list[list[int]] = [[] for _ in streams]
+    received_ns: list[list[int]] = [[] for _ in streams]
 
     def listener(index: int) -> Any:
         def on_message(consumer: Any, message: Any) -> None:
@@ -106,15 +116,16 @@ def consume(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
 
         return on_message
 
-    for index, topic in enumerate(args.topics):
+    for index, (topic, name) in enumerate(streams):
         client.subscribe(
-            topic, args.subscription, message_listener=listener(index),
+            topic, name, message_listener=listener(index),
             consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=1000,
         )  # fmt: skip
     print(READY, flush=True)
     stop.wait(args.seconds)
     client.close()
-    return {"topics": args.topics, "due_ns": due_ns, "done_ns": received_ns}
+    keys = [t if len(names) == 1 else f"{t}@{n}" for t, n in streams]
+    return {"topics": keys, "due_ns": due_ns, "done_ns": received_ns}
 
 
 def main() -> None:
@@ -126,8 +137,11 @@ def main() -> None:
     parser.add_argument("topics", type=lambda s: s.split(","), help="comma-separated topic names")
     parser.add_argument("--rate", type=float, default=125, help="messages/s per topic (125)")
     parser.add_argument("--size", type=int, default=256, help="payload bytes (256)")
+    parser.add_argument(
+        "--batching-ms", type=int, default=0, help="batch sends for this long (0: no batching)"
+    )
     parser.add_argument("--seconds", type=float, default=600, help="run at most this long (600)")
-    parser.add_argument("--subscription", default="bench")
+    parser.add_argument("--subscription", default="bench", help="subscription name, or comma-separated names")
     parser.add_argument("--out", type=Path, required=True, help="where the records go (JSON)")
     parser.add_argument("--token-file", type=Path, help="token authentication: the file holding it")
     parser.add_argument("--listener-name", default="", help="the brokers' advertised listener to look up")

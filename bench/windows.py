@@ -28,6 +28,8 @@ CLIENT = Path(__file__).parent / "lean_client.py"
 BEFORE_S, AFTER_S = 1.0, 4.0
 #: a target is judged only when the floor is at most this share of it
 FLOOR_SHARE = 0.10
+#: a lean client process and the file its records go to
+Client = tuple[subprocess.Popen[str], Path]
 
 
 @dataclass
@@ -74,8 +76,8 @@ class LeanWorkload:
     #: a secured cluster's token, and the listener outside clients look brokers up on (pods)
     token_file: Path | None = None
     listener_name: str = ""
-    _producers: list[tuple[subprocess.Popen[str], Path]] = field(default_factory=list)
-    _consumers: list[tuple[subprocess.Popen[str], Path]] = field(default_factory=list)
+    _producers: list[Client] = field(default_factory=list)
+    _consumers: list[Client] = field(default_factory=list)
 
     def start(self) -> None:
         """Consumers first (so they see every message), then producers; returns when all are sending."""
@@ -84,36 +86,39 @@ class LeanWorkload:
         self._consumers = [self._spawn("consume", g, n) for n, g in enumerate(groups)]
         self._producers = [self._spawn("produce", g, n) for n, g in enumerate(groups)]
 
-    def _spawn(self, role: str, topics: list[str], n: int) -> tuple[subprocess.Popen[str], Path]:
-        out = self.workdir / f"{role}-{n}.json"
-        command = [
-            sys.executable, str(CLIENT), role, self.url, ",".join(topics), "--rate", str(self.rate),
-            "--size", str(self.size), "--out", str(out),
-            *(["--token-file", str(self.token_file)] if self.token_file else []),
-            *(["--listener-name", self.listener_name] if self.listener_name else []),
-        ]  # fmt: skip
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        assert process.stdout is not None
-        line = process.stdout.readline()  # blocks until the client is connected (or died)
-        if "ready" not in line:
-            stop_process(process)
-            raise RuntimeError(f"lean {role} client for {topics} did not start (exit {process.poll()})")
-        return process, out
+    def _spawn(self, role: str, topics: list[str], n: int) -> Client:
+        options = ["--rate", str(self.rate), "--size", str(self.size),
+                   *(["--token-file", str(self.token_file)] if self.token_file else []),
+                   *(["--listener-name", self.listener_name] if self.listener_name else [])]  # fmt: skip
+        return spawn(role, self.url, topics, self.workdir / f"{role}-{n}.json", options)
 
     def stop(self, drain_s: float = 3.0) -> tuple[Records, Records]:
         """Stops the producers (each waits for its receipts), lets the consumers drain, stops them;
         the producers' and the consumers' records. A client that failed fails the benchmark."""
         try:
-            produced = _collect(self._producers, 120, "a producer's send failed or was never answered")
+            produced = collect(self._producers, 120, "a producer's send failed or was never answered")
             time.sleep(drain_s)
-            consumed = _collect(self._consumers, 60, "a consumer process failed")
+            consumed = collect(self._consumers, 60, "a consumer process failed")
         finally:
             for process, _ in self._producers + self._consumers:
                 stop_process(process)
         return produced, consumed
 
 
-def _collect(clients: list[tuple[subprocess.Popen[str], Path]], timeout_s: float, failure: str) -> Records:
+def spawn(role: str, url: str, topics: list[str], out: Path, options: list[str]) -> Client:
+    """One lean client process (``lean_client.py`` ``role`` with ``options``), once it is
+    connected; with the file its records go to."""
+    command = [sys.executable, str(CLIENT), role, url, ",".join(topics), "--out", str(out), *options]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()  # blocks until the client is connected (or died)
+    if "ready" not in line:
+        stop_process(process)
+        raise RuntimeError(f"lean {role} client for {topics} did not start (exit {process.poll()})")
+    return process, out
+
+
+def collect(clients: list[Client], timeout_s: float, failure: str) -> Records:
     """SIGTERM to each client, then each one's records once it exited cleanly."""
     records = Records()
     for process, _ in clients:
