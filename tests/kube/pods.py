@@ -72,6 +72,19 @@ class Cluster:
     token: str
     seconds: dict[str, float] = field(default_factory=dict)
 
+    def client(self) -> Any:
+        """The official client on this machine: TLS to the broker Service's ClusterIP (trusting the
+        cluster's CA), the super-user's token, lookups on the pod-IP listener."""
+        import pulsar
+
+        return pulsar.Client(
+            f"pulsar+ssl://{self.broker_ip}:6651",
+            authentication=pulsar.AuthenticationToken(self.token),
+            tls_trust_certs_file_path=str(self.ca_file),
+            listener_name=LISTENER,
+            operation_timeout_seconds=30,
+        )
+
     def pods(self, component: str) -> list[str]:
         selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
         return sorted(p["metadata"]["name"] for p in self.node.json("pods", "-l", selector)["items"])

@@ -39,7 +39,6 @@ pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
 PORT_BASE = 19640  # the other modules' nodes use other ports; one node at a time all the same
 EAST, WEST = "jp-east", "jp-west"
-LISTENER = "pod-ip"
 EXAMPLE = ROOT / "examples/k8s/local/geo.yaml"
 
 
@@ -65,16 +64,6 @@ def regions(node: Node, tmp_path_factory: pytest.TempPathFactory) -> dict[str, C
     return {EAST: east, WEST: west}
 
 
-def client(cluster: Cluster) -> pulsar.Client:
-    return pulsar.Client(
-        f"pulsar+ssl://{cluster.broker_ip}:6651",
-        authentication=pulsar.AuthenticationToken(cluster.token),
-        tls_trust_certs_file_path=str(cluster.ca_file),
-        listener_name=LISTENER,
-        operation_timeout_seconds=30,
-    )
-
-
 def test_what_jp_east_stores_reaches_a_consumer_in_jp_west_in_order(regions: dict[str, Cluster]) -> None:
     east, west = regions[EAST], regions[WEST]
     node = east.node
@@ -85,7 +74,7 @@ def test_what_jp_east_stores_reaches_a_consumer_in_jp_west_in_order(regions: dic
 
     wait_for("the replicated MagnetarNamespace Ready", ready, node, 120)
     topic = "persistent://geo/orders/replicated"
-    in_west, in_east = client(west), client(east)
+    in_west, in_east = west.client(), east.client()
     try:
         consumer = in_west.subscribe(topic, "west", initial_position=pulsar.InitialPosition.Earliest)
         producer = in_east.create_producer(topic, batching_enabled=False)

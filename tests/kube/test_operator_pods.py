@@ -23,7 +23,6 @@ import pytest
 from magnetar.kube.dns import resolve_a
 from magnetar.kube.layout import NODE_IP
 from tests.kube.pods import (
-    LISTENER,
     ROOT,
     Cluster,
     Node,
@@ -74,16 +73,6 @@ def test_every_pod_passes_its_readiness_probe_and_the_cluster_says_ready(cluster
     assert doc["status"]["serviceUrlTls"] == f"pulsar+ssl://{CLUSTER}-broker.default.svc:6651"
 
 
-def client(cluster: Cluster) -> Any:
-    return pulsar.Client(
-        f"pulsar+ssl://{cluster.broker_ip}:6651",
-        authentication=pulsar.AuthenticationToken(cluster.token),
-        tls_trust_certs_file_path=str(cluster.ca_file),
-        listener_name=LISTENER,
-        operation_timeout_seconds=30,
-    )
-
-
 def test_coredns_answers_each_pod_by_its_name_under_its_headless_service(cluster: Cluster) -> None:
     # The names bookies and brokers advertise and ZooKeeper's servers find each other by.
     for pod in cluster.node.json("pods")["items"]:
@@ -95,7 +84,7 @@ def test_coredns_answers_each_pod_by_its_name_under_its_headless_service(cluster
 
 
 def test_the_official_client_produces_and_consumes_through_the_broker_service(cluster: Cluster) -> None:
-    client_ = client(cluster)
+    client_ = cluster.client()
     try:
         topic = "persistent://public/default/through-the-service"
         consumer = client_.subscribe(topic, "pods")
@@ -115,7 +104,7 @@ def test_the_official_client_produces_and_consumes_through_the_broker_service(cl
 def test_topics_owned_by_either_broker_are_reached_from_this_machine(cluster: Cluster) -> None:
     # Bundles spread over both serving brokers: some lookups through the Service are redirected to
     # the other broker, by the address of the pod-ip listener.
-    client_ = client(cluster)
+    client_ = cluster.client()
     try:
         for t in range(8):
             topic = f"persistent://public/default/spread-{t}"
@@ -183,7 +172,7 @@ def test_a_transfer_asked_from_this_machine_moves_its_clients_without_a_lookup(c
     # producer and consumer the next owner's address on the listener they came by, so they go
     # straight there: no lookup, nothing lost, in order.
     topic = "persistent://public/default/transferred"
-    client_ = client(cluster)
+    client_ = cluster.client()
     try:
         consumer = client_.subscribe(topic, "pods")
         producer = client_.create_producer(topic, batching_enabled=False)

@@ -34,7 +34,7 @@ import pytest
 from magnetar.bookie.autorecovery.marks import UnderReplication
 from magnetar.bookie.client import BKError, LedgerClient, LedgerClientConfig
 from magnetar.common.metadata import open_store
-from tests.kube.pods import LISTENER, ROOT, Cluster, Node, condition, install_cluster, start_node, wait_for
+from tests.kube.pods import ROOT, Cluster, Node, condition, install_cluster, start_node, wait_for
 
 pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip install -e .[workload])")
 
@@ -112,7 +112,7 @@ class Workload:
     sent: int = 0
 
     def __post_init__(self) -> None:
-        self.client = client(self.cluster)
+        self.client = self.cluster.client()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         for topic in self.topics:
@@ -181,16 +181,6 @@ class Workload:
     def acked_count(self) -> int:
         with self._lock:
             return sum(len(v) for v in self.acked.values())
-
-
-def client(cluster: Cluster) -> Any:
-    return pulsar.Client(
-        f"pulsar+ssl://{cluster.broker_ip}:6651",
-        authentication=pulsar.AuthenticationToken(cluster.token),
-        tls_trust_certs_file_path=str(cluster.ca_file),
-        listener_name=LISTENER,
-        operation_timeout_seconds=30,
-    )
 
 
 # -- the MagnetarCluster ----------------------------------------------------------------------------
