@@ -181,6 +181,45 @@ async def test_session_expiry_removes_ephemerals_and_session_renews(store_url: s
         await observer.close()
 
 
+async def test_reads_carry_on_across_a_session_expiry(store_url: str) -> None:
+    """A read is not tied to a session: one that meets the expiry waits for the new session
+    (a broker's lookups then answer instead of refusing clients while ZooKeeper comes back)."""
+    store = await open_store(store_url, session_timeout_s=4)
+    states: list[SessionState] = []
+    store.on_session_event(states.append)
+    failures: list[BaseException] = []
+    reads = 0
+    stop = asyncio.Event()
+
+    async def keep_reading() -> None:
+        nonlocal reads
+        while not stop.is_set():
+            try:
+                assert (await store.get("/durable"))[0] == b"kept"
+                assert await store.exists("/durable") is not None
+                assert await store.children("/") != []
+                reads += 1
+            except Exception as exc:  # every failure is the finding
+                failures.append(exc)
+            await asyncio.sleep(0.002)
+
+    try:
+        await store.create("/durable", b"kept")
+        readers = [asyncio.create_task(keep_reading()) for _ in range(4)]
+        await asyncio.sleep(0.1)
+        await expire(store, store_url)
+        await eventually(lambda: SessionState.EXPIRED in states)
+        await eventually(lambda: states[-1] is SessionState.CONNECTED)
+        before = reads
+        await eventually(lambda: reads > before + 10)
+        stop.set()
+        await asyncio.gather(*readers)
+        assert failures == []
+    finally:
+        stop.set()
+        await store.close()
+
+
 async def test_leader_election(store_url: str) -> None:
     first = await open_store(store_url, session_timeout_s=4)
     second = await open_store(store_url, session_timeout_s=4)

@@ -42,6 +42,16 @@ from magnetar.common.metadata.watchers import Watchers
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: How long a read waits for kazoo's reconnection, or the session it opens after an expiry, before
+#: failing its caller.
+#: ZooKeeper's return expires every client's session at once and kazoo opens a new one within
+#: milliseconds; failing reads in between made lookups refuse clients, who then backed off.
+READ_RESUME_S = 1.0
+
+
+class ConnectionLossError(MetadataError):
+    """The connection dropped mid-request: the session may live on (kazoo reconnects)."""
+
 
 def _translate(exc: BaseException, path: str) -> BaseException:
     """kazoo's exception -> the contract's, naming the path."""
@@ -58,7 +68,7 @@ def _translate(exc: BaseException, path: str) -> BaseException:
     if isinstance(exc, (kx.SessionExpiredError, kx.ConnectionClosedError)):
         return SessionExpiredError(path, f"ZooKeeper session expired or closed ({path})")
     if isinstance(exc, kx.ConnectionLoss):
-        return MetadataError(path, f"connection to ZooKeeper lost during an operation on {path}")
+        return ConnectionLossError(path, f"connection to ZooKeeper lost during an operation on {path}")
     if isinstance(exc, kx.ZookeeperError):
         return MetadataError(path, f"ZooKeeper error on {path}: {type(exc).__name__} {exc}")
     return exc
@@ -78,6 +88,10 @@ class ZooKeeperStore(MetadataStore):
         self._known: dict[str, tuple[int, int] | None] = {}
         self._expired = False
         self._closed = False
+        #: set while connected; reads that met an expiry or a lost connection wait on it
+        self._session_open = asyncio.Event()
+        if client.connected:
+            self._session_open.set()
         client.add_listener(self._on_state)
 
     @property
@@ -103,16 +117,46 @@ class ZooKeeperStore(MetadataStore):
         return await future
 
     # -- reads ----------------------------------------------------------------------------------
+    async def _read(self, start: Callable[[], Any], path: str) -> Any:
+        """A read that meets a lost connection or an expired session waits for the connection
+        (or the next session) and is asked again.
+
+        Reads only: nothing a read does depends on the session, whereas a write (an ephemeral
+        node, a compare-and-set its caller decided under the old session) must fail its caller.
+        """
+        deadline = self._loop.time() + READ_RESUME_S
+        while True:
+            try:
+                return await self._bridge(start(), path)
+            except (SessionExpiredError, ConnectionLossError):
+                if self._closed or not await self._session_reopened(deadline):
+                    raise
+
+    async def _session_reopened(self, deadline: float) -> bool:
+        remaining = deadline - self._loop.time()
+        if remaining <= 0:
+            return False
+        if self._session_open.is_set():
+            # kazoo may fail the read before its state listener has reached this loop
+            await asyncio.sleep(min(0.05, remaining))
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._session_open.wait(), remaining)
+        return self._session_open.is_set()
+
     async def get(self, path: str) -> tuple[bytes, Stat]:
-        data, zstat = await self._bridge(self._client.get_async(paths.check(path)), path)
+        checked = paths.check(path)
+        data, zstat = await self._read(lambda: self._client.get_async(checked), path)
         return bytes(data or b""), _stat(zstat)
 
     async def exists(self, path: str) -> Stat | None:
-        zstat = await self._bridge(self._client.exists_async(paths.check(path)), path)
+        checked = paths.check(path)
+        zstat = await self._read(lambda: self._client.exists_async(checked), path)
         return _stat(zstat) if zstat is not None else None
 
     async def children(self, path: str) -> list[str]:
-        names = await self._bridge(self._client.get_children_async(paths.check(path)), path)
+        checked = paths.check(path)
+        names = await self._read(lambda: self._client.get_children_async(checked), path)
         return sorted(names)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -257,10 +301,13 @@ class ZooKeeperStore(MetadataStore):
             return
         if state == KazooState.LOST:
             self._expired = True
+            self._loop.call_soon_threadsafe(self._session_open.clear)
             self._watchers.session_changed(SessionState.EXPIRED)
         elif state == KazooState.SUSPENDED:
+            self._loop.call_soon_threadsafe(self._session_open.clear)
             self._watchers.session_changed(SessionState.SUSPENDED)
         elif state == KazooState.CONNECTED:
+            self._loop.call_soon_threadsafe(self._session_open.set)
             if self._expired:
                 self._expired = False
                 self._loop.call_soon_threadsafe(self._rearm_all)
