@@ -337,12 +337,15 @@ class AdminApi:
         return web.json_response({"bundle": bundle.name, "topics": topics, "destinationBroker": destination})
 
     async def split_bundle(self, request: web.Request) -> web.Response:
+        """Pulsar's split-bundle: the topics stay where they are, served throughout; with
+        ``unload=true`` both halves are unloaded afterwards, so they may land elsewhere."""
         namespace, bundle = await self._owned_bundle(request)
         await self._owners.forward(request, namespace, bundle)
-        if self._bundles.owns(namespace, bundle):
-            await self._bundles.unload(namespace, bundle)  # topics re-home under the halves
-        low, high = await self._namespaces.split(namespace, bundle)
-        return web.json_response({"bundles": [low.name, high.name]})
+        halves = await self._bundles.split(namespace, bundle, self._namespaces.split)
+        if request.query.get("unload", "false").lower() == "true":
+            for half in halves:
+                await self._bundles.unload(namespace, half)
+        return web.json_response({"bundles": [half.name for half in halves]})
 
     # -- brokers --------------------------------------------------------------------------------
     async def brokers(self, request: web.Request) -> web.Response:

@@ -22,7 +22,7 @@ from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.compaction.topic_compactions import Compactions
-from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces
+from magnetar.broker.namespace import Bundle, NamespaceError, Namespaces, SplitCommit
 from magnetar.broker.ownership import (
     BrokerInfo,
     LookupUrls,
@@ -152,6 +152,8 @@ class BundleAdmin(Protocol):
     async def unload(self, namespace: str, bundle: Bundle) -> list[str]: ...
 
     async def transfer(self, namespace: str, bundle: Bundle, destination: str) -> list[str]: ...
+
+    async def split(self, namespace: str, bundle: Bundle, commit: SplitCommit) -> tuple[Bundle, Bundle]: ...
 
 
 class TopicAdmin(Protocol):

@@ -29,7 +29,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces
+from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, SplitCommit
 from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Owner, Ownership, lookup_urls
 from magnetar.broker.peers import PeerClient
 from magnetar.broker.topic import InvalidTopicNameError, TopicName
@@ -247,6 +247,30 @@ class Bundles:
         await self._topics.evict(topics, after_close=release)
         log.info("unloaded %s/%s (%d topics)", namespace, bundle.name, len(topics))
         return sorted(str(t.name) for t in topics)
+
+    async def split(self, namespace: str, bundle: Bundle, commit: SplitCommit) -> tuple[Bundle, Bundle]:
+        """Pulsar's split by the owner: it takes both halves before ``commit`` changes the
+        namespace's boundaries and lets go of the whole range after, so a lookup at any moment
+        finds the range owned, and the topics stay loaded here, served without a break. (Unloading
+        first left the range unowned until the boundaries changed: a client looking up then took
+        the old bundle on another broker, which kept serving it once it no longer existed.)"""
+        if not self.owns(namespace, bundle):
+            return await commit(namespace, bundle)
+        taken: list[Bundle] = []
+        try:
+            for half in bundle.halves():
+                owner = await self._ownership.acquire(namespace, half)
+                if owner.broker_id != self.broker_id:
+                    raise NamespaceError(f"bundle {half.name} is owned by {owner.broker_id} already", 409)
+                taken.append(half)
+            halves = await commit(namespace, bundle)
+        except BaseException:
+            for half in taken:
+                await self._ownership.release(namespace, half)
+            raise
+        await self._ownership.release(namespace, bundle)
+        log.info("split %s/%s into %s and %s", namespace, bundle.name, halves[0].name, halves[1].name)
+        return halves
 
     async def transfer(self, namespace: str, bundle: Bundle, destination: str) -> list[str]:
         """Hand the bundle to ``destination`` (a broker id) so clients move without a backoff:

@@ -252,6 +252,8 @@ class BrokerConfig(ComponentConfig):
     #: shed bundles are transferred (clients told where to go), not merely unloaded
     load_balancer_transfer_enabled: bool = True
     load_balancer_auto_bundle_split_enabled: bool = True
+    #: the halves of a bundle the leader split are unloaded, so they may land on other brokers
+    load_balancer_auto_unload_split_bundles_enabled: bool = True
     load_balancer_namespace_bundle_max_topics: int = Field(default=1000, gt=0)
     #: producers + consumers; -1 disables the check
     load_balancer_namespace_bundle_max_sessions: int = 1000

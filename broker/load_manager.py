@@ -340,6 +340,7 @@ class LoadManager:
         if owner is None or owner.broker_id != split.owner:
             return
         log.info("splitting %s owned by %s (%s)", split.bundle, split.owner, split.reason)
-        path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/split"
+        unload = "true" if self.config.load_balancer_auto_unload_split_bundles_enabled else "false"
+        path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/split?unload={unload}"
         await AsyncAdminClient(owner.web_service_url, credentials=self._credentials).request("PUT", path)
         self.actions.append(f"split {split.bundle}: {split.reason}")

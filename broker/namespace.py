@@ -17,7 +17,7 @@ import contextlib
 import json
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,15 @@ class Bundle:
 
     def contains(self, hash_value: int) -> bool:
         return self.start <= hash_value < self.end
+
+    def halves(self) -> tuple[Bundle, Bundle]:
+        """Pulsar's range-equally-divide split."""
+        middle = (self.start + self.end) // 2
+        return Bundle(self.start, middle), Bundle(middle, self.end)
+
+
+#: the namespace's side of a split (``Namespaces.split``): the new boundary written, the halves
+SplitCommit = Callable[[str, Bundle], Awaitable[tuple[Bundle, Bundle]]]
 
 
 def topic_hash(topic: str) -> int:
@@ -293,6 +302,6 @@ class Namespaces:
         policies = await self.policies(namespace)
         if bundle not in policies.bundles():
             raise NamespaceError(f"bundle {bundle.name} is not a bundle of {namespace}")
-        middle = (bundle.start + bundle.end) // 2
-        await self.update(namespace, {"boundaries": sorted({*policies.boundaries, middle})})
-        return Bundle(bundle.start, middle), Bundle(middle, bundle.end)
+        low, high = bundle.halves()
+        await self.update(namespace, {"boundaries": sorted({*policies.boundaries, low.end})})
+        return low, high
