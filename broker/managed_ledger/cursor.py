@@ -293,6 +293,7 @@ class ManagedCursor:
     async def mark_delete(self, position: Position, properties: dict[str, int] | None = None) -> None:
         """Cumulative acknowledgement of everything up to ``position``; ``properties`` (if given)
         replace the ones stored with the cursor (deduplication keeps its snapshot there)."""
+        self._check_open("cumulative ack")
         if properties is not None:
             self.properties = dict(properties)
             self._changed()
@@ -312,6 +313,7 @@ class ManagedCursor:
 
     async def delete(self, positions: Iterable[Position]) -> None:
         """Individual acknowledgements; they fold into the mark-delete position when contiguous."""
+        self._check_open("ack")
         previous_ledger = self._mark_delete.ledger_id
         changed = False
         for position in positions:
@@ -327,6 +329,13 @@ class ManagedCursor:
         self._changed()
         if self.durable and self._mark_delete.ledger_id != previous_ledger:
             self.ledger.cursor_moved_to_ledger()
+
+    def _check_open(self, what: str) -> None:
+        # A durable cursor's last write happens at close: a change after it would be applied in
+        # memory, answered as done and never persisted. The caller sees the error and tries
+        # the topic's next incarnation (a read-only owner's forwarded ack looks the owner up).
+        if self.closed and self.durable:
+            raise ManagedLedgerClosedError(f"{what} on {self.name} of {self.ledger.name}: cursor closed")
 
     def _collapse(self) -> None:
         while (end := self._acked.pop_following(self._mark_delete)) is not None:

@@ -8,6 +8,7 @@ import pytest
 
 from magnetar.broker.managed_ledger import (
     InitialPosition,
+    ManagedLedgerClosedError,
     ManagedLedgerConfig,
     ManagedLedgerFactory,
     ManagedLedgerFencedError,
@@ -123,3 +124,26 @@ async def test_properties_survive_a_restart_rolls_and_a_deposed_owner(storage: S
     third = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/props")
     assert third.properties == {"pulsar.topic.epoch": "4"}
     await third.close()
+
+
+async def test_an_ack_after_the_close_is_refused_not_answered_and_forgotten(storage: Storage) -> None:
+    # An unload closes the topic while acks are on their way (a read-only owner forwards them
+    # over RPC): one applied after the cursor's last write must fail, so its sender tries the
+    # topic's next owner, instead of being answered as done and lost with the old instance.
+    factory = ManagedLedgerFactory(storage.store, storage.client, CONFIG)
+    ledger = await factory.open("t/ns/persistent/late-acks")
+    cursor = await ledger.open_cursor("sub", InitialPosition.EARLIEST)
+    positions = [await ledger.add_entry(data(i)) for i in range(6)]
+    await cursor.delete(positions[:2])
+    await factory.close()
+    with pytest.raises(ManagedLedgerClosedError, match="closed"):
+        await cursor.delete(positions[2:4])
+    with pytest.raises(ManagedLedgerClosedError, match="closed"):
+        await cursor.mark_delete(positions[4])
+
+    reopened = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/late-acks")
+    again = reopened.cursors["sub"]
+    assert again.mark_delete_position == positions[1]
+    await again.delete(positions[2:4])  # the sender's retry, at the next owner
+    assert [e.data for e in await again.read_entries(10)] == [data(4), data(5)]
+    await reopened.close()
