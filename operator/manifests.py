@@ -23,6 +23,8 @@ from magnetar.operator.resources import ClusterSpec, Resources
 from magnetar.operator.security import INTERNAL_LISTENER, Security
 
 CONFIG_HASH = "magnetar.dev/config-hash"
+#: the pod template's record of the last restart the spec asked for (``restartedAt``)
+RESTARTED_AT = "magnetar.dev/restarted-at"
 COMPONENT = "app.kubernetes.io/component"
 INSTANCE = "app.kubernetes.io/instance"
 #: the order the operator brings a cluster up and restarts it: storage before serving
@@ -148,9 +150,13 @@ def _statefulset(
     volumes: dict[str, tuple[str, str | None]],
     operator_rolls: bool,
     revision: str = "",
+    restarted_at: str | None = None,
 ) -> Manifest:
-    # the Secrets' revision restarts pods onto renewed certificates (bookies load them at start)
-    config_hash = _hash(pod_spec, config, volumes, *([revision] if revision else []))
+    # the Secrets' revision restarts pods onto renewed certificates (bookies load them at start);
+    # a restart asked for in the spec changes the hash as a configuration change would
+    asked = [{RESTARTED_AT: restarted_at}] if restarted_at else []
+    config_hash = _hash(pod_spec, config, volumes, *([revision] if revision else []), *asked)
+    annotations = {CONFIG_HASH: config_hash} | ({RESTARTED_AT: restarted_at} if restarted_at else {})
     claims = [
         {
             "metadata": {"name": vol, "labels": labels(name, component)},
@@ -173,7 +179,7 @@ def _statefulset(
             "updateStrategy": {"type": "OnDelete"} if operator_rolls else {"type": "RollingUpdate"},
             "selector": {"matchLabels": labels(name, component)},
             "template": {
-                "metadata": {"labels": labels(name, component), "annotations": {CONFIG_HASH: config_hash}},
+                "metadata": {"labels": labels(name, component), "annotations": annotations},
                 "spec": pod_spec,
             },
             "volumeClaimTemplates": claims,
@@ -299,6 +305,7 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str, secured: Security) ->
         volumes={"journal": (b.storage.journal, sc), "ledgers": (b.storage.ledgers, sc)},
         operator_rolls=True,
         revision=secured.revision,
+        restarted_at=b.restarted_at,
     )
     ports = {"bookie": configs.BOOKIE_PORT, "metrics": configs.BOOKIE_METRICS_PORT}
     return [
@@ -385,6 +392,7 @@ def _brokers(
         volumes={},
         operator_rolls=True,
         revision=secured.revision,
+        restarted_at=spec.brokers.restarted_at,
     )
     return [
         _config_map(name, component, data),

@@ -28,6 +28,8 @@ BUNDLES = "magnetarbundles"
 _BUNDLE = re.compile(r"^0x([0-9a-fA-F]{8})_0x([0-9a-fA-F]{8})$")
 #: a Kubernetes object name (DNS subdomain): what a resource names its MagnetarCluster by
 _OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+#: a Secret another resource names: NAME (of the resource's namespace) or NAMESPACE/NAME
+_SECRET_REF = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 #: what the pods' metadata stores open (magnetar.common.metadata.open_store), the same pattern as
 #: the CRD's rule: memory: and sqlite: live in one process, and Pulsar's zk:host:port is not read
 _ZK_URL = re.compile(r"^zk://[^/,:@ ]+(:[0-9]{1,5})?(,[^/,:@ ]+(:[0-9]{1,5})?)*(/[^ ]*)?$")
@@ -146,6 +148,8 @@ class BookiesSpec(_Spec):
     resources: Resources = Field(default_factory=Resources)
     #: extra BookieConfig settings (snake_case names, as in bookie.yaml)
     config: dict[str, Any] = Field(default_factory=dict)
+    #: a new value restarts every bookie, one at a time, as a configuration change does
+    restarted_at: str | None = Field(default=None, alias="restartedAt", max_length=64)
 
 
 class BrokersSpec(_Spec):
@@ -154,6 +158,10 @@ class BrokersSpec(_Spec):
     resources: Resources = Field(default_factory=Resources)
     #: extra BrokerConfig settings (snake_case names, as in broker.yaml)
     config: dict[str, Any] = Field(default_factory=dict)
+    #: a new value restarts every broker (read-only ones too), one at a time after its bundles
+    #: are transferred away, as a configuration change does (``kubectl rollout restart``'s
+    #: annotation, for a MagnetarCluster)
+    restarted_at: str | None = Field(default=None, alias="restartedAt", max_length=64)
 
 
 class ReplicationPeer(_Spec):
@@ -174,10 +182,14 @@ class AuthSpec(_Spec):
     enabled: bool = True
     #: roles granted everything besides the operator's and the brokers' own
     super_user_roles: list[str] = Field(default_factory=list, alias="superUserRoles")
-    #: a Secret of the namespace whose ``secret.key`` signs the tokens, instead of a key of the
-    #: cluster's own: regions that replicate to each other share one (e.g. the first region's
-    #: ``<name>-token-key``), so each accepts the other's brokers
-    signing_key_secret_name: str | None = Field(default=None, alias="signingKeySecretName")
+    #: a Secret whose ``secret.key`` signs the tokens, instead of a key of the cluster's own:
+    #: regions that replicate to each other share one (e.g. the first region's
+    #: ``<name>-token-key``), so each accepts the other's brokers. ``NAME`` (this namespace) or
+    #: ``NAMESPACE/NAME`` (copied into this cluster's ``<name>-token-key``: pods mount only
+    #: Secrets of their own namespace)
+    signing_key_secret_name: str | None = Field(
+        default=None, alias="signingKeySecretName", pattern=_SECRET_REF
+    )
 
 
 class TlsSpec(_Spec):
@@ -187,10 +199,10 @@ class TlsSpec(_Spec):
 
     enabled: bool = True
     secret_name: str | None = Field(default=None, alias="secretName")
-    #: a CA Secret of the namespace (``tls.crt``, ``tls.key``) the operator issues the cluster's
-    #: certificates from, instead of a CA of its own: regions that replicate to each other trust
-    #: one CA (e.g. the first region's ``<name>-ca``)
-    ca_secret_name: str | None = Field(default=None, alias="caSecretName")
+    #: a CA Secret (``tls.crt``, ``tls.key``; ``NAME`` or ``NAMESPACE/NAME``) the operator issues
+    #: the cluster's certificates from, instead of a CA of its own: regions that replicate to each
+    #: other trust one CA (e.g. the first region's ``<name>-ca``)
+    ca_secret_name: str | None = Field(default=None, alias="caSecretName", pattern=_SECRET_REF)
     #: re-issue the operator's certificates this many days before they expire
     renew_before_days: int = Field(default=30, ge=1, le=180, alias="renewBeforeDays")
 

@@ -117,10 +117,26 @@ def planned(spec: ClusterSpec, cluster: str, revision: str = "") -> Security:
     return Security(
         auth=spec.auth.enabled,
         tls_secrets=tls,
-        token_key_secret=(spec.auth.signing_key_secret_name or names.token_key) if spec.auth.enabled else "",
+        token_key_secret=_mounted_key(spec.auth.signing_key_secret_name, names) if spec.auth.enabled else "",
         broker_token_secret=names.broker_token if spec.auth.enabled else "",
         revision=revision,
     )
+
+
+def _shared_ref(namespace: str, ref: str) -> tuple[str, str]:
+    """``NAME`` (of ``namespace``) or ``NAMESPACE/NAME``: the Secret's namespace and name."""
+    other, _, name = ref.rpartition("/")
+    return other or namespace, name
+
+
+def _copied(shared: str | None) -> bool:
+    """A signing key of another namespace is copied into the cluster's own ``<name>-token-key``:
+    pods mount only their own namespace's Secrets."""
+    return bool(shared) and "/" in str(shared)
+
+
+def _mounted_key(shared: str | None, names: SecretNames) -> str:
+    return shared if shared and not _copied(shared) else names.token_key
 
 
 def hosts(cluster: str, namespace: str, component: str) -> list[str]:
@@ -264,12 +280,15 @@ class Keeper:
             stored = await self._shared(
                 namespace, shared, "spec.auth.signingKeySecretName", (TOKEN_KEY_FILE,)
             )
+            if _copied(shared):
+                stored = await self._copy(owner, cluster, namespace, names.token_key, stored, TOKEN_KEY_FILE)
         else:
             stored = await self._get_or_create(owner, cluster, namespace, names.token_key, new_key)
             if not stored.data.get(TOKEN_KEY_FILE):
                 stored = await self._replace(owner, cluster, namespace, stored, new_key())
         key = stored.data[TOKEN_KEY_FILE]
-        parts = [stored.uid]
+        # a copy is brought up to date in place: its version, too, says the pods need the new key
+        parts = [f"{stored.uid}/{stored.resource_version}" if _copied(shared) else stored.uid]
         for secret, role in ((names.superuser_token, OPERATOR_ROLE), (names.broker_token, BROKER_ROLE)):
 
             def new_token(role: str = role) -> dict[str, bytes]:
@@ -316,8 +335,10 @@ class Keeper:
             parts.append(pki.serial(cert.data["tls.crt"]))
         return parts
 
-    async def _shared(self, namespace: str, secret: str, field: str, wanted: tuple[str, ...]) -> _Stored:
-        """A Secret the spec names (another cluster's, usually): it must exist with ``wanted``."""
+    async def _shared(self, namespace: str, ref: str, field: str, wanted: tuple[str, ...]) -> _Stored:
+        """A Secret the spec names (another cluster's, usually; ``NAME`` or ``NAMESPACE/NAME``):
+        it must exist with ``wanted``."""
+        namespace, secret = _shared_ref(namespace, ref)
         found = await self.kube.secret(namespace, secret)
         if found is None:
             raise SecretError("SharedSecretNotFound", f"{field}: Secret {namespace}/{secret} does not exist")
@@ -327,6 +348,19 @@ class Keeper:
             raise SecretError(
                 "InvalidSecret", f"{field}: Secret {namespace}/{secret} has no {', '.join(missing)}"
             )
+        return stored
+
+    async def _copy(
+        self, owner: Any, cluster: str, namespace: str, name: str, source: _Stored, key: str
+    ) -> _Stored:
+        """The cluster's own copy ``name`` of ``source``'s ``key``, made or brought up to date."""
+
+        def copied() -> dict[str, bytes]:
+            return {key: source.data[key]}
+
+        stored = await self._get_or_create(owner, cluster, namespace, name, copied)
+        if stored.data.get(key) != source.data[key]:
+            stored = await self._replace(owner, cluster, namespace, stored, copied())
         return stored
 
     async def user_tls(self, namespace: str, secret: str) -> dict[str, bytes]:

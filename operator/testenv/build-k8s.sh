@@ -5,7 +5,8 @@
 # Idempotent: a binary whose version stamp matches is kept; run it again and it only checks.
 #
 # Words choose what to build (default: etcd helm kube). `node` adds what `magnetar kube up` runs on
-# top of those: kubelet, kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS
+# top of those: kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, and crictl (the
+# chaos lab kills containers through the node's CRI with it)
 # (`make kube-node` runs `build-k8s.sh etcd kube node`).
 set -euo pipefail
 
@@ -13,6 +14,7 @@ K8S_VERSION="${K8S_VERSION:-1.31.4}"       # kube-apiserver and kubectl; every s
 ETCD_VERSION="${ETCD_VERSION:-3.5.21}"     # >= 3.5.13, what 1.31 expects
 HELM_VERSION="${HELM_VERSION:-3.16.4}"
 COREDNS_VERSION="${COREDNS_VERSION:-1.14.7}"  # a release whose module (go 1.25) builds with this Go
+CRICTL_VERSION="${CRICTL_VERSION:-1.34.0}"    # speaks CRI v1, as the node's containerd does
 CACHE="${MAGNETAR_K8S_CACHE:-$HOME/.cache/magnetar/k8s}"
 BIN="$CACHE/bin"
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -105,6 +107,7 @@ build_node() {
     kube_build "$mod" $NODE_BINS
   fi
   build_coredns
+  build_crictl
 }
 
 build_coredns() {
@@ -122,6 +125,15 @@ build_coredns() {
   mv "$BIN/coredns.tmp" "$BIN/coredns"
   stamp coredns "$COREDNS_VERSION"
   say "coredns: $("$BIN/coredns" -version | head -1)"
+}
+
+build_crictl() {
+  if stamp_ok crictl "$CRICTL_VERSION"; then say "crictl v$CRICTL_VERSION: cached"; return; fi
+  say "building crictl v$CRICTL_VERSION"
+  GOBIN="$BIN" nice -n 10 go install -p "$PAR" -ldflags "-s -w \
+-X sigs.k8s.io/cri-tools/pkg/version.Version=v$CRICTL_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl@v$CRICTL_VERSION"
+  stamp crictl "$CRICTL_VERSION"
+  say "crictl: $("$BIN/crictl" --version)"
 }
 
 build_etcd() {

@@ -122,6 +122,16 @@ REFUSED: dict[str, tuple[str, dict[str, Any], list[str]]] = {
         {"tls": {"secretName": "mine", "caSecretName": "region-a-ca"}},
         ["spec.tls.caSecretName", "tls.secretName and tls.caSecretName exclude each other"],
     ),
+    "a signing key named with two namespaces": (
+        CLUSTERS,
+        {"auth": {"signingKeySecretName": "jp-east/jp-east/jp-east-token-key"}},
+        ["spec.auth.signingKeySecretName", "should match"],
+    ),
+    "a CA in a namespace no namespace can be called": (
+        CLUSTERS,
+        {"tls": {"caSecretName": "JP.East/jp-east-ca"}},
+        ["spec.tls.caSecretName", "should match"],
+    ),
     "namespace of a cluster no object can be called": (
         NAMESPACES,
         {**NAMESPACE, "cluster": "Region_A"},
@@ -184,6 +194,14 @@ ACCEPTED: dict[str, tuple[str, dict[str, Any]]] = {
             "auth": {"signingKeySecretName": "region-a-token-key"},
             "tls": {"caSecretName": "region-a-ca"},
             "configurationStore": {"url": "zk://region-a-zookeeper.default.svc:2181/region-a"},
+        },
+    ),
+    "a second region in another Kubernetes namespace": (
+        CLUSTERS,
+        {
+            "auth": {"signingKeySecretName": "region-a/region-a-token-key"},
+            "tls": {"caSecretName": "region-a/region-a-ca"},
+            "configurationStore": {"url": "zk://region-a-zookeeper.region-a.svc:2181/region-a"},
         },
     ),
     "a namespace": (NAMESPACES, NAMESPACE),

@@ -54,6 +54,14 @@ def short(subject: str) -> str:
     return subject.split("/", 1)[1]
 
 
+def drained_before_deleted(entries: list[tuple[str, str, Any]], brokers: list[str]) -> None:
+    """Each broker was drained before its pod went."""
+    for name in brokers:
+        drain = next(i for i, e in enumerate(entries) if e[0] == "drain" and short(e[1]) == name)
+        gone = next(i for i, e in enumerate(entries) if e[0] == "deleted" and short(e[1]) == name)
+        assert drain < gone, name
+
+
 def test_a_spec_change_restarts_bookies_one_at_a_time_then_drains_and_restarts_brokers(
     api: client.ApiClient, k8s_namespace: str, timeline: Timeline, start_operator: Callable[..., Any]
 ) -> None:
@@ -85,11 +93,7 @@ def test_a_spec_change_restarts_bookies_one_at_a_time_then_drains_and_restarts_b
         answers = [e[2] for e in entries[before:after] if e[0] == "gate"]
         assert 1 in answers
         assert answers[-1] == 0
-    # Each broker was drained right before it went.
-    for name in ("roll-broker-1", "roll-broker-0"):
-        drain = next(i for i, e in enumerate(entries) if e[0] == "drain" and short(e[1]) == name)
-        gone = next(i for i, e in enumerate(entries) if e[0] == "deleted" and short(e[1]) == name)
-        assert drain < gone
+    drained_before_deleted(entries, ["roll-broker-1", "roll-broker-0"])
     # Every pod came back with the new template.
     sets = {
         s.metadata.name: s for s in client.AppsV1Api(api).list_namespaced_stateful_set(k8s_namespace).items
@@ -100,6 +104,26 @@ def test_a_spec_change_restarts_bookies_one_at_a_time_then_drains_and_restarts_b
         assert pod.metadata.annotations["magnetar.dev/config-hash"] == want
     restarts = [m for _, r, m in events(api, k8s_namespace, "roll") if r == "RestartingPod"]
     assert len(restarts) == 5
+
+
+def test_a_new_brokers_restarted_at_restarts_only_the_brokers_each_drained_first(
+    api: client.ApiClient, k8s_namespace: str, timeline: Timeline, start_operator: Callable[..., Any]
+) -> None:
+    start_operator()
+    create_cluster(api, k8s_namespace, "again")
+    wait_for("again Ready", lambda: converged(api, k8s_namespace, "again", 1))
+    mark = len(timeline.snapshot())
+
+    patch_spec(api, k8s_namespace, "again", {"brokers": {"restartedAt": "2026-11-26T08:00:00Z"}})
+    wait_for(
+        "again converged on generation 2", lambda: converged(api, k8s_namespace, "again", 2), timeout_s=120
+    )
+    entries = since(timeline, mark, k8s_namespace)
+    deleted = [short(s) for kind, s, _ in entries if kind == "deleted"]
+    assert deleted == ["again-broker-1", "again-broker-0"], "the brokers, one at a time; no bookie"
+    drained_before_deleted(entries, deleted)
+    sts = client.AppsV1Api(api).read_namespaced_stateful_set("again-broker", k8s_namespace)
+    assert sts.spec.template.metadata.annotations["magnetar.dev/restarted-at"] == "2026-11-26T08:00:00Z"
 
 
 def test_scaling_bookies_down_removes_one_at_a_time_highest_first(

@@ -22,7 +22,7 @@ from kubernetes import client
 
 from magnetar.bookie.config import BookieConfig
 from magnetar.broker.config import BrokerConfig
-from magnetar.common.authentication import tokens
+from magnetar.common.authentication import keys, tokens
 from magnetar.operator import pki, security
 from magnetar.operator.admin import AdminClient
 from magnetar.operator.kube import Kube
@@ -401,6 +401,54 @@ def test_a_second_region_signs_and_issues_with_the_first_regions_key_and_ca(
         s.metadata.name for s in client.AppsV1Api(api).list_namespaced_stateful_set(ns).items
     }
     assert op.error is None
+
+
+def test_a_region_in_another_kubernetes_namespace_copies_the_key_and_issues_from_the_ca(
+    api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
+) -> None:
+    """Two regions in two Kubernetes namespaces: a pod mounts only its own namespace's Secrets, so
+    the key named as NAMESPACE/NAME is copied into the cluster's own <name>-token-key (and
+    follows the source when it is rotated); the CA is only read, to issue from."""
+    core, ns = client.CoreV1Api(api), k8s_namespace
+    east_ns = f"{ns}-east"[:63]
+    core.create_namespace({"metadata": {"name": east_ns}})
+    key, ca = keys.new_secret_key(), pki.new_ca("jp-east's CA")
+    for name, contents in (("east-token-key", {"secret.key": key}), ("east-ca", _tls_data(ca))):
+        encoded = {k: base64.b64encode(v).decode() for k, v in contents.items()}
+        core.create_namespaced_secret(east_ns, {"metadata": {"name": name}, "data": encoded})
+    start_operator(renew_interval_s=1.0)
+    shared = {"signingKeySecretName": f"{east_ns}/east-token-key"}
+    create_cluster(api, ns, "west", auth=shared, tls={"caSecretName": f"{east_ns}/east-ca"})
+    before = wait_for("west Ready", lambda: ready(api, ns, "west"))
+
+    found = secrets(api, ns)
+    assert data(found["west-token-key"])["secret.key"] == key, "the key copied as it is"
+    assert "west-ca" not in found, "no CA of its own"
+    assert tokens.check(data(found["west-broker-token"])["token"].decode(), key).role == "magnetar-broker"
+    west_tls = data(found["west-broker-tls"])
+    assert pki.signed_by(west_tls["tls.crt"], ca.certificate)
+    assert west_tls["ca.crt"] == ca.certificate
+    volumes = {v.name: v for v in pod_spec(api, ns, "west-broker").volumes}
+    assert volumes["token-key"].secret.secret_name == "west-token-key"
+    assert set(secrets(api, east_ns)) >= {"east-token-key", "east-ca"}
+
+    rotated = keys.new_secret_key()
+    encoded = base64.b64encode(rotated).decode()
+    core.patch_namespaced_secret("east-token-key", east_ns, {"data": {"secret.key": encoded}})
+
+    def followed() -> dict[str, Any] | None:
+        obj = ready(api, ns, "west")
+        revision = (obj or {}).get("status", {}).get("secretsRevision")
+        copied = data(core.read_namespaced_secret("west-token-key", ns))["secret.key"]
+        return obj if copied == rotated and revision != before["status"]["secretsRevision"] else None
+
+    wait_for("the copy follows the rotated key and the pods restart onto it", followed, timeout_s=120)
+    token = data(core.read_namespaced_secret("west-broker-token", ns))["token"].decode()
+    assert tokens.check(token, rotated).role == "magnetar-broker", "the broker's token re-signed"
+
+
+def _tls_data(ca: pki.KeyPair) -> dict[str, bytes]:
+    return {"tls.crt": ca.certificate, "tls.key": ca.key}
 
 
 def test_a_tls_secret_without_its_key_is_a_clear_condition(
