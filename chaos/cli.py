@@ -20,7 +20,7 @@ console = Console()
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
 #: what ``make demo`` runs on its two regions: Pulsar's micro-outage, our transfer, and PIP-33
 DEMO_EXPERIMENTS = ("bundle-unload", "bundle-transfer", "replicated-subscription-failover", "region-outage")
-#: what ``magnetar chaos demo --kube`` runs on one MagnetarCluster
+#: what ``magnetar chaos demo --kube`` runs on one MagnetarCluster (on two: ``DEMO_EXPERIMENTS``)
 KUBE_DEMO_EXPERIMENTS = ("bundle-unload", "bundle-transfer", "broker-kill", "bookie-loss")
 
 
@@ -200,10 +200,10 @@ def demo(
     whole region frozen while both produce; each run's post-mortem counts windows, duplicates
     (same-region and cross-region) and losses.
 
-    With --kube the experiments act on the pods of a MagnetarCluster named jp-east (the
-    experiments' region) that is already Ready; by default the one-region ones: an unload, a
-    transfer, a broker killed and a bookie lost (the two-region ones need two clusters sharing
-    a configuration store, which the operator does not set up yet).
+    With --kube the experiments act on the pods of MagnetarClusters that are already Ready: with
+    two regions, jp-east and jp-west sharing a configuration store (examples/k8s/local/geo.yaml),
+    the same experiments as locally; with one, jp-east, an unload, a transfer, a broker killed
+    and a bookie lost.
 
     \b
     Examples:
@@ -211,17 +211,18 @@ def demo(
       magnetar chaos demo --experiment bundle-unload --experiment region-outage
       magnetar chaos demo --cluster-file examples/one-region.yaml --experiment bookie-loss
       sudo magnetar chaos demo --kube --kube-cluster jp-east@default
+      sudo magnetar chaos demo --kube --kube-cluster jp-east@jp-east --kube-cluster jp-west@jp-west
     """
     from datetime import UTC, datetime
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     if kube:
-        names = experiments or KUBE_DEMO_EXPERIMENTS
-        target = chaos_run.Target(
-            "kubernetes",
-            _kube_target(Path("runs") / f"demo-{stamp}" / "kube-target", kubeconfig, kube_clusters),
-        )
-        results = _run_all(names, stamp, target)
+        from magnetar.chaos.kube import target as kube_target
+
+        directory = _kube_target(Path("runs") / f"demo-{stamp}" / "kube-target", kubeconfig, kube_clusters)
+        regions = len(kube_target.KubeTarget.load(directory).clusters)
+        names = experiments or (DEMO_EXPERIMENTS if regions > 1 else KUBE_DEMO_EXPERIMENTS)
+        results = _run_all(names, stamp, chaos_run.Target("kubernetes", directory))
     else:
         results = _demo_locally(cluster_file, experiments or DEMO_EXPERIMENTS, stamp)
     analysed = [_postmortem(run_dir) for _, run_dir, _ in results]

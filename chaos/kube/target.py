@@ -20,6 +20,7 @@ from magnetar.operator.configs import BROKER_PORT, BROKER_WEB_PORT, ZOOKEEPER_PO
 from magnetar.operator.kube import api_client
 from magnetar.operator.manifests import COMPONENT, INSTANCE, POD_IP_LISTENER
 from magnetar.operator.resources import GROUP, VERSION
+from magnetar.operator.testenv.control_plane import BIN
 
 KUBE_FILE = "kube.json"
 CLUSTERS = "magnetarclusters"
@@ -124,8 +125,7 @@ def _pods(core: Any, ref: ClusterRef) -> list[Any]:
 def _process(pod: Any, region: str, pids: dict[str, int]) -> ProcessRecord:
     component = pod.metadata.labels[COMPONENT]
     ip = pod.status.pod_ip or ""
-    statuses = pod.status.container_statuses or []  # one container a pod (operator/manifests.py)
-    container = (statuses[0].container_id or "").rpartition("//")[2] if statuses else ""
+    container = _container_id(pod)
     endpoints = {}
     if component.startswith("broker") and ip:
         endpoints = {
@@ -141,6 +141,12 @@ def _process(pod: Any, region: str, pids: dict[str, int]) -> ProcessRecord:
         address=ip,
         endpoints=endpoints,
     )
+
+
+def _container_id(pod: Any) -> str:
+    """The id of the pod's container in the node's runtime ("" before it has one)."""
+    statuses = pod.status.container_statuses or []  # one container a pod (operator/manifests.py)
+    return (statuses[0].container_id or "").rpartition("//")[2] if statuses else ""
 
 
 def _region(core: Any, ref: ClusterRef) -> dict[str, str]:
@@ -183,9 +189,18 @@ def _security(core: Any, ref: ClusterRef, directory: Path) -> dict[str, str]:
     return {"auth_plugin": "token", "auth_params": f"file://{token}"}
 
 
-def wait_running(directory: Path, name: str, timeout_s: float) -> ProcessRecord:
+def wait_running(
+    directory: Path,
+    name: str,
+    timeout_s: float,
+    *,
+    replacing: str | None = None,
+    restarting: str | None = None,
+) -> ProcessRecord:
     """Waits until the kubelet has the pod's container running and the pod Ready; where a local
-    cluster would start the process again."""
+    cluster would start the process again. ``replacing``: the UID of a deleted pod, whose
+    successor of the same name is the one awaited; ``restarting``: the id of a stopped
+    container, whose successor in the same pod is the one awaited."""
     from kubernetes import client
 
     target = KubeTarget.load(directory)
@@ -193,15 +208,63 @@ def wait_running(directory: Path, name: str, timeout_s: float) -> ProcessRecord:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if any(_running_and_ready(pod, target) for ref in target.clusters for pod in _pods(core, ref)
-               if pod.metadata.name == name):  # fmt: skip
+               if pod.metadata.name == name and pod.metadata.uid != replacing
+               and _container_id(pod) != restarting):  # fmt: skip
             return next(p for p in live_state(directory).processes if p.name == name)
         time.sleep(0.5)
-    raise ActivityFailed(f"pod {name} not running and Ready again within {timeout_s:.0f}s")
+    again = "made again, running and Ready" if replacing else "running and Ready again"
+    raise ActivityFailed(f"pod {name} not {again} within {timeout_s:.0f}s")
 
 
 def _running_and_ready(pod: Any, target: KubeTarget) -> bool:
     ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
     return ready and _process(pod, "", container_pids(target.containerd_socket)).pid != 0
+
+
+def stop_container(directory: Path, name: str, grace_period_s: int) -> str:
+    """Stops the pod's container through the node's CRI, as the kubelet itself would (``crictl
+    stop``: SIGTERM, then SIGKILL after ``grace_period_s``; 0 kills it at once); its id. The
+    kubelet starts a new container in the same pod, with the same address and volumes."""
+    target = KubeTarget.load(directory)
+    container = _container_id(_pod(target, name))
+    if not container:
+        raise ActivityFailed(f"pod {name} has no container to stop")
+    stopped = subprocess.run(
+        [str(BIN / "crictl"), "--runtime-endpoint", f"unix://{target.containerd_socket}", "--timeout", "30s",
+         "stop", "--timeout", str(grace_period_s), container],
+        capture_output=True, text=True, timeout=grace_period_s + 60,
+    )  # fmt: skip
+    if stopped.returncode != 0:
+        why = stopped.stderr.strip() or stopped.stdout.strip()
+        raise ActivityFailed(f"the node's CRI did not stop {name}'s container {container[:13]}: {why}")
+    return container
+
+
+def _pod(target: KubeTarget, name: str) -> Any:
+    from kubernetes import client
+
+    core: Any = client.CoreV1Api(api_client(target.kubeconfig))
+    for ref in target.clusters:
+        for pod in _pods(core, ref):
+            if pod.metadata.name == name:
+                return pod
+    raise ActivityFailed(f"no pod {name} in {', '.join(f'{r.name}@{r.namespace}' for r in target.clusters)}")
+
+
+def delete_pod(directory: Path, name: str, grace_period_s: int | None) -> str:
+    """Deletes the pod as ``kubectl delete pod`` does (its StatefulSet makes it again); its UID.
+    ``grace_period_s``: None for the pod's own termination grace period, 0 to kill at once."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    target = KubeTarget.load(directory)
+    pod = _pod(target, name)
+    core: Any = client.CoreV1Api(api_client(target.kubeconfig))
+    try:
+        core.delete_namespaced_pod(name, pod.metadata.namespace, grace_period_seconds=grace_period_s)
+    except ApiException as exc:
+        raise ActivityFailed(f"deleting pod {name}: Kubernetes answered {exc.status} {exc.reason}") from None
+    return str(pod.metadata.uid)
 
 
 def pod_logs(directory: Path, destination: Path) -> None:

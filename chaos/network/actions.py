@@ -1,6 +1,7 @@
 """Cut and heal the links between the regions of a local cluster (``magnetar local up`` with two
 or more regions puts a link proxy in front of every broker for cross-region traffic; see
-``magnetar.chaos.network.link_proxy``).
+``magnetar.chaos.network.link_proxy``), or of regions whose brokers are pods of this machine's
+node (``magnetar chaos run --kube``: iptables rules on the node, ``magnetar.chaos.kube.links``).
 
 A cut is a real partition of the replication traffic: replicators of the other regions stop
 getting receipts from the cut region's brokers and their backlog grows; clients inside each region
@@ -12,10 +13,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
+from magnetar.chaos.kube import links as pod_links
+from magnetar.chaos.kube import target as kube
 from magnetar.chaos.local.supervisor import alive
 from magnetar.chaos.process import targets
 
@@ -24,14 +28,27 @@ __all__ = ["heal_partition", "partition_regions"]
 ROLE = "link-proxy"
 
 
-def _signal_links(
+def _links(
+    cut: bool,
     regions: list[str] | None,
-    sig: signal.Signals,
+    from_regions: list[str] | None,
     cluster_dir: str | None,
     configuration: dict[str, Any] | None,
-    from_regions: list[str] | None = None,
-) -> list[str]:
+) -> dict[str, Any]:
+    """Cut or heal: iptables rules between pods, or the link proxies' signals locally."""
     path = targets.cluster_dir(cluster_dir, configuration)
+    if kube.is_kube(path):
+        act = pod_links.cut if cut else pod_links.heal
+        links = act(targets.load(path), regions, from_regions)
+    else:
+        links = _signal_links(path, regions, signal.SIGUSR1 if cut else signal.SIGUSR2, from_regions)
+    return {"regions": regions or "all", "from_regions": from_regions or "all", "links": links,
+            "at": time.time()}  # fmt: skip
+
+
+def _signal_links(
+    path: Path, regions: list[str] | None, sig: signal.Signals, from_regions: list[str] | None
+) -> list[str]:
     links = [
         p for p in targets.load(path).processes
         if p.role == ROLE and alive(p.pid) and (not regions or p.region in regions)
@@ -71,9 +88,7 @@ def partition_regions(
                       "func": "partition_regions",
                       "arguments": {"regions": ["a"], "from_regions": ["b"]}}}
     """
-    links = _signal_links(regions, signal.SIGUSR1, cluster_dir, configuration, from_regions)
-    return {"regions": regions or "all", "from_regions": from_regions or "all", "links": links,
-            "at": time.time()}  # fmt: skip
+    return _links(True, regions, from_regions, cluster_dir, configuration)
 
 
 def heal_partition(
@@ -84,6 +99,4 @@ def heal_partition(
 ) -> dict[str, Any]:
     """Heal the links cut by ``partition_regions`` (default: every link; ``regions`` and
     ``from_regions`` as there); traffic held during the cut flows again, in order."""
-    links = _signal_links(regions, signal.SIGUSR2, cluster_dir, configuration, from_regions)
-    return {"regions": regions or "all", "from_regions": from_regions or "all", "links": links,
-            "at": time.time()}  # fmt: skip
+    return _links(False, regions, from_regions, cluster_dir, configuration)

@@ -16,6 +16,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
+from magnetar.chaos.kube import rolling
 from magnetar.chaos.kube import target as kube
 from magnetar.chaos.local.supervisor import LocalClusterError, Supervisor, alive, process_state
 from magnetar.chaos.process import targets
@@ -27,6 +28,7 @@ __all__ = [
     "metadata_store_outage",
     "region_outage",
     "restore_region",
+    "rolling_restart",
     "start_bookie",
     "start_broker",
     "stop_bookie",
@@ -165,6 +167,52 @@ def start_broker(
 ) -> Result:
     """Start a stopped or killed broker again with its configuration; waits until it is ready."""
     return _start("broker", region, index, name, cluster_dir, configuration, timeout_s)
+
+
+def rolling_restart(
+    role: str = "broker",
+    region: str | None = None,
+    pause_s: float = 3.0,
+    timeout_s: float = 600,
+    cluster_dir: str | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Result:
+    """Restart every process of ``role`` (``broker`` or ``bookie``) in ``region`` (None: the
+    first region) one at a time. Locally: SIGTERM (a broker hands its bundles over first), wait
+    until it exited, start it again and wait until it is ready, then ``pause_s``. On pods,
+    through the operator: a new ``restartedAt`` in the MagnetarCluster's spec, and the operator's
+    own roll (a broker after its bundles are transferred away, a bookie once nothing is
+    under-replicated) until it says Converged; ``pause_s`` does not apply.
+
+    Example::
+
+        {"type": "action", "name": "roll-brokers",
+         "provider": {"type": "python", "module": "magnetar.chaos.process.actions",
+                      "func": "rolling_restart", "arguments": {"role": "broker"}}}
+    """
+    path = targets.cluster_dir(cluster_dir, configuration)
+    if kube.is_kube(path):
+        return rolling.restart(path, role, region, timeout_s)
+    state = targets.load(path)
+    regions = sorted({p.region for p in state.processes if p.role == role})
+    if not regions or (region is not None and region not in regions):
+        raise ActivityFailed(f"no {role} in {region or 'the cluster'} to restart")
+    region = region or regions[0]
+    names = sorted(p.name for p in state.processes if p.role == role and p.region == region)
+    started = time.monotonic()
+    done = []
+    for name in names:
+        record = targets.pick(targets.load(path), role, name=name, running=None)
+        if alive(record.pid):
+            os.kill(record.pid, signal.SIGTERM)
+            _wait_gone(record.pid, timeout_s)
+        try:
+            restarted = Supervisor(path).restart(name, timeout_s=timeout_s)
+        except LocalClusterError as exc:
+            raise ActivityFailed(str(exc)) from exc
+        done.append({"name": name, "stopped_pid": record.pid, "pid": restarted.pid, "at": time.time()})
+        time.sleep(pause_s)
+    return {"role": role, "region": region, "restarted": done, "took_s": round(time.monotonic() - started, 3)}
 
 
 def freeze_process(

@@ -21,7 +21,7 @@ from magnetar.kube.layout import (
 from magnetar.operator.testenv.control_plane import BIN
 
 KUBE_BINARIES = ("etcd", "kube-apiserver", "kubectl", "kubelet", "kube-controller-manager",
-                 "kube-scheduler", "kube-proxy", "coredns")  # fmt: skip
+                 "kube-scheduler", "kube-proxy", "coredns", "crictl")  # fmt: skip
 #: Debian packages the node runs, and a file each installs
 SYSTEM_BINARIES = {
     "containerd": "containerd",

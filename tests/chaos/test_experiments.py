@@ -62,6 +62,10 @@ def completed(experiment: str, cluster: Path) -> tuple[Path, list[dict[str, Any]
     for name in ("kill-broker", "kill-bookie"):
         if name in activities:
             assert not alive(activities[name]["output"]["pid"]), "the process was really killed"
+    if "roll-brokers" in activities:  # every broker of the region, each a new process
+        rolled = activities["roll-brokers"]["output"]["restarted"]
+        assert len({r["name"] for r in rolled}) == len(rolled) >= 2, rolled
+        assert all(not alive(r["stopped_pid"]) and alive(r["pid"]) for r in rolled), rolled
     logged = events(run_dir)
     acked = {e["uid"] for e in logged if e["event"] == "send_ok"}
     received = {e["uid"] for e in logged if e["event"] == "receive"}

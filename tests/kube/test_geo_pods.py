@@ -1,9 +1,10 @@
-"""Two regions on pods (issue 16): a second MagnetarCluster that shares the first's configuration
-store, token signing key and CA, so each region's brokers accept the other's replicators. The
-official client produces in jp-east and consumes what jp-west replicated, and the shipped
-two-region experiments run on the pods unchanged (region-outage: jp-west's containers are frozen
-and thawed, its consumer fails over to jp-east; replicated-subscription-failover), nothing
-acknowledged lost.
+"""Two regions on pods (issue 16), each in a Kubernetes namespace of its own: a second
+MagnetarCluster that shares the first's configuration store, token signing key and CA (of the
+first's namespace), so each region's brokers accept the other's replicators. The
+official client produces in jp-east and consumes what jp-west replicated; `magnetar chaos demo
+--kube` runs the local demo's experiments on the pods unchanged (among them region-outage:
+jp-west's containers are frozen and thawed, its consumer fails over to jp-east); partition-regions
+cuts the link between the regions' pods on the node and heals it. Nothing acknowledged is lost.
 
 One node, chart and pair of clusters for the module (the experiments' regions, jp-east and
 jp-west: one broker, two bookies and a ZooKeeper each). jp-east's ZooKeeper holds the shared
@@ -19,11 +20,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
 import yaml
 
+from magnetar.chaos.cli import DEMO_EXPERIMENTS
+from tests.chaos.eventlog import events
 from tests.kube.pods import (
     ROOT,
     Cluster,
@@ -49,18 +53,20 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 
 @pytest.fixture(scope="module")
 def regions(node: Node, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cluster]:
-    """The example as a user applies it: jp-east, jp-west (naming jp-east's key and CA, which it
-    waits for) and the namespace replicated to both."""
-    east_doc, *rest = yaml.safe_load_all(EXAMPLE.read_text())
+    """The example as a user applies it: the two Kubernetes namespaces and jp-east, then jp-west
+    (naming jp-east's key and CA in jp-east's namespace, which it waits for) and the namespace
+    replicated to both."""
+    docs = list(yaml.safe_load_all(EXAMPLE.read_text()))
+    first = [d for d in docs if d["kind"] == "Namespace" or d["metadata"]["name"] == EAST]
     path = tmp_path_factory.mktemp("manifest") / "jp-east.yaml"
-    path.write_text(yaml.safe_dump(east_doc))
-    east = install_cluster(node, path, EAST, tmp_path_factory)
-    applied = node.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(rest))
+    path.write_text(yaml.safe_dump_all(first))
+    east = install_cluster(node, path, EAST, tmp_path_factory, namespace=EAST)
+    applied = node.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([d for d in docs if d not in first]))
     assert applied.returncode == 0, applied.stderr
-    wait_for(f"{WEST} Ready", lambda: cluster_ready(node, WEST), node, 300)
-    west_ip = node.json("service", f"{WEST}-broker")["spec"]["clusterIP"]
+    wait_for(f"{WEST} Ready", lambda: cluster_ready(node, WEST, WEST), node, 300)
+    west_ip = node.json("service", f"{WEST}-broker", "-n", WEST)["spec"]["clusterIP"]
     # One token and one CA serve both regions: that is the point of sharing them.
-    west = Cluster(node, WEST, west_ip, east.token_file, east.ca_file, east.token)
+    west = Cluster(node, WEST, west_ip, east.token_file, east.ca_file, east.token, namespace=WEST)
     return {EAST: east, WEST: west}
 
 
@@ -69,7 +75,7 @@ def test_what_jp_east_stores_reaches_a_consumer_in_jp_west_in_order(regions: dic
     node = east.node
 
     def ready() -> bool:
-        out = node.kubectl("get", "mgns", "geo-orders", "-o", "json")
+        out = node.kubectl("get", "mgns", "geo-orders", "-n", EAST, "-o", "json")
         return out.returncode == 0 and condition(json.loads(out.stdout), "Ready").get("status") == "True"
 
     wait_for("the replicated MagnetarNamespace Ready", ready, node, 120)
@@ -98,29 +104,70 @@ def test_what_jp_east_stores_reaches_a_consumer_in_jp_west_in_order(regions: dic
         in_east.close()
 
 
-@pytest.mark.parametrize("experiment", ["region-outage", "replicated-subscription-failover"])
-def test_a_two_region_experiment_runs_on_pods_and_loses_nothing(
-    regions: dict[str, Cluster], tmp_path: Path, experiment: str
-) -> None:
-    """The shipped experiments, unchanged. region-outage: jp-west's bookie and broker containers
-    frozen, its consumer moved to jp-east, jp-west thawed. replicated-subscription-failover: a
-    consumer moves from jp-east to jp-west mid-stream. The post-mortem finds no loss."""
-    node = regions[EAST].node
+def chaos(node: Node, workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``magnetar chaos ARGS --kube`` on both regions, as a user runs it on this machine."""
     command = [
-        sys.executable, "-m", "magnetar", "chaos", "run", str(ROOT / f"chaos/experiments/{experiment}.yaml"),
-        "--kube", "--kube-cluster", f"{EAST}@default", "--kube-cluster", f"{WEST}@default",
-        "--kubeconfig", str(node.kubeconfig), "--run-id", f"kube-{experiment}",
+        sys.executable, "-m", "magnetar", "chaos", *args,
+        "--kube", "--kube-cluster", f"{EAST}@{EAST}", "--kube-cluster", f"{WEST}@{WEST}",
+        "--kubeconfig", str(node.kubeconfig),
     ]  # fmt: skip
     env = {**os.environ, "MAGNETAR_CONTAINERD_SOCKET": str(node.state_dir / "containerd/containerd.sock")}
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:] + node.diagnostics()
-    run_dir = tmp_path / "runs" / f"kube-{experiment}"
+    return done
+
+
+def run_checked(run_dir: Path) -> dict[str, Any]:
+    """The run's journal, once every activity succeeded and the post-mortem found no loss."""
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
-    assert summary["headline"]["losses"] == 0, summary["headline"]
-    assert summary["headline"]["events"] > 1000, "the workload wrote too little to tell"
-    journal = json.loads((run_dir / "journal.json").read_text())
+    assert summary["headline"]["losses"] == 0, (run_dir.name, summary["headline"])
+    assert summary["headline"]["events"] > 1000, f"{run_dir.name}: the workload wrote too little to tell"
+    journal: dict[str, Any] = json.loads((run_dir / "journal.json").read_text())
     assert all(r["status"] == "succeeded" for r in journal["run"]), journal["run"]
-    if experiment == "region-outage":
-        outage = next(r for r in journal["run"] if r["activity"]["name"] == "region-outage")
-        frozen = sorted(outage["output"]["processes"])
-        assert frozen == [f"{WEST}-bookie-0", f"{WEST}-bookie-1", f"{WEST}-broker-0"], frozen
+    return journal
+
+
+def test_the_demo_on_two_regions_runs_the_local_demos_experiments_and_loses_nothing(
+    regions: dict[str, Cluster], tmp_path: Path
+) -> None:
+    """`magnetar chaos demo --kube` on both regions runs what `make demo` runs locally, unchanged:
+    a bundle unloaded and one transferred in jp-east, a consumer failing over to jp-west on a
+    replicated subscription, and jp-west's containers frozen (its consumer moved to jp-east) and
+    thawed. Every run's post-mortem finds nothing acknowledged lost."""
+    done = chaos(regions[EAST].node, tmp_path, "demo")
+    for experiment in DEMO_EXPERIMENTS:
+        assert f"{experiment}: completed, hypothesis after: True" in done.stdout, done.stdout[-4000:]
+        (run_dir,) = (tmp_path / "runs").glob(f"demo-*-{experiment}")
+        journal = run_checked(run_dir)
+        if experiment == "region-outage":
+            outage = next(r for r in journal["run"] if r["activity"]["name"] == "region-outage")
+            frozen = sorted(outage["output"]["processes"])
+            assert frozen == [f"{WEST}-bookie-0", f"{WEST}-bookie-1", f"{WEST}-broker-0"], frozen
+    assert done.stdout.count("no acknowledged message lost") == len(DEMO_EXPERIMENTS)
+
+
+def test_partition_regions_on_pods_holds_replication_and_loses_nothing(
+    regions: dict[str, Cluster], tmp_path: Path
+) -> None:
+    """The shipped experiment, unchanged: each region produces and consumes while the link
+    between the regions' pods is cut, then healed."""
+    experiment = ROOT / "chaos/experiments/partition-regions.yaml"
+    chaos(regions[EAST].node, tmp_path, "run", str(experiment), "--run-id", "kube-partition-regions")
+    run_dir = tmp_path / "runs" / "kube-partition-regions"
+    assert_the_cut_held_replication_and_the_heal_released_it(run_dir, run_checked(run_dir))
+
+
+def assert_the_cut_held_replication_and_the_heal_released_it(run_dir: Path, journal: dict[str, Any]) -> None:
+    """While the link was cut, each region's consumer kept receiving its own region's messages
+    and none of the other's; after the heal it received the other region's too."""
+    outputs = {r["activity"]["name"]: r["output"] for r in journal["run"]}
+    assert sorted(outputs["partition-regions"]["links"]) == [f"{EAST}->{WEST}", f"{WEST}->{EAST}"]
+    cut_ns, healed_ns = (int(outputs[name]["at"] * 1e9) for name in ("partition-regions", "heal-partition"))
+    margin = 2_000_000_000  # what was already on the wire when the rules went in
+    received = [e for e in events(run_dir) if e["event"] == "receive"]
+    for subscription, own, other in (("orders-e", "e", "w"), ("orders-w", "w", "e")):
+        mine = [e for e in received if e["subscription"] == subscription]
+        during = {str(e["uid"]).split("-")[0] for e in mine if cut_ns + margin < e["ts"] < healed_ns}
+        after = {str(e["uid"]).split("-")[0] for e in mine if e["ts"] > healed_ns}
+        assert during == {own}, f"{subscription} during the cut received from {during}"
+        assert after == {own, other}, f"{subscription} after the heal received from {after}"
