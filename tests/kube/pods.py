@@ -4,6 +4,7 @@ at a time on the machine), the chart installed on it, and a MagnetarCluster appl
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -16,9 +17,12 @@ from typing import Any
 
 import pytest
 
+from magnetar.chaos.kube import target as kube_target
+from magnetar.chaos.workload.actions import start_workload, stop_workload
 from magnetar.kube.host import bridge_exists, missing_binaries
 from magnetar.kube.layout import BRIDGE, IMAGES_DIR
 from magnetar.operator.testenv.control_plane import BIN
+from tests.chaos.eventlog import events
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ("magnetar-0.1.0.tar", "zookeeper-3.8.tar", "pause-3.10.tar")
@@ -46,12 +50,12 @@ class Node:
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
-    def secret(self, name: str, key: str) -> bytes:
-        return base64.b64decode(self.json("secret", name)["data"][key])
+    def secret(self, name: str, key: str, namespace: str = "default") -> bytes:
+        return base64.b64decode(self.json("secret", name, "-n", namespace)["data"][key])
 
     def diagnostics(self) -> str:
         parts = [self.kubectl("get", "pods,pvc,mgc,mgns", "-A", "-o", "wide").stdout,
-                 self.kubectl("describe", "mgc").stdout,
+                 self.kubectl("describe", "mgc", "-A").stdout,
                  self.kubectl("logs", "-n", "magnetar", "deploy/magnetar", "--tail=40").stdout]  # fmt: skip
         # What went wrong in the servers: gone with the node once the test ends.
         for component in ("broker", "bookie"):
@@ -59,7 +63,21 @@ class Node:
                                 "--prefix", "--tail=400", "--max-log-requests=10").stdout  # fmt: skip
             trouble = [line for line in logs.splitlines() if " WARNING " in line or " ERROR " in line]
             parts.append(f"{component} warnings and errors (last 30):\n" + "\n".join(trouble[-30:]))
+        parts.append(f"every pod's whole log: {self.keep_pod_logs()}")
         return "\n".join(parts)
+
+    def keep_pod_logs(self) -> Path:
+        """Every pod's log (and its previous container's), kept beside the node's own logs: what
+        a failure report has room for is the tail."""
+        kept = self.state_dir / "logs" / "pods" / time.strftime("%H%M%S")
+        kept.mkdir(parents=True, exist_ok=True)
+        for pod in self.json("pods", "-A")["items"]:
+            namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+            for suffix, flags in ((".log", ()), (".previous.log", ("--previous",))):
+                out = self.kubectl("logs", "-n", namespace, name, "--all-containers", *flags)
+                if out.returncode == 0 and out.stdout:
+                    (kept / f"{namespace}.{name}{suffix}").write_text(out.stdout)
+        return kept
 
 
 @dataclass
@@ -71,6 +89,7 @@ class Cluster:
     ca_file: Path
     token: str
     seconds: dict[str, float] = field(default_factory=dict)
+    namespace: str = "default"
 
     def client(self) -> Any:
         """The official client on this machine: TLS to the broker Service's ClusterIP (trusting the
@@ -87,7 +106,8 @@ class Cluster:
 
     def pods(self, component: str) -> list[str]:
         selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
-        return sorted(p["metadata"]["name"] for p in self.node.json("pods", "-l", selector)["items"])
+        found = self.node.json("pods", "-n", self.namespace, "-l", selector)["items"]
+        return sorted(p["metadata"]["name"] for p in found)
 
 
 def wait_for(what: str, check: Callable[[], bool], node: Node, timeout_s: float) -> float:
@@ -103,8 +123,8 @@ def condition(doc: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (doc.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
 
-def cluster_ready(node: Node, name: str) -> bool:
-    out = node.kubectl("get", "mgc", name, "-o", "json")
+def cluster_ready(node: Node, name: str, namespace: str = "default") -> bool:
+    out = node.kubectl("get", "mgc", name, "-n", namespace, "-o", "json")
     return out.returncode == 0 and condition(json.loads(out.stdout), "Ready").get("status") == "True"
 
 
@@ -136,10 +156,15 @@ def start_node(tmp_path_factory: pytest.TempPathFactory, port_base: int) -> Iter
 
 
 def install_cluster(
-    node: Node, manifest: Path, name: str, tmp_path_factory: pytest.TempPathFactory
+    node: Node,
+    manifest: Path,
+    name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    namespace: str = "default",
 ) -> Cluster:
-    """`helm install` of the chart, then the MagnetarCluster of ``manifest`` until it is Ready;
-    its super-user token and CA in files."""
+    """`helm install` of the chart, then ``manifest`` (the MagnetarCluster ``name`` of
+    ``namespace``, and what it needs) until the cluster is Ready; its super-user token and CA in
+    files."""
     seconds: dict[str, float] = {}
     started = time.monotonic()
     helm = subprocess.run(
@@ -152,13 +177,50 @@ def install_cluster(
     seconds["helm install --wait"] = time.monotonic() - started
     applied = node.kubectl("apply", "-f", str(manifest))
     assert applied.returncode == 0, applied.stderr
-    ready = wait_for("the MagnetarCluster Ready", lambda: cluster_ready(node, name), node, 300)
+    ready = wait_for("the MagnetarCluster Ready", lambda: cluster_ready(node, name, namespace), node, 300)
     seconds["cluster Ready"] = ready
     secrets = tmp_path_factory.mktemp("secrets")
-    token = node.secret(f"{name}-superuser-token", "token").decode().strip()
+    token = node.secret(f"{name}-superuser-token", "token", namespace).decode().strip()
     token_file, ca_file = secrets / "token", secrets / "ca.crt"
     token_file.write_text(token)
-    ca_file.write_bytes(node.secret(f"{name}-broker-tls", "ca.crt"))
-    broker_ip = node.json("service", f"{name}-broker")["spec"]["clusterIP"]
+    ca_file.write_bytes(node.secret(f"{name}-broker-tls", "ca.crt", namespace))
+    broker_ip = node.json("service", f"{name}-broker", "-n", namespace)["spec"]["clusterIP"]
     print(f"\ntimings: {', '.join(f'{k} {v:.0f}s' for k, v in seconds.items())}")
-    return Cluster(node, name, broker_ip, token_file, ca_file, token, seconds)
+    return Cluster(node, name, broker_ip, token_file, ca_file, token, seconds, namespace)
+
+
+@contextlib.contextmanager
+def lab_workload(cluster: Cluster, workdir: Path, topic: str, rate: float = 500) -> Iterator[Path]:
+    """The chaos lab's workload (``magnetar workload``: the official client in a process of its
+    own, a Shared subscription, the event log of DESIGN §6) on ``topic`` at ``rate`` msg/s while
+    the block runs; stopped and drained when it ends. Yields the run directory of its log."""
+    node = cluster.node
+    target = kube_target.write(
+        workdir / "target",
+        node.kubeconfig,
+        node.state_dir / "containerd/containerd.sock",
+        [kube_target.ClusterRef(cluster.name, cluster.namespace)],
+    )
+    run_dir = workdir / "run"
+    configuration = {
+        "magnetar_run_dir": str(run_dir),
+        "magnetar_target": "kube",
+        "magnetar_cluster_dir": str(target),
+        "magnetar_cluster_name": cluster.name,
+    }
+    start_workload(topic=topic, rate=rate, configuration=configuration)
+    try:
+        yield run_dir
+    finally:
+        stop_workload(configuration=configuration)
+
+
+def assert_nothing_lost(run_dir: Path, node: Node, at_least: int = 1000) -> None:
+    """Every send the lab's workload had acknowledged was received (and enough were to tell)."""
+    logged = events(run_dir)
+    acked = {e["uid"] for e in logged if e["event"] == "send_ok"}
+    received = {e.get("uid") for e in logged if e["event"] == "receive"}  # foreign messages: no uid
+    lost = sorted(acked - received)
+    assert len(acked) >= at_least, f"the workload had {len(acked)} sends acknowledged: too few to tell"
+    missing = f"{len(lost)} of {len(acked)} acknowledged never received: {lost[:3]} .."
+    assert lost == [], f"{missing}\n{node.diagnostics()}"

@@ -6,13 +6,16 @@
   under-replicated — and every message acknowledged to the producers meanwhile is consumed after;
 - the operator's own pod deleted mid-rollout: the new operator pod finishes the rolling restart
   without restarting again a pod the first one had already replaced;
-- a MagnetarBundle's Transfer and Unload by `kubectl patch`: the operator's admin calls, made from
-  inside the cluster, move the bundle (its owner per the admin API is the destination) while a
-  producer keeps getting receipts, nothing acknowledged lost.
+- a MagnetarBundle's Transfer, Unload and Split by `kubectl patch`: the operator's admin calls,
+  made from inside the cluster, move the bundle (its owner per the admin API is the destination)
+  while a producer keeps getting receipts, nothing acknowledged lost.
 
-The workload is the official pulsar-client on this machine (token, the brokers' pod-ip listener) at
-a modest rate; the metadata store is read from here through the ZooKeeper Service's ClusterIP. One
-node, chart and cluster for the module (about 3 minutes on 2 cores, node up and down included).
+Each runs under the chaos lab's workload at 500 msg/s (the official client in its own process, the
+event log of DESIGN §6), whose every acknowledged send must be received; beside it, the test's own
+official-client producers at a modest rate check what the lab's workload does not (ledgers on a new
+bookie, each receipt after a move). Both reach the brokers at their pod IPs (token, the pod-ip
+listener); the metadata store is read from here through the ZooKeeper Service's ClusterIP. One
+node, chart and cluster for the module (about 4 minutes on 2 cores, node up and down included).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +38,17 @@ import pytest
 from magnetar.bookie.autorecovery.marks import UnderReplication
 from magnetar.bookie.client import BKError, LedgerClient, LedgerClientConfig
 from magnetar.common.metadata import open_store
-from tests.kube.pods import ROOT, Cluster, Node, condition, install_cluster, start_node, wait_for
+from tests.kube.pods import (
+    ROOT,
+    Cluster,
+    Node,
+    assert_nothing_lost,
+    condition,
+    install_cluster,
+    lab_workload,
+    start_node,
+    wait_for,
+)
 
 pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip install -e .[workload])")
 
@@ -110,6 +124,8 @@ class Workload:
     acked: dict[str, list[str]] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)
     sent: int = 0
+    #: per topic, how long the subscription took to deliver its first message in ``lost``
+    first_delivery_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()
@@ -154,15 +170,20 @@ class Workload:
             producer.close()
 
     def lost(self) -> dict[str, list[str]]:
-        """Acknowledged messages that the subscription does not deliver, by topic."""
+        """Acknowledged messages that the subscription does not deliver, by topic. The first
+        message is awaited for up to a minute, each next one 10 s: a subscription that starts
+        late is told apart from one that lost messages (``slow_starts``)."""
         missing = {}
         for topic in self.topics:
+            subscribed = time.monotonic()
             consumer = self.client.subscribe(topic, "check")
             received: set[str] = set()
             wanted = set(self.acked[topic])
             try:
                 while not wanted <= received:  # then waits out a receive only when one is missing
-                    message = consumer.receive(timeout_millis=10_000)
+                    message = consumer.receive(timeout_millis=10_000 if received else 60_000)
+                    if not received:
+                        self.first_delivery_s[topic] = time.monotonic() - subscribed
                     received.add(message.data().decode())
                     consumer.acknowledge(message)
             except pulsar.Timeout:
@@ -173,6 +194,10 @@ class Workload:
             if gone:
                 missing[topic] = gone
         return missing
+
+    def slow_starts(self, bound_s: float = 10.0) -> dict[str, str]:
+        """Topics whose subscription delivered its first message only after ``bound_s``."""
+        return {t: f"{s:.1f} s" for t, s in self.first_delivery_s.items() if s > bound_s}
 
     def close(self) -> None:
         self.client.close()
@@ -217,8 +242,15 @@ def events(node: Node, reason: str) -> list[str]:
 
 
 def test_bookies_scale_up_and_down_under_a_workload_and_nothing_acknowledged_is_lost(
-    cluster: Cluster,
+    cluster: Cluster, tmp_path: Path
 ) -> None:
+    node = cluster.node
+    with lab_workload(cluster, tmp_path, "persistent://public/default/scaling") as run_dir:
+        scale_bookies_up_and_down(cluster)
+    assert_nothing_lost(run_dir, node)
+
+
+def scale_bookies_up_and_down(cluster: Cluster) -> None:
     node = cluster.node
     workload = Workload(cluster, [f"persistent://public/default/scale-{t}" for t in range(4)]).start()
     try:
@@ -241,6 +273,7 @@ def test_bookies_scale_up_and_down_under_a_workload_and_nothing_acknowledged_is_
         fresh_lost = fresh.lost()
         fresh.close()
         assert fresh_lost == {}
+        assert fresh.slow_starts() == {}
 
         # 4 -> 3: when the cluster says Ready again, the leaving bookie is decommissioned.
         generation = patch(node, {"bookies": {"replicas": 3}})
@@ -256,11 +289,20 @@ def test_bookies_scale_up_and_down_under_a_workload_and_nothing_acknowledged_is_
     try:
         assert workload.acked_count > 100, "the workload wrote too little to tell"
         assert workload.lost() == {}
+        assert workload.slow_starts() == {}
     finally:
         workload.close()
 
 
-def test_the_operators_pod_deleted_mid_rollout_and_its_successor_finishes_it(cluster: Cluster) -> None:
+def test_the_operators_pod_deleted_mid_rollout_and_its_successor_finishes_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with lab_workload(cluster, tmp_path, "persistent://public/default/operator-gone") as run_dir:
+        delete_the_operator_mid_rollout(cluster)
+    assert_nothing_lost(run_dir, cluster.node)
+
+
+def delete_the_operator_mid_rollout(cluster: Cluster) -> None:
     node = cluster.node
     bookies = cluster.pods("bookie")
     assert bookies == [f"{CLUSTER}-bookie-{i}" for i in range(3)]
@@ -348,8 +390,16 @@ def owner(cluster: Cluster, topic: str) -> str:
     return url.split("://", 1)[1].split(".", 1)[0]
 
 
-def diagnose(cluster: Cluster) -> str:
-    """Each broker pod's own answer to the lookup, and the Service's endpoints."""
+def describe(lost: dict[str, list[str]], workload: Workload) -> str:
+    return "; ".join(
+        f"{topic}: {len(gone)} of {len(workload.acked[topic])} acknowledged not received "
+        f"({gone[0]} .. {gone[-1]})"
+        for topic, gone in lost.items()
+    )
+
+
+def each_broker(cluster: Cluster, path: str) -> list[str]:
+    """Each broker pod's own answer to a GET of ``path`` (a redirect as its Location)."""
     context = ssl.create_default_context(cafile=str(cluster.ca_file))
     context.check_hostname = False
     opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), _NoRedirect)
@@ -357,15 +407,25 @@ def diagnose(cluster: Cluster) -> str:
     for pod in cluster.node.json("pods", "-l", f"app.kubernetes.io/instance={CLUSTER}")["items"]:
         if "broker" not in pod["metadata"]["name"]:
             continue
-        url = f"https://{pod['status']['podIP']}:8443/lookup/v2/topic/persistent/public/default/moving"
         request = urllib.request.Request(
-            url, headers={"Authorization": f"Bearer {cluster.token}", "X-Pulsar-ListenerName": "internal"}
+            f"https://{pod['status']['podIP']}:8443{path}",
+            headers={"Authorization": f"Bearer {cluster.token}", "X-Pulsar-ListenerName": "internal"},
         )
         try:
             with opener.open(request, timeout=10) as answer:
                 answers.append(f"{pod['metadata']['name']}: {answer.read().decode()}")
         except urllib.error.HTTPError as exc:
             answers.append(f"{pod['metadata']['name']}: {exc.code} {exc.headers.get('Location')}")
+        except OSError as exc:
+            answers.append(f"{pod['metadata']['name']}: {exc}")
+    return answers
+
+
+def diagnose(cluster: Cluster, topic: str = "moving") -> str:
+    """Each broker pod's own answer to the lookup and to the topic's internal stats (its ledgers,
+    and where each cursor is), and the Service's endpoints."""
+    answers = each_broker(cluster, f"/lookup/v2/topic/persistent/public/default/{topic}")
+    answers += each_broker(cluster, f"/admin/v2/persistent/public/default/{topic}/internalStats")
     endpoints = cluster.node.kubectl("get", "endpoints", f"{CLUSTER}-broker", "-o", "wide").stdout
     return "\n".join([*answers, endpoints])
 
@@ -378,9 +438,16 @@ def bundle_events(node: Node, reason: str) -> list[str]:
 SERVING = re.compile(rf"^{CLUSTER}-broker-\d+\.")
 
 
-def test_a_magnetar_bundle_transfer_and_unload_by_kubectl_patch_while_clients_produce(
-    cluster: Cluster,
+def test_a_magnetar_bundle_transfer_unload_and_split_by_kubectl_patch_while_clients_produce(
+    cluster: Cluster, tmp_path: Path
 ) -> None:
+    # The lab's 500 msg/s on the topic whose bundle moves, beside the check's own producer.
+    with lab_workload(cluster, tmp_path, "persistent://public/default/moving") as run_dir:
+        move_a_bundle_by_kubectl_patch(cluster)
+    assert_nothing_lost(run_dir, cluster.node)
+
+
+def move_a_bundle_by_kubectl_patch(cluster: Cluster) -> None:
     node = cluster.node
     workload = Workload(cluster, ["persistent://public/default/moving"], rate=40).start()
     try:
@@ -436,10 +503,27 @@ def test_a_magnetar_bundle_transfer_and_unload_by_kubectl_patch_while_clients_pr
         assert last["type"] == "Unload", last
         assert any("Unloaded" in m for m in bundle_events(node, "UnloadDone")), "no UnloadDone Event"
         keeps_producing()
+
+        # Split: the namespace has one bundle more, the two halves of the old one; the producer's
+        # topic lands in one of them and it carries on.
+        count = int(rest(cluster, "/admin/v2/namespaces/public/default/bundles")["numBundles"])
+        last = act({"type": "Split"})
+        assert last["type"] == "Split", last
+        bundles = rest(cluster, "/admin/v2/namespaces/public/default/bundles")
+        assert int(bundles["numBundles"]) == count + 1, bundles
+        low, high = bundle.split("_")
+        assert low in bundles["boundaries"], bundles
+        assert high in bundles["boundaries"], bundles
+        assert any("Split" in m for m in bundle_events(node, "SplitDone")), "no SplitDone Event"
+        keeps_producing()
     finally:
         workload.stop()
     try:
-        assert workload.failed == []
-        assert workload.lost() == {}
+        failed = workload.failed
+        assert failed == [], f"{len(failed)} failed: {failed[:2]} .. {failed[-2:]}\n{node.diagnostics()}"
+        lost = workload.lost()
+        assert lost == {}, f"{describe(lost, workload)}\n{diagnose(cluster)}\n{node.diagnostics()}"
+        slow = workload.slow_starts()
+        assert slow == {}, f"delivered, but late: {slow}\n{diagnose(cluster)}\n{node.diagnostics()}"
     finally:
         workload.close()
