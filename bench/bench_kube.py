@@ -142,7 +142,35 @@ def rolling_restart(
         "floor_max_ms": max(floor, default=0.0), "floor_p99_ms": percentile(floor, 0.99),
         "window_max_ms": max(during, default=0.0), "window_p99_ms": percentile(during, 0.99),
         "acked": produced.count, "lost": lost(produced, consumed),
+        "latest": blame(node, produced.latest(patched_ns, done_ns), patched_ns, patched_at),
     }  # fmt: skip
+
+
+def blame(node: Node, latest: tuple[str, int, float] | None, patched_ns: int, patched_at: float) -> str:
+    """When the latest message was due (seconds after the patch) and the pod restart the operator
+    had announced last before then (its RestartingPod Event): where to look for the window."""
+    if latest is None:
+        return "no message"
+    topic, due_ns, late_ms = latest
+    due_s = (due_ns - patched_ns) / 1e9
+    found = node.json("events", "--field-selector", f"involvedObject.name={NAME},reason=RestartingPod")
+    restarts = sorted(
+        (
+            _stamp(e["lastTimestamp"] or e["metadata"]["creationTimestamp"]) - patched_at,
+            e["message"].split()[1],
+        )
+        for e in found["items"]
+    )
+    before = [r for r in restarts if r[0] <= due_s]
+    after = f"{before[-1][1]} restarted at +{before[-1][0]:.0f} s" if before else "before any restart"
+    name = topic.rsplit("/", 1)[-1]
+    return f"{late_ms:,.0f} ms late on {name}, due +{due_s:.1f} s; last before it: {after}"
+
+
+def _stamp(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def wait_rolled(node: Node, since: float, timeout_s: float) -> int:
@@ -165,9 +193,7 @@ def wait_rolled(node: Node, since: float, timeout_s: float) -> int:
 
 
 def _created(pod: dict[str, Any]) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+    return _stamp(pod["metadata"]["creationTimestamp"])
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -236,6 +262,7 @@ def main() -> None:
     table.add_row(
         "rolling restart: largest producer lateness", f"{roll['window_max_ms']:.0f} ms", "<= 1 s", judged
     )
+    table.add_row("rolling restart: the latest message", roll["latest"], "", "")
     table.add_row("acknowledged messages lost", f"{roll['lost']} of {roll['acked']:,}", "0",
                   "yes" if roll["lost"] == 0 else "no")  # fmt: skip
     for pod, mb in memory.items():

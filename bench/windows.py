@@ -61,6 +61,19 @@ class Records:
         """Per topic, the largest lateness of the messages due within [start, end]."""
         return [max(self._lateness_ms(topic, start_ns, end_ns), default=0.0) for topic in self.due_ns]
 
+    def latest(self, start_ns: int, end_ns: int) -> tuple[str, int, float] | None:
+        """The latest message due within [start, end]: its topic, due time (ns) and lateness (ms)."""
+        found = [
+            (done - due, topic, due)
+            for topic in self.due_ns
+            for due, done in zip(self.due_ns[topic], self.done_ns[topic], strict=True)
+            if start_ns <= due <= end_ns
+        ]
+        if not found:
+            return None
+        late, topic, due = max(found)
+        return topic, due, late / 1e6
+
 
 @dataclass
 class LeanWorkload:

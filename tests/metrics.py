@@ -18,6 +18,11 @@ class Histogram:
     def mean(self) -> float:
         return self.sum / self.count
 
+    def since(self, earlier: Histogram) -> Histogram:
+        """What was observed after ``earlier`` was scraped."""
+        buckets = [now - then for now, then in zip(self.buckets, earlier.buckets, strict=True)]
+        return Histogram(buckets, self.count - earlier.count, self.sum - earlier.sum)
+
 
 def scrape(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as response:
