@@ -25,6 +25,10 @@ from magnetar.chaos.workload.rundir import run_dir as _run_dir
 
 __all__ = ["start_workload", "stop_workload", "stop_workloads"]
 
+#: how long a stop waits for the workload to exit: its own shutdown takes at most 60 s for the
+#: producers' last receipts, 30 s of draining and 30 s for the consumers' close (runner.py)
+STOP_TIMEOUT_S = 150.0
+
 
 def start_workload(
     topic: str = "persistent://public/default/chaos",
@@ -114,7 +118,7 @@ def _regions(cluster_dir: str | None, configuration: dict[str, Any] | None) -> d
 
 
 def stop_workload(
-    prefix: str = "w", timeout_s: float = 90, configuration: dict[str, Any] | None = None
+    prefix: str = "w", timeout_s: float = STOP_TIMEOUT_S, configuration: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Stop producing (SIGTERM), let consumers drain what was published, wait for the exit."""
     run_dir = _run_dir(configuration)
@@ -127,11 +131,11 @@ def stop_workload(
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return {"pid": pid, "already_stopped": True}
-    return _wait_exit(pid, time.monotonic() + timeout_s)
+    return _wait_exit(pid, time.monotonic() + timeout_s, pid_file.with_suffix(".log"))
 
 
 def stop_workloads(
-    prefixes: list[str], timeout_s: float = 90, configuration: dict[str, Any] | None = None
+    prefixes: list[str], timeout_s: float = STOP_TIMEOUT_S, configuration: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Stop several workloads at once (e.g. one per region): every producer stops at the same
     moment, then every consumer drains, so each subscription runs to the end of what any of
@@ -148,10 +152,11 @@ def stop_workloads(
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    return {prefix: _wait_exit(pid, deadline) for prefix, pid in pids.items()}
+    logs = {prefix: run_dir / "workload" / f"{prefix}.log" for prefix in pids}
+    return {prefix: _wait_exit(pid, deadline, logs[prefix]) for prefix, pid in pids.items()}
 
 
-def _wait_exit(pid: int, deadline: float) -> dict[str, Any]:
+def _wait_exit(pid: int, deadline: float, log: Path) -> dict[str, Any]:
     while time.monotonic() < deadline:
         try:
             finished, _ = os.waitpid(pid, os.WNOHANG)
@@ -161,4 +166,13 @@ def _wait_exit(pid: int, deadline: float) -> dict[str, Any]:
             return {"pid": pid, "stopped_at": time.time()}
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
-    raise ActivityFailed(f"workload {pid} did not drain in time; killed")
+    raise ActivityFailed(f"workload {pid} did not drain in time; killed{_log_tail(log)}")
+
+
+def _log_tail(log: Path, lines: int = 8) -> str:
+    """The last lines of the workload's log (its shutdown steps say where it waited)."""
+    try:
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return f"; the end of {log}:\n" + "\n".join(tail)

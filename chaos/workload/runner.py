@@ -101,15 +101,7 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
             worker.start()
         on_status(f"workload {spec.prefix}: {len(producers)} producers at {spec.rate:g}/s each")
         stop.wait(spec.duration_s)
-        for producer in producers:
-            producer.stopping.set()
-        for producer in producers:
-            producer.join(60)
-        _drain(consumers, producers, spec.drain_s)
-        for consumer in consumers:
-            consumer.stopping.set()
-        for consumer in consumers:
-            consumer.join(30)
+        _stop(producers, consumers, spec.drain_s, on_status)
     finally:
         signal.signal(signal.SIGTERM, previous)
     logs = [w.events for w in producers] + [w.events for w in consumers]
@@ -120,6 +112,34 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"prefix": spec.prefix, "topic": spec.topic, "counters": counters}, indent=2))
     return counters
+
+
+def _stop(
+    producers: list[ProducerWorker], consumers: list[ConsumerWorker], drain_s: float, on_status: Any
+) -> None:
+    """Producers first, then the consumers once they drained. Each step says when it ended: a
+    stop that outlasts its caller's patience shows where it waited."""
+    began = time.monotonic()
+
+    def say(step: str, workers: list[Any], detail: str = "") -> None:
+        stuck = ", ".join(w.client_id for w in workers if w.is_alive())
+        on_status(f"stopping: {step} after {time.monotonic() - began:.1f} s{detail}"
+                  + (f" (still closing: {stuck})" if stuck else ""))  # fmt: skip
+
+    for producer in producers:
+        producer.stopping.set()
+    for producer in producers:
+        producer.join(60)
+    say("producers done", producers)
+    _drain(consumers, producers, drain_s)
+    received = sum(c.events.counts["receive"] for c in consumers)
+    acked = sum(p.events.counts["send_ok"] for p in producers)
+    say("drained", [], f" ({received} received, {acked} acknowledged)")
+    for consumer in consumers:
+        consumer.stopping.set()
+    for consumer in consumers:
+        consumer.join(30)
+    say("consumers closed", consumers)
 
 
 def _drain(consumers: list[ConsumerWorker], producers: list[ProducerWorker], drain_s: float) -> None:
