@@ -43,6 +43,12 @@ _CHANNEL_OPTIONS = [
     # Fail fast while a bookie is down instead of queueing RPCs behind a reconnect backoff.
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # A bookie made again elsewhere (a pod restarted: same name, new address) is found at once:
+    # by default gRPC resolves a name at most every 30 s and gives a connection attempt 20 s, so
+    # a writer that chose the restarted bookie as a replacement kept trying its old address and
+    # stalled 10-20 s (the rolling restart's window on pods).
+    ("grpc.dns_min_time_between_resolutions_ms", 1000),
+    ("grpc.min_reconnect_backoff_ms", 2000),
 ]
 
 
@@ -103,12 +109,14 @@ class BookieConnection:
         address: str,
         *,
         rpc_timeout_s: float = 10.0,
+        connect_timeout_s: float = 10.0,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         """``credentials``: TLS (see ``magnetar.common.grpc_tls``); None: plain text."""
         self.bookie_id = bookie_id
         self.address = address
         self._rpc_timeout_s = rpc_timeout_s
+        self._connect_timeout_s = connect_timeout_s
         self._tls = credentials is not None
         self._channel = open_channel(address, credentials, _CHANNEL_OPTIONS)
         self._stub = pb_grpc.BookieStub(self._channel)  # type: ignore[no-untyped-call]
@@ -264,6 +272,17 @@ class BookieConnection:
             raise rpc_failure(self.bookie_id, -1, -1, exc, tls=self._tls) from None
         return response
 
+    async def connected(self) -> bool:
+        """Whether the channel is (or gets) connected within the connect timeout; it keeps
+        trying meanwhile, following the bookie's name to a new address."""
+        if self._closed:
+            return False
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), self._connect_timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
     async def close(self) -> None:
         self._closed = True
         self._wakeup.set()
@@ -292,10 +311,12 @@ class BookieConnectionPool:
         resolve: BookieResolver,
         *,
         rpc_timeout_s: float = 10.0,
+        connect_timeout_s: float = 10.0,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self._resolve = resolve
         self._rpc_timeout_s = rpc_timeout_s
+        self._connect_timeout_s = connect_timeout_s
         self._credentials = credentials
         self._connections: dict[str, BookieConnection] = {}
         self._lock = asyncio.Lock()
@@ -308,7 +329,11 @@ class BookieConnectionPool:
             if bookie_id not in self._connections:
                 address = await self._resolve(bookie_id)
                 self._connections[bookie_id] = BookieConnection(
-                    bookie_id, address, rpc_timeout_s=self._rpc_timeout_s, credentials=self._credentials
+                    bookie_id,
+                    address,
+                    rpc_timeout_s=self._rpc_timeout_s,
+                    connect_timeout_s=self._connect_timeout_s,
+                    credentials=self._credentials,
                 )
             return self._connections[bookie_id]
 

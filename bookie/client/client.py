@@ -37,6 +37,9 @@ class LedgerClientConfig(BaseModel):
     ack_quorum: int = Field(2, ge=1)
     #: deadline of a unary bookie RPC (reads, fencing, LAC), as bookkeeperClientTimeoutInSeconds
     rpc_timeout_s: float = Field(30.0, gt=0)
+    #: how long a replacement bookie may take to connect before another is chosen, as
+    #: BookKeeper's clientConnectTimeoutMillis
+    connect_timeout_s: float = Field(10.0, gt=0)
     #: how often a writer sends its LAC explicitly while idle; 0 disables (BookKeeper's explicitLacInterval)
     explicit_lac_interval_s: float = Field(0.0, ge=0)
     #: entries a range read fetches at once
@@ -72,6 +75,7 @@ class LedgerClient:
         self.pool = BookieConnectionPool(
             self.directory.address,
             rpc_timeout_s=self.config.rpc_timeout_s,
+            connect_timeout_s=self.config.connect_timeout_s,
             # Read once, here: an unusable file fails the client's construction, not each add.
             credentials=grpc_channel_credentials(self.config.tls) if self.config.tls else None,
         )

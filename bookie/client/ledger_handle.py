@@ -279,6 +279,8 @@ class LedgerHandle:
             ensemble = await self._placement.replace(
                 ensemble, failed, exclude=self._failed_bookies, write_quorum=self._metadata.write_quorum
             )
+        if not await self._reachable([b for b in ensemble if b not in old]):
+            return  # the caller's loop chooses again without it
         await self._connect(ensemble)
         metadata = self._metadata.with_ensemble(first_entry, ensemble)
         await self._write_metadata(metadata)
@@ -291,6 +293,20 @@ class LedgerHandle:
             pending.acked.difference_update(resend)
             if resend:
                 self._send(pending, resend)
+
+    async def _reachable(self, replacements: list[str]) -> bool:
+        """Whether every replacement connects; one that does not is counted as failed. A bookie
+        just made again elsewhere (a pod restarted: its name, a new address) is first tried at its
+        old address; waiting for the connection gives it the moment it needs, where an add sent at
+        once failed, left no replacement and stopped the writer (a ledger recovery of seconds)."""
+        unreachable = []
+        for bookie in replacements:
+            if not await (await self._pool.get(bookie)).connected():
+                unreachable.append(bookie)
+        for bookie in unreachable:
+            log.warning("ledger %d: replacement bookie %s does not connect", self.ledger_id, bookie)
+            self._failed_bookies.add(bookie)
+        return not unreachable
 
     async def _write_metadata(self, metadata: LedgerMetadata) -> None:
         """Compare-and-set the ledger metadata; a ledger that stopped being ours means fencing."""

@@ -9,6 +9,8 @@ serves bytes that fail their checksum.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -128,6 +130,34 @@ async def test_a_rolling_restart_of_bookies_leaves_a_long_lived_writer_writing(c
     assert acked == list(range(entry_id)), "adds complete in order, none failed"
     await writer.close()
     await read_back(cluster.client, writer.ledger_id, entry_id - 1)
+
+
+async def test_a_replacement_that_does_not_connect_is_passed_over_not_written_to(cluster: Cluster) -> None:
+    # A frozen bookie (SIGSTOP: its port accepts, nothing answers), like a pod's old address, is
+    # the only replacement there is (4 bookies, E=3). Adds sent to it at once waited forever; now
+    # the writer waits for the connection, passes over it, and the adds fail with a clear error.
+    client = LedgerClient(
+        cluster.store,
+        LedgerClientConfig(
+            ensemble_size=3, write_quorum=2, ack_quorum=2, rpc_timeout_s=10, connect_timeout_s=2
+        ),
+    )
+    try:
+        writer = await client.create_ledger()
+        assert [await writer.add_entry_async(payload(i)) for i in range(100)] == list(range(100))
+        (spare,) = [b for b in cluster.bookies if b.bookie_id not in writer.metadata.ensembles[0][1]]
+        assert spare.pid is not None
+        os.kill(spare.pid, signal.SIGSTOP)
+        try:
+            await cluster.by_id(writer.metadata.ensembles[0][1][0]).kill_async()
+            adds = [writer.add_entry_async(payload(i)) for i in range(100, 200)]
+            with pytest.raises(NotEnoughBookiesError):
+                await asyncio.wait_for(asyncio.gather(*adds), 30)
+            assert spare.bookie_id not in writer.metadata.ensembles[-1][1], "nothing was written to it"
+        finally:
+            os.kill(spare.pid, signal.SIGCONT)
+    finally:
+        await client.close()
 
 
 def write_then_kill(url: str, min_acks: int) -> tuple[int, int]:
