@@ -1,0 +1,101 @@
+"""Where `make test`'s time goes: a table at the end of the run with each tier's tests, their time
+and its share of the total, and how busy the machine was.
+
+A tier is a folder under ``tests/`` (``broker/e2e``, ``spark``, ...). A test's time is its setup,
+call and teardown, so a module's shared cluster counts in the tier that starts it. With several
+workers (pytest-xdist) the tiers' times add up to more than the run's wall time: the table says
+both. The machine's CPU comes from /proc/stat, so it counts every process the tests started.
+Under `make test` it also says how long the steps before pytest took (make passes its start in
+``MAGNETAR_MAKE_STARTED``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+@dataclass
+class Tier:
+    tests: set[str] = field(default_factory=set)
+    seconds: float = 0.0
+    failed: int = 0
+
+
+def _busy_and_total_jiffies() -> tuple[int, int] | None:
+    """The machine's CPU time so far, busy and in all (the first line of /proc/stat)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def tier_of(nodeid: str) -> str:
+    """``tests/broker/e2e/test_x.py::test`` -> ``broker/e2e``; ``tests/broker/test_y.py`` -> ``broker``."""
+    path = Path(nodeid.split("::", 1)[0])
+    parts = path.parts[1:-1] if path.parts and path.parts[0] == "tests" else path.parts[:-1]
+    return "/".join(parts[:2]) or "(top)"
+
+
+class TierTimes:
+    def __init__(self) -> None:
+        self.tiers: dict[str, Tier] = defaultdict(Tier)
+        self.started = time.monotonic()
+        self.started_at = time.time()
+        self.jiffies = _busy_and_total_jiffies()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        tier = self.tiers[tier_of(report.nodeid)]
+        tier.tests.add(report.nodeid)
+        tier.seconds += report.duration
+        if report.failed:
+            tier.failed += 1
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.tiers:
+            return
+        wall = time.monotonic() - self.started
+        summed = sum(t.seconds for t in self.tiers.values()) or 1.0
+        write = terminalreporter.write_line
+        terminalreporter.section("time by tier")
+        write(f"{'tier':<22} {'tests':>6} {'time':>9} {'share':>6}  failed")
+        for name, tier in sorted(self.tiers.items(), key=lambda kv: -kv[1].seconds):
+            write(
+                f"{name:<22} {len(tier.tests):>6} {_minutes(tier.seconds):>9} "
+                f"{tier.seconds / summed:>6.1%}  {tier.failed or ''}"
+            )
+        count = sum(len(t.tests) for t in self.tiers.values())
+        write(f"{'all':<22} {count:>6} {_minutes(summed):>9} {1:>6.0%}")
+        line = f"pytest's wall time {_minutes(wall)}"
+        make_started = os.environ.get("MAGNETAR_MAKE_STARTED", "")
+        if make_started.isdigit():
+            before = self.started_at - int(make_started)
+            line = (
+                f"make test {_minutes(before + wall)}: the steps before pytest (install, kube tier, lint, "
+                f"types) {_minutes(before)}, " + line
+            )
+        now = _busy_and_total_jiffies()
+        if self.jiffies and now and now[1] > self.jiffies[1]:
+            busy = (now[0] - self.jiffies[0]) / (now[1] - self.jiffies[1])
+            cores = os.cpu_count() or 1
+            line += f"; the machine's {cores} cores {busy:.0%} busy ({busy * cores * wall / 60:.1f} core-min)"
+        write(line)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Under xdist the controller sees every worker's reports; the workers need no table.
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(TierTimes(), "magnetar-tier-times")
