@@ -11,11 +11,22 @@ APT_PACKAGES := zookeeper default-jre-headless
 # plugins (/usr/lib/cni), iptables for kube-proxy, and gcc with a static libc for the pause binary.
 KUBE_APT_PACKAGES := containerd runc containernetworking-plugins iptables conntrack iproute2 gcc libc6-dev
 PYTEST_ARGS ?=
+# pytest's workers (pytest-xdist): the suite waits on real processes, timeouts and faults more
+# than it computes, so three workers keep two cores busy; tests/scheduling.py groups the tests that
+# share a cluster or the machine's one Kubernetes node. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
+# when this make started: the table at the end of pytest (tests/timing.py) shows the steps before it
+export MAGNETAR_MAKE_STARTED := $(shell date +%s)
 
-.PHONY: test kube-tier demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv kube-deps kube-node image
+.PHONY: test check kube-tier demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv kube-deps kube-node image
 
 test: install kube-tier lint typecheck
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The inner loop, a few minutes warm: lint, types, the unit tests and each component's fastest
+# end-to-end test (tests/check.py). Never instead of `make test`, which CI runs.
+check: install lint typecheck
+	$(BIN)/pytest -n 2 --dist loadgroup --no-loadscope-reorder -m check $(PYTEST_ARGS)
 
 # What the kube tier's tests run (issue 16): the node's packages and binaries and the images. Built
 # where a node can run (root); elsewhere the tier's tests skip, saying why.

@@ -19,6 +19,8 @@ from magnetar.common.zkserver import ZooKeeperServer
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+pytest_plugins = ("tests.timing", "tests.scheduling", "tests.check")
+
 _chroots = itertools.count(1)
 
 
