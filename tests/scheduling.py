@@ -121,21 +121,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeSch
 
 
 class Durations:
-    """Each test's time in this run (setup, call and teardown), kept in the cache at its end."""
+    """Each passed test's time in this run (setup, call and teardown), kept in the cache at its
+    end; a test that failed or was skipped says nothing of how long it takes."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.seconds: dict[str, float] = defaultdict(float)
+        self.passed: set[str] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds[report.nodeid] += report.duration
+        if report.when == "call" and report.passed:
+            self.passed.add(report.nodeid)
 
     def pytest_sessionfinish(self) -> None:
         cache = getattr(self.config, "cache", None)  # None under -p no:cacheprovider
-        if cache is None or not self.seconds:
+        if cache is None or not self.passed:
             return
         known = dict(cache.get(CACHE_KEY, {}))
-        known.update(self.seconds)
+        known.update({nodeid: self.seconds[nodeid] for nodeid in self.passed})
         cache.set(CACHE_KEY, known)
 
 
