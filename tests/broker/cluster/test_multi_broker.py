@@ -592,7 +592,11 @@ def test_an_owner_whose_session_expired_lets_go_and_registers_again(cluster: Clu
     time.sleep(1)  # the acknowledgement reaches the cursor
     os.kill(victim.pid, signal.SIGSTOP)
     try:
-        time.sleep(10)  # the session (4 s) expires; its ownership and registry nodes go
+        # The session (4 s) expires: its registry node goes (and its ownership nodes with it).
+        deadline = time.monotonic() + 30
+        while victim.address in cluster.admin("GET", "/admin/v2/brokers/r1", index=other)[1]:
+            assert time.monotonic() < deadline, "the frozen broker's session did not expire in 30 s"
+            time.sleep(0.2)
         late = cluster.client(other)
         late.create_producer(topic, batching_enabled=False).send(b"taken over")  # another broker owns it
     finally:
