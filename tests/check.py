@@ -39,6 +39,7 @@ CHECK = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # on the whole collection, before anything is deselected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unmatched = set(CHECK)
     for item in items:

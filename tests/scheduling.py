@@ -14,6 +14,11 @@ the longest chain starts at once and the short ones fill in around it; without a
 guess from the markers. The durations are kept at the end of every run. (xdist would order the
 groups by their number of tests; `make test` passes ``--no-loadscope-reorder`` to keep this order.)
 
+Some tests judge timing under a fault (publishing resumes within 1 s of ZooKeeper's return): on
+two cores shared with other workers' clusters they fail for want of CPU, not for a fault of the
+system. They are marked ``exclusive``; ``--exclusive=skip`` leaves them out and
+``--exclusive=only`` runs only them, and `make test` runs them alone after the parallel part.
+
 How the groups reach xdist: its own ``xdist_group`` marks work by appending the group to a test's
 node id, which pytest 9 no longer allows, so the workers write each test's group to a file the
 controller named (``MAGNETAR_TEST_GROUPS``, inherited by the workers), and the controller's
@@ -67,15 +72,43 @@ def _guess(item: pytest.Item) -> float:
     return max((s for m, s in GUESS_S.items() if item.get_closest_marker(m)), default=DEFAULT_GUESS_S)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--exclusive",
+        choices=("run", "skip", "only"),
+        default="run",
+        help="tests marked exclusive (timing under a fault, to run with nothing beside them): run "
+        "them with the rest (default), leave them out (skip), or run only them (only)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselects by ``--exclusive``, then groups and orders for xdist."""
+    choice = config.getoption("exclusive")
+    if choice != "run":
+        wanted = choice == "only"
+        kept = [item for item in items if bool(item.get_closest_marker("exclusive")) == wanted]
+        dropped = [item for item in items if bool(item.get_closest_marker("exclusive")) != wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+    if _grouping(config):
+        _group_and_order(config, items)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # `make test`'s exclusive part of a run that selected none of them has nothing to do.
+    if session.config.getoption("exclusive") == "only" and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK
+
+
 def _grouping(config: pytest.Config) -> bool:
     # The controller has ``dist``; a worker is told by ``loadgroup`` (xdist sets dist "no" there).
     return bool(config.getvalue("dist") == "loadgroup" or getattr(config.option, "loadgroup", False))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not _grouping(config):
-        return
+def _group_and_order(config: pytest.Config, items: list[pytest.Item]) -> None:
     cache = getattr(config, "cache", None)
     known: dict[str, float] = cache.get(CACHE_KEY, {}) if cache is not None else {}
     units: dict[str, list[pytest.Item]] = defaultdict(list)
