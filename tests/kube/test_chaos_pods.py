@@ -111,7 +111,7 @@ def test_a_bookie_container_killed_through_the_cri_restarts_in_its_pod_and_nothi
     experiment["method"] = [start, kill, stop, drained]
     path = tmp_path / "bookie-container-kill.yaml"
     path.write_text(yaml.safe_dump(experiment))
-    pod_before = node.json("pod", victim)
+    pod_before = pod_doc(node, victim)
     container_before = pod_before["status"]["containerStatuses"][0]["containerID"].rpartition("//")[2]
     restarts_before = restarts(node, victim)
     done, run_dir = run(cluster, "bookie-container-kill", tmp_path, path)
@@ -120,7 +120,7 @@ def test_a_bookie_container_killed_through_the_cri_restarts_in_its_pod_and_nothi
     killed = next(r for r in journal["run"] if r["activity"]["name"] == "kill-bookie-container")
     assert killed["status"] == "succeeded", killed
     assert killed["output"]["killed_container"] == container_before
-    pod_after = node.json("pod", victim)
+    pod_after = pod_doc(node, victim)
     assert pod_after["metadata"]["uid"] == pod_before["metadata"]["uid"], "the same pod, not a new one"
     assert pod_after["status"]["containerStatuses"][0]["containerID"].rpartition("//")[2] != container_before
     assert restarts(node, victim) == restarts_before + 1, "the kubelet started the killed container again"
