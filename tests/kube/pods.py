@@ -1,6 +1,5 @@
-"""What the kube tier's tests of real pods share: a node of `magnetar kube up` (one at a time on
-the machine; conftest.py keeps one for the tier), the chart installed on it, and MagnetarClusters
-applied and Ready."""
+"""What the kube tier's tests of real pods share: a node of `magnetar kube up` (one a module, one
+at a time on the machine), the chart installed on it, and a MagnetarCluster applied and Ready."""
 
 from __future__ import annotations
 
@@ -141,34 +140,19 @@ def skip_reasons() -> list[str]:
     return reasons
 
 
-def start_node(tmp_path_factory: pytest.TempPathFactory, port_base: int, volumes: int = 24) -> Iterator[Node]:
-    """A node up until the generator is resumed (or closed), then down (a failure included)."""
+def start_node(tmp_path_factory: pytest.TempPathFactory, port_base: int) -> Iterator[Node]:
+    """A module fixture's body: a node up for the module, down at its end (a failure included)."""
     reasons = skip_reasons()
     if reasons:
         pytest.skip("; ".join(reasons))
     state_dir = tmp_path_factory.mktemp("kube") / "state"
-    out = magnetar(
-        "kube", "up", "--state-dir", str(state_dir), "--port-base", str(port_base), "--volumes", str(volumes)
-    )
+    out = magnetar("kube", "up", "--state-dir", str(state_dir), "--port-base", str(port_base))
     try:
         assert out.returncode == 0, out.stdout + out.stderr
         yield Node(state_dir, state_dir / "kubeconfig")
     finally:
         down = magnetar("kube", "down", "--state-dir", str(state_dir))
         assert down.returncode == 0, down.stdout + down.stderr
-
-
-def install_chart(node: Node) -> float:
-    """`helm install` of charts/magnetar (the operator, in the namespace magnetar); its seconds."""
-    started = time.monotonic()
-    helm = subprocess.run(
-        [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
-         str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
-         "--wait", "--timeout", "120s"],
-        capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert helm.returncode == 0, helm.stdout + helm.stderr + node.diagnostics()
-    return time.monotonic() - started
 
 
 def install_cluster(
@@ -178,10 +162,19 @@ def install_cluster(
     tmp_path_factory: pytest.TempPathFactory,
     namespace: str = "default",
 ) -> Cluster:
-    """``manifest`` (the MagnetarCluster ``name`` of ``namespace``, and what it needs) applied on
-    a node with the chart installed, until the cluster is Ready; its super-user token and CA in
+    """`helm install` of the chart, then ``manifest`` (the MagnetarCluster ``name`` of
+    ``namespace``, and what it needs) until the cluster is Ready; its super-user token and CA in
     files."""
     seconds: dict[str, float] = {}
+    started = time.monotonic()
+    helm = subprocess.run(
+        [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
+         str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
+         "--wait", "--timeout", "120s"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert helm.returncode == 0, helm.stdout + helm.stderr + node.diagnostics()
+    seconds["helm install --wait"] = time.monotonic() - started
     applied = node.kubectl("apply", "-f", str(manifest))
     assert applied.returncode == 0, applied.stderr
     ready = wait_for("the MagnetarCluster Ready", lambda: cluster_ready(node, name, namespace), node, 300)
@@ -194,13 +187,6 @@ def install_cluster(
     broker_ip = node.json("service", f"{name}-broker", "-n", namespace)["spec"]["clusterIP"]
     print(f"\ntimings: {', '.join(f'{k} {v:.0f}s' for k, v in seconds.items())}")
     return Cluster(node, name, broker_ip, token_file, ca_file, token, seconds, namespace)
-
-
-def remove(node: Node, *objects: str, namespace: str = "default") -> None:
-    """Delete what a module made (``mgc/jp-east``, ``namespace/jp-west``) without waiting: the
-    next module's clusters start while these pods end."""
-    out = node.kubectl("delete", "-n", namespace, "--wait=false", "--ignore-not-found", *objects)
-    assert out.returncode == 0, out.stderr
 
 
 @contextlib.contextmanager

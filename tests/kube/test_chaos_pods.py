@@ -6,7 +6,7 @@ at their pod IPs, and the post-mortem reads the run as it reads a local one: no 
 message lost, the pods' logs (the killed container's too) gathered in the run directory.
 
 The cluster is the shipped experiments' region (jp-east: two brokers, three bookies), so the
-experiments run unchanged. One cluster for the module, on the tier's node (conftest.py).
+experiments run unchanged. One node, chart and cluster for the module.
 """
 
 from __future__ import annotations
@@ -17,33 +17,32 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from tests.kube.pods import ROOT, Cluster, Node, install_cluster, remove
+from tests.kube.pods import ROOT, Cluster, Node, install_cluster, start_node
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
+PORT_BASE = 19440  # the other modules' nodes use other ports; one node at a time all the same
 REGION = "jp-east"
-#: a namespace of its own: the tier's other clusters share the node
-NAMESPACE = "chaos"
 
 
 @pytest.fixture(scope="module")
-def cluster(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    yield from start_node(tmp_path_factory, PORT_BASE)
+
+
+@pytest.fixture(scope="module")
+def cluster(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
     manifest = yaml.safe_load((ROOT / "examples/k8s/local/cluster.yaml").read_text())
     manifest["metadata"]["name"] = REGION
-    manifest["metadata"]["namespace"] = NAMESPACE
     manifest["spec"]["bookies"]["replicas"] = 3
     manifest["spec"]["brokers"]["replicas"] = 2
     path = tmp_path_factory.mktemp("manifest") / "jp-east.yaml"
     path.write_text(yaml.safe_dump(manifest))
-    created = node.kubectl("create", "namespace", NAMESPACE)
-    assert created.returncode == 0, created.stderr
-    yield install_cluster(node, path, REGION, tmp_path_factory, namespace=NAMESPACE)
-    remove(node, f"namespace/{NAMESPACE}")
+    return install_cluster(node, path, REGION, tmp_path_factory)
 
 
 def run(
@@ -53,7 +52,7 @@ def run(
     path = path or ROOT / f"chaos/experiments/{experiment}.yaml"
     command = [
         sys.executable, "-m", "magnetar", "chaos", "run", str(path),
-        "--kube", "--kube-cluster", f"{REGION}@{NAMESPACE}", "--kubeconfig", str(node.kubeconfig),
+        "--kube", "--kube-cluster", f"{REGION}@default", "--kubeconfig", str(node.kubeconfig),
         "--run-id", f"kube-{experiment}",
     ]  # fmt: skip
     env = {**os.environ, "MAGNETAR_CONTAINERD_SOCKET": str(node.state_dir / "containerd/containerd.sock")}
@@ -61,12 +60,8 @@ def run(
     return done, workdir / "runs" / f"kube-{experiment}"
 
 
-def pod_doc(node: Node, pod: str) -> Any:
-    return node.json("pod", pod, "-n", NAMESPACE)
-
-
 def restarts(node: Node, pod: str) -> int:
-    statuses = pod_doc(node, pod)["status"]["containerStatuses"]
+    statuses = node.json("pod", pod)["status"]["containerStatuses"]
     return sum(int(s["restartCount"]) for s in statuses)
 
 
@@ -111,7 +106,7 @@ def test_a_bookie_container_killed_through_the_cri_restarts_in_its_pod_and_nothi
     experiment["method"] = [start, kill, stop, drained]
     path = tmp_path / "bookie-container-kill.yaml"
     path.write_text(yaml.safe_dump(experiment))
-    pod_before = pod_doc(node, victim)
+    pod_before = node.json("pod", victim)
     container_before = pod_before["status"]["containerStatuses"][0]["containerID"].rpartition("//")[2]
     restarts_before = restarts(node, victim)
     done, run_dir = run(cluster, "bookie-container-kill", tmp_path, path)
@@ -120,7 +115,7 @@ def test_a_bookie_container_killed_through_the_cri_restarts_in_its_pod_and_nothi
     killed = next(r for r in journal["run"] if r["activity"]["name"] == "kill-bookie-container")
     assert killed["status"] == "succeeded", killed
     assert killed["output"]["killed_container"] == container_before
-    pod_after = pod_doc(node, victim)
+    pod_after = node.json("pod", victim)
     assert pod_after["metadata"]["uid"] == pod_before["metadata"]["uid"], "the same pod, not a new one"
     assert pod_after["status"]["containerStatuses"][0]["containerID"].rpartition("//")[2] != container_before
     assert restarts(node, victim) == restarts_before + 1, "the kubelet started the killed container again"
@@ -139,17 +134,17 @@ def test_broker_rolling_restart_on_pods_is_the_operators_roll_and_nothing_is_los
     its bundles were transferred away, and no bookie; nothing acknowledged is lost."""
     node = cluster.node
     brokers = cluster.pods("broker") + cluster.pods("broker-readonly")
-    uids = {p: pod_doc(node, p)["metadata"]["uid"] for p in brokers + cluster.pods("bookie")}
+    uids = {p: node.json("pod", p)["metadata"]["uid"] for p in brokers + cluster.pods("bookie")}
     done, run_dir = run(cluster, "broker-rolling-restart", tmp_path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:] + node.diagnostics()
     journal = json.loads((run_dir / "journal.json").read_text())
     rolled = next(r for r in journal["run"] if r["activity"]["name"] == "roll-brokers")
     assert rolled["status"] == "succeeded", rolled
     assert sorted(rolled["output"]["restarted"]) == sorted(brokers), rolled["output"]
-    after = {p: pod_doc(node, p)["metadata"]["uid"] for p in uids}
+    after = {p: node.json("pod", p)["metadata"]["uid"] for p in uids}
     assert all(after[p] != uids[p] for p in brokers), "every broker pod is a new one"
     assert all(after[p] == uids[p] for p in uids if p not in brokers), "no bookie restarted"
-    spec = node.json("mgc", REGION, "-n", NAMESPACE)["spec"]["brokers"]
+    spec = node.json("mgc", REGION, "-n", "default")["spec"]["brokers"]
     assert spec["restartedAt"] == rolled["output"]["restarted_at"]
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
     assert summary["headline"]["losses"] == 0, summary["headline"]
@@ -173,14 +168,14 @@ def test_the_operator_rolls_bookies_then_brokers_under_500_msgs_and_nothing_is_l
     path = tmp_path / "rollout.yaml"
     path.write_text(yaml.safe_dump(experiment))
     pods = cluster.pods("bookie") + cluster.pods("broker") + cluster.pods("broker-readonly")
-    uids = {p: pod_doc(node, p)["metadata"]["uid"] for p in pods}
+    uids = {p: node.json("pod", p)["metadata"]["uid"] for p in pods}
     done, run_dir = run(cluster, "rollout", tmp_path, path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:] + node.diagnostics()
     journal = json.loads((run_dir / "journal.json").read_text())
     outputs = {r["activity"]["name"]: r["output"] for r in journal["run"] if r["status"] == "succeeded"}
     assert outputs["roll-bookies"]["restarted"] == cluster.pods("bookie")[::-1], outputs["roll-bookies"]
     assert sorted(outputs["roll-brokers"]["restarted"]) == sorted(p for p in pods if "-broker-" in p)
-    assert all(pod_doc(node, p)["metadata"]["uid"] != uids[p] for p in pods), "every pod is a new one"
+    assert all(node.json("pod", p)["metadata"]["uid"] != uids[p] for p in pods), "every pod is a new one"
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
     assert summary["headline"]["losses"] == 0, summary["headline"]
     assert summary["headline"]["events"] > 20_000, "the workload wrote too little to tell"
@@ -192,9 +187,8 @@ def test_the_demo_moves_a_bundle_on_pods_and_loses_nothing(cluster: Cluster, tmp
     # bundle to the next owner's pod IP; the post-mortem finds nothing acknowledged lost.
     node = cluster.node
     command = [
-        sys.executable, "-m", "magnetar", "chaos", "demo", "--kube",
-        "--kube-cluster", f"{REGION}@{NAMESPACE}", "--kubeconfig", str(node.kubeconfig),
-        "--experiment", "bundle-transfer",
+        sys.executable, "-m", "magnetar", "chaos", "demo", "--kube", "--kube-cluster", f"{REGION}@default",
+        "--kubeconfig", str(node.kubeconfig), "--experiment", "bundle-transfer",
     ]  # fmt: skip
     env = {**os.environ, "MAGNETAR_CONTAINERD_SOCKET": str(node.state_dir / "containerd/containerd.sock")}
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -224,14 +218,14 @@ def test_a_deleted_broker_pod_is_made_again_and_nothing_acknowledged_is_lost(
     experiment["method"] = [start, delete, stop]
     path = tmp_path / "broker-pod-delete.yaml"
     path.write_text(yaml.safe_dump(experiment))
-    uid_before = pod_doc(node, f"{REGION}-broker-1")["metadata"]["uid"]
+    uid_before = node.json("pod", f"{REGION}-broker-1")["metadata"]["uid"]
     done, run_dir = run(cluster, "broker-pod-delete", tmp_path, path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:] + node.diagnostics()
     journal = json.loads((run_dir / "journal.json").read_text())
     deleted = next(r for r in journal["run"] if r["activity"]["name"] == "delete-broker-pod")
     assert deleted["status"] == "succeeded", deleted
     assert deleted["output"]["deleted_uid"] == uid_before
-    assert pod_doc(node, f"{REGION}-broker-1")["metadata"]["uid"] != uid_before, "a new pod"
+    assert node.json("pod", f"{REGION}-broker-1")["metadata"]["uid"] != uid_before, "a new pod"
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
     assert summary["headline"]["losses"] == 0, summary["headline"]
     assert summary["headline"]["events"] > 1000, "the workload wrote too little to tell"

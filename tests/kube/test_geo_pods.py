@@ -6,7 +6,7 @@ official client produces in jp-east and consumes what jp-west replicated; `magne
 jp-west's containers are frozen and thawed, its consumer fails over to jp-east); partition-regions
 cuts the link between the regions' pods on the node and heals it. Nothing acknowledged is lost.
 
-One pair of clusters for the module, on the tier's node (conftest.py) (the experiments' regions, jp-east and
+One node, chart and pair of clusters for the module (the experiments' regions, jp-east and
 jp-west: one broker, two bookies and a ZooKeeper each). jp-east's ZooKeeper holds the shared
 configuration store; the experiment freezes jp-west.
 """
@@ -35,18 +35,24 @@ from tests.kube.pods import (
     cluster_ready,
     condition,
     install_cluster,
-    remove,
+    start_node,
     wait_for,
 )
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
+PORT_BASE = 19640  # the other modules' nodes use other ports; one node at a time all the same
 EAST, WEST = "jp-east", "jp-west"
 EXAMPLE = ROOT / "examples/k8s/local/geo.yaml"
 
 
 @pytest.fixture(scope="module")
-def regions(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    yield from start_node(tmp_path_factory, PORT_BASE)
+
+
+@pytest.fixture(scope="module")
+def regions(node: Node, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cluster]:
     """The example as a user applies it: the two Kubernetes namespaces and jp-east, then jp-west
     (naming jp-east's key and CA in jp-east's namespace, which it waits for) and the namespace
     replicated to both."""
@@ -61,8 +67,7 @@ def regions(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
     west_ip = node.json("service", f"{WEST}-broker", "-n", WEST)["spec"]["clusterIP"]
     # One token and one CA serve both regions: that is the point of sharing them.
     west = Cluster(node, WEST, west_ip, east.token_file, east.ca_file, east.token, namespace=WEST)
-    yield {EAST: east, WEST: west}
-    remove(node, f"namespace/{EAST}", f"namespace/{WEST}")
+    return {EAST: east, WEST: west}
 
 
 def test_what_jp_east_stores_reaches_a_consumer_in_jp_west_in_order(regions: dict[str, Cluster]) -> None:

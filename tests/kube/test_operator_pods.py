@@ -5,8 +5,9 @@ bookie and broker pods that pass their readiness probes, with the MagnetarCluste
 pulsar-client on this machine produces and consumes through the broker Service, `magnetar admin`
 works through it, and a MagnetarNamespace becomes a namespace of the admin API.
 
-The tier's node and its region-a cluster (conftest.py; the node up in about 25 s, the chart in
-3 s, the cluster Ready in about 15 s on 2 cores), which test_operator_promises_pods.py uses after.
+One node, chart and cluster for the module (the node up in about 25 s, the chart in 3 s, the cluster
+Ready in about 15 s on 2 cores; `down` takes about 50 s); the node is taken down at the end, also
+when a test fails.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,7 +27,9 @@ from tests.kube.pods import (
     Cluster,
     Node,
     condition,
+    install_cluster,
     magnetar,
+    start_node,
     wait_for,
 )
 
@@ -33,12 +37,18 @@ pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip i
 
 pytestmark = pytest.mark.kube
 
+PORT_BASE = 18440  # neither the default nor test_node.py's: each module has its own node, one after the other
 CLUSTER = "region-a"
 
 
 @pytest.fixture(scope="module")
-def cluster(region_a: Cluster) -> Cluster:
-    return region_a
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    yield from start_node(tmp_path_factory, PORT_BASE)
+
+
+@pytest.fixture(scope="module")
+def cluster(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    return install_cluster(node, ROOT / "examples/k8s/local/cluster.yaml", CLUSTER, tmp_path_factory)
 
 
 def test_every_pod_passes_its_readiness_probe_and_the_cluster_says_ready(cluster: Cluster) -> None:

@@ -14,8 +14,8 @@ Each runs under the chaos lab's workload at 500 msg/s (the official client in it
 event log of DESIGN §6), whose every acknowledged send must be received; beside it, the test's own
 official-client producers at a modest rate check what the lab's workload does not (ledgers on a new
 bookie, each receipt after a move). Both reach the brokers at their pod IPs (token, the pod-ip
-listener); the metadata store is read from here through the ZooKeeper Service's ClusterIP. The
-tier's node and region-a cluster (conftest.py), after test_operator_pods.py has read it.
+listener); the metadata store is read from here through the ZooKeeper Service's ClusterIP. One
+node, chart and cluster for the module (about 4 minutes on 2 cores, node up and down included).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,14 @@ from magnetar.bookie.autorecovery.marks import UnderReplication
 from magnetar.bookie.client import BKError, LedgerClient, LedgerClientConfig
 from magnetar.common.metadata import open_store
 from tests.kube.pods import (
+    ROOT,
     Cluster,
     Node,
     assert_nothing_lost,
     condition,
+    install_cluster,
     lab_workload,
+    start_node,
     wait_for,
 )
 
@@ -50,12 +54,18 @@ pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip i
 
 pytestmark = pytest.mark.kube
 
+PORT_BASE = 20440  # each module has its own node (one at a time), on its own ports
 CLUSTER = "region-a"
 
 
 @pytest.fixture(scope="module")
-def cluster(region_a: Cluster) -> Cluster:
-    return region_a
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    yield from start_node(tmp_path_factory, PORT_BASE)
+
+
+@pytest.fixture(scope="module")
+def cluster(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    return install_cluster(node, ROOT / "examples/k8s/local/cluster.yaml", CLUSTER, tmp_path_factory)
 
 
 # -- what the metadata store says -------------------------------------------------------------------
