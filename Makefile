@@ -20,6 +20,7 @@ TEST_WORKERS ?= 0
 PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 # when this make started: the table at the end of pytest (tests/timing.py) shows the steps before it
 export MAGNETAR_MAKE_STARTED := $(shell date +%s)
+export MAGNETAR_MAKE_GOALS := $(or $(MAKECMDGOALS),test)
 
 .PHONY: test check kube-tier demo install system-deps proto lint typecheck bench bench-compare clean k8s-testenv kube-deps kube-node image
 
