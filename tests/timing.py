@@ -5,8 +5,9 @@ A tier is a folder under ``tests/`` (``broker/e2e``, ``spark``, ...). A test's t
 call and teardown, so a module's shared cluster counts in the tier that starts it. With several
 workers (pytest-xdist) the tiers' times add up to more than the run's wall time: the table says
 both. The machine's CPU comes from /proc/stat, so it counts every process the tests started.
-Under `make test` (or `make check`) it also says how long the steps before pytest took (install,
-the kube tier's builds, lint, types: make passes its start in ``MAGNETAR_MAKE_STARTED``).
+Under `make test` (or `make check`) it also says how long make has run so far and how much of it
+came before this pytest (install, the kube tier's builds, lint, types, and under `make test` the
+first pytest for the second: make passes its start in ``MAGNETAR_MAKE_STARTED``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
-TESTS = Path(__file__).resolve().parent
-
 
 @dataclass
 class Tier:
@@ -81,7 +79,8 @@ class TierTimes:
             before = self.started_at - int(make_started)
             goals = os.environ.get("MAGNETAR_MAKE_GOALS", "test")
             total = _minutes(before + wall)
-            line = f"make {goals} {total}: the steps before pytest {_minutes(before)}, {line}"
+            # `make test` runs pytest twice (the exclusive tests alone after the rest): "so far"
+            line = f"make {goals} so far {total}: before this pytest {_minutes(before)}, {line}"
         now = _busy_and_total_jiffies()
         if self.jiffies and now and now[1] > self.jiffies[1]:
             busy = (now[0] - self.jiffies[0]) / (now[1] - self.jiffies[1])
