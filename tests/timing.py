@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+
 @dataclass
 class Tier:
     tests: set[str] = field(default_factory=set)
