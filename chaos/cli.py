@@ -225,18 +225,24 @@ def demo(
         results = _run_all(names, stamp, chaos_run.Target("kubernetes", directory))
     else:
         results = _demo_locally(cluster_file, experiments or DEMO_EXPERIMENTS, stamp)
-    analysed = [_postmortem(run_dir) for _, run_dir, _ in results]
+    status = _postmortem(*(run_dir for _, run_dir, _ in results))
+    analysed = [_losses(run_dir) for _, run_dir, _ in results]
     console.print("[bold]demo results[/]")
-    for (name, run_dir, result), status in zip(results, analysed, strict=True):
-        verdict = {0: "no acknowledged message lost", 3: "ACKNOWLEDGED MESSAGES LOST"}.get(
-            status, f"post-mortem failed (exit {status})"
+    for (name, run_dir, result), losses in zip(results, analysed, strict=True):
+        verdict = (
+            ("not analysed" if status == 0 else f"post-mortem failed (exit {status})")
+            if losses is None
+            else "ACKNOWLEDGED MESSAGES LOST"
+            if losses
+            else "no acknowledged message lost"
         )
         console.print(
             f"  {name}: {result['status']}, hypothesis after: {result['hypothesis_after']}\n"
             f"    {verdict}\n"
             f"    report: {run_dir / 'report' / 'report.html'}"
         )
-    if any(r["status"] != "completed" for _, _, r in results) or any(analysed):
+    # the post-mortem's status is 3 where any run lost an acknowledged message
+    if any(r["status"] != "completed" for _, _, r in results) or status != 0:
         raise SystemExit(1)
 
 
@@ -282,19 +288,37 @@ def _run_all(experiments: tuple[str, ...], stamp: str, target: chaos_run.Target)
     return results
 
 
-def _postmortem(run_dir: Path) -> int:
-    """Run ``magnetar postmortem`` on ``run_dir`` (it prints the headline and the report's path);
-    its exit status: 0 fine, 3 an acknowledged message was lost, 2 bad input."""
+def _postmortem(*run_dirs: Path) -> int:
+    """Run ``magnetar postmortem`` on those of ``run_dirs`` that logged events, in one Spark
+    session (it prints the headlines and the reports' paths); its exit status: 0 fine, 3 an
+    acknowledged message was lost, 2 bad input."""
     import importlib.util
     import subprocess
     import sys
 
-    if not any((run_dir / "events").glob("*.jsonl")):
-        console.print("post-mortem skipped: the experiment ran no workload (no events/*.jsonl)")
+    logged = [run_dir for run_dir in run_dirs if any((run_dir / "events").glob("*.jsonl"))]
+    for run_dir in sorted(set(run_dirs) - set(logged)):
+        console.print(f"post-mortem of {run_dir} skipped: the experiment ran no workload (no events/*.jsonl)")
+    if not logged:
         return 0
+    named = " ".join(str(run_dir) for run_dir in logged)
     if importlib.util.find_spec("pyspark") is None:
-        console.print(f"post-mortem skipped: install magnetar[spark], then `magnetar postmortem {run_dir}`")
+        console.print(f"post-mortem skipped: install magnetar[spark], then `magnetar postmortem {named}`")
         return 0
-    console.print(f"[bold]post-mortem[/] of {run_dir}")
-    command = [sys.executable, "-m", "magnetar", "postmortem", str(run_dir)]
+    console.print(f"[bold]post-mortem[/] of {named}")
+    command = [sys.executable, "-m", "magnetar", "postmortem", *map(str, logged)]
     return subprocess.run(command, check=False).returncode
+
+
+def _losses(run_dir: Path) -> int | None:
+    """The acknowledged messages the post-mortem of ``run_dir`` found lost: 0 where the run logged
+    no events, None where it has no report."""
+    import json
+
+    if not any((run_dir / "events").glob("*.jsonl")):
+        return 0
+    try:
+        summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return int(summary["headline"]["losses"])

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from magnetar.spark.location import Location
+
 #: exit statuses: CI gates on a loss
 EXIT_BAD_INPUT, EXIT_LOSS = 2, 3
 #: how many lost uids are printed
 SHOWN = 20
+
+if TYPE_CHECKING:
+    from magnetar.spark.postmortem import Result
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -23,6 +29,7 @@ console = Console(stderr=True, highlight=False, soft_wrap=True)
     epilog="""\b
 Examples:
   magnetar postmortem runs/bundle-unload-20261122T101500Z
+  magnetar postmortem runs/demo-*-bundle-unload runs/demo-*-region-outage   # one session
   magnetar postmortem runs/magnetar-run --compare runs/pulsar-run   # side by side
   magnetar postmortem runs/a --threshold-ms 100 --out /tmp/report-a
   magnetar postmortem runs/a --master spark://spark-master:7077      # on a Spark cluster
@@ -37,7 +44,7 @@ Exit status: 0 fine; 3 an acknowledged message was lost (the uids are printed);
 2 bad input (missing run directory, unreadable journal.json, unknown event schema version,
 a URI whose filesystem cannot be opened).""",
 )
-@click.argument("run_dir")
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...")
 @click.option("--compare", "other", metavar="RUN_DIR", help="A second run to put side by side.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL (passed through).")
 @click.option(
@@ -48,59 +55,85 @@ a URI whose filesystem cannot be opened).""",
     help="Shortest disruption window reported.",
 )
 @click.option("--out", metavar="DIR", help="Report directory, a path or a URI  [default: RUN_DIR/report]")
-def postmortem(run_dir: str, other: str | None, master: str, threshold_ms: float, out: str | None) -> None:
+def postmortem(
+    run_dirs: tuple[str, ...], other: str | None, master: str, threshold_ms: float, out: str | None
+) -> None:
     """Disruption windows, duplicates, losses, reorders, latency and throughput of a chaos-lab run
-    (events/*.jsonl and journal.json), computed with PySpark."""
-    from magnetar.spark import postmortem as job
+    (events/*.jsonl and journal.json), computed with PySpark. Several runs are analysed one after
+    the other in one Spark session, each into its own RUN_DIR/report."""
     from magnetar.spark.errors import BadInputError
-    from magnetar.spark.ingest import event_files
-    from magnetar.spark.journal import read_faults
-    from magnetar.spark.location import Location
 
+    if len(run_dirs) > 1 and (out is not None or other is not None):
+        raise click.UsageError("--out and --compare take one RUN_DIR")
     started = time.monotonic()
 
     def status(message: str) -> None:
         console.print(f"[dim]{time.monotonic() - started:6.1f}s[/] {message}")
 
     try:
-        # bad input is reported before paying for a JVM
-        for directory in (run_dir, *([other] if other else [])):
-            event_files(directory)
-            read_faults(directory)
-        report_dir = Location.of(out) if out is not None else None
-        status(f"starting Spark ({master})")
-        from pyspark.sql import SparkSession
-
-        from magnetar.spark.session import spark_session
-
-        # a caller's session (a notebook, a test) is used and left running
-        borrowed = SparkSession.getActiveSession() is not None
-        spark = spark_session(master)
-        try:
-            result = job.run(run_dir, spark, threshold_ms=threshold_ms, out=report_dir, status=status)
-            compared = None
-            if other is not None:
-                second = job.run(other, spark, threshold_ms=threshold_ms, status=status)
-                from magnetar.spark.report import render_compare
-
-                compared = result.out / f"compare-{second.summary['run']}.html"
-                compared.write_text(render_compare(result.summary, second.summary))
-                _headline([result.summary, second.summary])
-            else:
-                _headline([result.summary])
-        finally:
-            if not borrowed:
-                spark.stop()
+        results, compared = _analyse(run_dirs, other, master, threshold_ms, out, status)
     except BadInputError as exc:
         console.print(f"[bold red]bad input:[/] {exc}")
         sys.exit(EXIT_BAD_INPUT)
-    console.print(f"report: [bold]{result.report}[/]")
-    console.print(f"summary: {result.out / 'summary.json'}")
+    for result in results:
+        console.print(f"report: [bold]{result.report}[/]")
+        console.print(f"summary: {result.out / 'summary.json'}")
     if compared is not None:
         console.print(f"comparison: [bold]{compared}[/]")
-    if result.losses:
+    lossy = [result for result in results if result.losses]
+    for result in lossy:
         _lost(result.summary)
+    if lossy:
         sys.exit(EXIT_LOSS)
+
+
+def _analyse(
+    run_dirs: tuple[str, ...],
+    other: str | None,
+    master: str,
+    threshold_ms: float,
+    out: str | None,
+    status: Callable[[str], None],
+) -> tuple[list[Result], Location | None]:
+    """The post-mortem of each run (and of --compare's), in one session; the comparison page."""
+    from magnetar.spark import postmortem as job
+    from magnetar.spark.ingest import event_files
+    from magnetar.spark.journal import read_faults
+    from magnetar.spark.session import SMALL_INPUT_BYTES
+
+    # bad input is reported before paying for a JVM
+    logged = 0
+    for directory in (*run_dirs, *([other] if other else [])):
+        logged += sum(f.size() for f in event_files(directory))
+        read_faults(directory)
+    report_dir = Location.of(out) if out is not None else None
+    status(f"starting Spark ({master})")
+    from pyspark.sql import SparkSession
+
+    from magnetar.spark.session import spark_session
+
+    # a caller's session (a notebook, a test) is used and left running
+    borrowed = SparkSession.getActiveSession() is not None
+    spark = spark_session(master, small_input=logged <= SMALL_INPUT_BYTES)
+    try:
+        results = [
+            job.run(run_dir, spark, threshold_ms=threshold_ms, out=report_dir, status=status)
+            for run_dir in run_dirs
+        ]
+        compared = None
+        if other is not None:
+            second = job.run(other, spark, threshold_ms=threshold_ms, status=status)
+            from magnetar.spark.report import render_compare
+
+            compared = results[0].out / f"compare-{second.summary['run']}.html"
+            compared.write_text(render_compare(results[0].summary, second.summary))
+            _headline([results[0].summary, second.summary])
+        else:
+            _headline([result.summary for result in results])
+    finally:
+        if not borrowed:
+            spark.stop()
+    return results, compared
 
 
 def _headline(summaries: list[dict[str, Any]]) -> None:

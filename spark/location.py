@@ -95,6 +95,10 @@ class Location:
     def is_dir(self) -> bool:
         return bool(self._info().type == pafs.FileType.Directory)
 
+    def size(self) -> int:
+        """Bytes in this file (0 for anything else)."""
+        return int(self._info().size or 0)
+
     def files(self, prefix: str = "", suffix: str = "") -> list[Location]:
         """The files directly in this directory named ``prefix…suffix``, by name; none if it is not
         a directory."""

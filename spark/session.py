@@ -10,15 +10,26 @@ from pyspark.sql import SparkSession
 #: for a small log: one shuffle partition, and expressions evaluated without whole-stage code
 #: generation; compiling each new plan's generated code costs more than it saves on little data
 SMALL_INPUT = {"spark.sql.shuffle.partitions": "1", "spark.sql.codegen.wholeStage": "false"}
+#: the driver JVM of a session that analyses only small logs: the JIT's first tier, and the serial
+#: collector. A post-mortem of a few thousand events is over in seconds, long before C2's compiler
+#: threads (which took as much CPU as the analysis itself) pay off.
+SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: the logs (bytes of events/*.jsonl) a session is started for SMALL_INPUT_JVM
+SMALL_INPUT_BYTES = 64 * 1024 * 1024
 
 
 def spark_session(
-    master: str | None = "local[*]", app: str = "magnetar-postmortem", conf: Mapping[str, str] | None = None
+    master: str | None = "local[*]",
+    app: str = "magnetar-postmortem",
+    conf: Mapping[str, str] | None = None,
+    *,
+    small_input: bool = False,
 ) -> SparkSession:
     """A quiet session: no UI, no progress bars, WARN logging, UTC, few shuffle partitions locally.
 
     ``master=None`` keeps whatever spark-submit configured; ``conf`` adds to or overrides these
-    settings (e.g. an executor's memory on a cluster)."""
+    settings (e.g. an executor's memory on a cluster); ``small_input``: the driver JVM is started
+    for small logs only (SMALL_INPUT_JVM; nothing changes if a session is already running)."""
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
@@ -36,6 +47,8 @@ def spark_session(
         .config("spark.sql.codegen.cache.maxEntries", "2000")
         .config("spark.driver.memory", "3g")
     )
+    if small_input:
+        builder = builder.config("spark.driver.extraJavaOptions", SMALL_INPUT_JVM)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -134,6 +134,27 @@ def test_cli_exits_3_and_lists_the_lost_uids(spark: SparkSession, tmp_path: Path
     assert spark.range(3).count() == 3
 
 
+def test_cli_analyses_several_runs_in_one_session_and_exits_3_if_any_lost(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    lossy, clean = tmp_path / "lossy", tmp_path / "clean"
+    synthetic.write(SMALL, lossy)
+    synthetic.write(CLEAN, clean)
+    result = CliRunner().invoke(command, [str(clean), str(lossy)])
+    assert result.exit_code == 3, result.output
+    summaries = {run: json.loads((run / "report" / "summary.json").read_text()) for run in (clean, lossy)}
+    assert (summaries[clean]["headline"]["losses"], summaries[lossy]["headline"]["losses"]) == (0, 1)
+    assert "1 acknowledged messages were never received" in result.output
+    assert result.output.count("report: ") == 2
+
+
+def test_cli_refuses_out_with_several_runs_before_starting_spark(tmp_path: Path) -> None:
+    runs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    result = CliRunner().invoke(command, [*runs, "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    assert "--out and --compare take one RUN_DIR" in result.output
+
+
 def test_cli_help_has_examples() -> None:
     result = CliRunner().invoke(command, ["--help"])
     assert result.exit_code == 0
