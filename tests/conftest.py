@@ -65,6 +65,7 @@ def spark() -> Iterator[SparkSession]:
     """Spark in local mode, shared by the post-mortem tests and the chaos runs they analyse."""
     from magnetar.spark.session import spark_session  # imported only by the suites that use it
 
-    session = spark_session("local[2]")
+    # the tests' logs are small: a driver JVM for them (ten post-mortems: 176 core-s, not 245)
+    session = spark_session("local[2]", small_input=True)
     yield session
     session.stop()
