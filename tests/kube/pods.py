@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from magnetar.chaos.kube import target as kube_target
 from magnetar.chaos.workload.actions import start_workload, stop_workload
 from magnetar.kube.host import bridge_exists, missing_binaries
 from magnetar.kube.layout import BRIDGE, IMAGES_DIR
 from magnetar.operator.testenv.control_plane import BIN
+from magnetar.spark import postmortem
 from tests.chaos.eventlog import events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,6 +215,12 @@ def lab_workload(cluster: Cluster, workdir: Path, topic: str, rate: float = 500)
         yield run_dir
     finally:
         stop_workload(configuration=configuration)
+
+
+def post_mortem(run_dir: Path, spark: SparkSession) -> dict[str, Any]:
+    """The summary of the run's post-mortem, analysed in the test run's Spark session (rather than
+    a JVM of its own for each `magnetar chaos run`)."""
+    return postmortem.run(run_dir, spark, html=False).summary
 
 
 def assert_nothing_lost(run_dir: Path, node: Node, at_least: int = 1000) -> None:

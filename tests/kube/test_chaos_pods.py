@@ -3,7 +3,9 @@ chaos/experiments/<name>.yaml --kube` against a MagnetarCluster the operator run
 `magnetar kube up`. The activities kill containers through their host PIDs (which the node's
 containerd gives), the kubelet restarts them, the workload on this machine reaches the brokers
 at their pod IPs, and the post-mortem reads the run as it reads a local one: no acknowledged
-message lost, the pods' logs (the killed container's too) gathered in the run directory.
+message lost, the pods' logs (the killed container's too) gathered in the run directory. The
+runs are analysed in the test run's one Spark session; the demo's test keeps the post-mortem that
+`magnetar chaos demo` runs itself.
 
 The cluster is the shipped experiments' region (jp-east: two brokers, three bookies), so the
 experiments run unchanged. One node, chart and cluster for the module.
@@ -20,8 +22,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pyspark.sql import SparkSession
 
-from tests.kube.pods import ROOT, Cluster, Node, install_cluster, start_node
+from tests.kube.pods import ROOT, Cluster, Node, install_cluster, post_mortem, start_node
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
@@ -53,7 +56,7 @@ def run(
     command = [
         sys.executable, "-m", "magnetar", "chaos", "run", str(path),
         "--kube", "--kube-cluster", f"{REGION}@default", "--kubeconfig", str(node.kubeconfig),
-        "--run-id", f"kube-{experiment}",
+        "--run-id", f"kube-{experiment}", "--no-postmortem",
     ]  # fmt: skip
     env = {**os.environ, "MAGNETAR_CONTAINERD_SOCKET": str(node.state_dir / "containerd/containerd.sock")}
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
@@ -67,13 +70,13 @@ def restarts(node: Node, pod: str) -> int:
 
 @pytest.mark.parametrize(("experiment", "role"), [("broker-kill", "broker"), ("bookie-loss", "bookie")])
 def test_an_experiment_on_pods_loses_nothing_and_the_kubelet_restarts_what_it_killed(
-    cluster: Cluster, tmp_path: Path, experiment: str, role: str
+    cluster: Cluster, tmp_path: Path, spark: SparkSession, experiment: str, role: str
 ) -> None:
     node = cluster.node
     before = {p: restarts(node, p) for p in cluster.pods(role)}
     done, run_dir = run(cluster, experiment, tmp_path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:] + node.diagnostics()
-    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    summary = post_mortem(run_dir, spark)
     assert summary["headline"]["losses"] == 0, summary["headline"]
     assert summary["headline"]["events"] > 1000, "the workload wrote too little to tell"  # 200 msg/s, 20 s
     journal = json.loads((run_dir / "journal.json").read_text())
@@ -89,7 +92,7 @@ def test_an_experiment_on_pods_loses_nothing_and_the_kubelet_restarts_what_it_ki
 
 
 def test_a_bookie_container_killed_through_the_cri_restarts_in_its_pod_and_nothing_is_lost(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, spark: SparkSession
 ) -> None:
     """bookie-loss with the kill and restart replaced by magnetar.chaos.kube.actions.kill_container:
     the node's CRI kills the container (SIGKILL, as ``crictl stop --timeout 0``), the kubelet
@@ -121,13 +124,13 @@ def test_a_bookie_container_killed_through_the_cri_restarts_in_its_pod_and_nothi
     assert restarts(node, victim) == restarts_before + 1, "the kubelet started the killed container again"
     last = pod_after["status"]["containerStatuses"][0]["lastState"]["terminated"]
     assert last["exitCode"] == 137, last  # SIGKILL: no grace period
-    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    summary = post_mortem(run_dir, spark)
     assert summary["headline"]["losses"] == 0, summary["headline"]
     assert summary["headline"]["events"] > 1000, "the workload wrote too little to tell"
 
 
 def test_broker_rolling_restart_on_pods_is_the_operators_roll_and_nothing_is_lost(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, spark: SparkSession
 ) -> None:
     """The shipped broker-rolling-restart with --kube: a new ``restartedAt`` in the
     MagnetarCluster, and the operator restarts every broker pod (read-only ones too), each after
@@ -146,13 +149,13 @@ def test_broker_rolling_restart_on_pods_is_the_operators_roll_and_nothing_is_los
     assert all(after[p] == uids[p] for p in uids if p not in brokers), "no bookie restarted"
     spec = node.json("mgc", REGION, "-n", "default")["spec"]["brokers"]
     assert spec["restartedAt"] == rolled["output"]["restarted_at"]
-    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    summary = post_mortem(run_dir, spark)
     assert summary["headline"]["losses"] == 0, summary["headline"]
     assert summary["headline"]["events"] > 1000, "the workload wrote too little to tell"
 
 
 def test_the_operator_rolls_bookies_then_brokers_under_500_msgs_and_nothing_is_lost(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, spark: SparkSession
 ) -> None:
     """The operator's rollout promise under the chaos lab's workload (official client, event log,
     500 msg/s): a new restartedAt for the bookies, then for the brokers; the operator restarts
@@ -176,7 +179,7 @@ def test_the_operator_rolls_bookies_then_brokers_under_500_msgs_and_nothing_is_l
     assert outputs["roll-bookies"]["restarted"] == cluster.pods("bookie")[::-1], outputs["roll-bookies"]
     assert sorted(outputs["roll-brokers"]["restarted"]) == sorted(p for p in pods if "-broker-" in p)
     assert all(node.json("pod", p)["metadata"]["uid"] != uids[p] for p in pods), "every pod is a new one"
-    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    summary = post_mortem(run_dir, spark)
     assert summary["headline"]["losses"] == 0, summary["headline"]
     assert summary["headline"]["events"] > 20_000, "the workload wrote too little to tell"
 
@@ -202,7 +205,7 @@ def test_the_demo_moves_a_bundle_on_pods_and_loses_nothing(cluster: Cluster, tmp
 
 
 def test_a_deleted_broker_pod_is_made_again_and_nothing_acknowledged_is_lost(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, spark: SparkSession
 ) -> None:
     """broker-kill with the kill replaced by magnetar.chaos.kube.actions.delete_pod: the pod
     goes through its grace period (its bundles handed over), the StatefulSet makes a new pod of
@@ -226,6 +229,6 @@ def test_a_deleted_broker_pod_is_made_again_and_nothing_acknowledged_is_lost(
     assert deleted["status"] == "succeeded", deleted
     assert deleted["output"]["deleted_uid"] == uid_before
     assert node.json("pod", f"{REGION}-broker-1")["metadata"]["uid"] != uid_before, "a new pod"
-    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    summary = post_mortem(run_dir, spark)
     assert summary["headline"]["losses"] == 0, summary["headline"]
     assert summary["headline"]["events"] > 1000, "the workload wrote too little to tell"

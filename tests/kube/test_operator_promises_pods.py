@@ -344,8 +344,12 @@ def delete_the_operator_mid_rollout(cluster: Cluster) -> None:
     want = sts["spec"]["template"]["metadata"]["annotations"]["magnetar.dev/config-hash"]
     for pod in bookies:
         assert node.json("pod", pod)["metadata"]["annotations"]["magnetar.dev/config-hash"] == want
-    restarts = events(node, "RestartingPod")[restarting_before:]
-    assert [m.split()[1] for m in restarts] == [f"{CLUSTER}-bookie-{i}" for i in (2, 1, 0)], restarts
+    # One at a time, the highest ordinal first: the new pods were made in that order. (The events
+    # say so too, but the one the first operator posts after deleting a pod can go with it.)
+    made = sorted(bookies, key=lambda p: node.json("pod", p)["metadata"]["creationTimestamp"])
+    assert made == [f"{CLUSTER}-bookie-{i}" for i in (2, 1, 0)], made
+    restarts = [m.split()[1] for m in events(node, "RestartingPod")[restarting_before:]]
+    assert restarts == sorted(set(restarts), reverse=True), restarts
     # And the bookies take writes again: every one registered writable. (CI once found only the
     # last one restarted registered right after Ready, and a new ledger failed "not enough
     # writable bookies" for a while; how long they take is not asserted, that they come back is.)
