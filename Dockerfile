@@ -35,7 +35,6 @@ RUN groupadd --system --gid 10000 magnetar \
 COPY --from=build /opt/magnetar /opt/magnetar
 ENV PATH=/opt/magnetar/bin:$PATH
 COPY images/entrypoint.sh /usr/local/bin/magnetar-entrypoint
-COPY images/healthcheck.py /usr/local/bin/magnetar-healthcheck
 USER 10000:10000
 WORKDIR /var/lib/magnetar
 EXPOSE 3181 6650 8080

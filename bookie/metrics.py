@@ -2,7 +2,9 @@
 
 Values are read from the running objects at scrape time (a custom collector), so counting costs
 the add path one integer increment. Served by aiohttp on ``prometheus_stats_http_port``
-(BookKeeper's ``prometheusStatsHttpPort``, default 8000; 0 picks a free port).
+(BookKeeper's ``prometheusStatsHttpPort``, default 8000; 0 picks a free port), beside BookKeeper's
+readiness endpoint ``/api/v1/bookie/is_ready``: 200 while the bookie takes writes, 503 while it
+is read-only. The server starts once the bookie has registered, so an answer means registered.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class BookieCollector(Collector):
 
 class MetricsServer:
     def __init__(self, bookie: Bookie, recovery: AutoRecovery | None, host: str, port: int) -> None:
+        self._bookie = bookie
         self._registry = CollectorRegistry()
         self._registry.register(BookieCollector(bookie, recovery))
         self._host, self._port = host, port
@@ -102,6 +105,7 @@ class MetricsServer:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/api/v1/bookie/is_ready", self._is_ready)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
@@ -113,6 +117,11 @@ class MetricsServer:
     async def _metrics(self, _request: web.Request) -> web.Response:
         body = generate_latest(self._registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _is_ready(self, _request: web.Request) -> web.Response:
+        if self._bookie.read_only:
+            return web.Response(status=503, text="read-only: not taking writes\n")
+        return web.Response(text="OK\n")
 
     async def stop(self) -> None:
         if self._runner is not None:

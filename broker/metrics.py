@@ -148,6 +148,8 @@ class MetricsServer:
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
         self.app.router.add_get("/metrics", self._metrics)
+        # Pulsar's health page, which its chart's probes ask for: served once the broker serves
+        self.app.router.add_get("/status.html", self._status)
         self.port = 0
         #: the https:// port (web_service_port_tls), when there is one
         self.tls_port: int | None = None
@@ -168,6 +170,9 @@ class MetricsServer:
         return web.Response(
             body=generate_latest(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
+
+    async def _status(self, _request: web.Request) -> web.Response:
+        return web.Response(text="OK")
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import aiohttp
 import grpc
 import pytest
 
 from magnetar.bookie.journal import journal_files
+from magnetar.bookie.metrics import MetricsServer
 from magnetar.proto import bookie_pb2 as pb
 from tests.bookie.helpers import entry, payload, reason_of, running
 
@@ -143,6 +145,28 @@ async def test_read_only_bookie_refuses_adds_and_serves_reads(tmp_path: Path) ->
         assert reason_of(error) == "BOOKIE_READ_ONLY"
         server.bookie.set_read_only(False, forced=True)
         assert [r.reason for r in await client.add(entry(11, 1))] == [pb.OK]
+
+
+async def test_is_ready_answers_200_while_writable_and_503_while_read_only(tmp_path: Path) -> None:
+    """BookKeeper's readiness endpoint, which the operator's pods are probed by."""
+    async with running(tmp_path) as (server, _client):
+        http = MetricsServer(server.bookie, None, "127.0.0.1", 0)
+        await http.start()
+        url = f"http://127.0.0.1:{http.port}/api/v1/bookie/is_ready"
+        try:
+            async with aiohttp.ClientSession() as session:
+
+                async def ready() -> tuple[int, str]:
+                    async with session.get(url) as response:
+                        return response.status, await response.text()
+
+                assert await ready() == (200, "OK\n")
+                server.bookie.set_read_only(True, forced=True)
+                assert await ready() == (503, "read-only: not taking writes\n")
+                server.bookie.set_read_only(False, forced=True)
+                assert (await ready())[0] == 200
+        finally:
+            await http.stop()
 
 
 async def test_bad_requests_get_invalid_request(tmp_path: Path) -> None:

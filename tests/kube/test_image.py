@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,14 +126,14 @@ def test_zookeeper_starts_as_the_operator_starts_it() -> None:
 def test_a_bookie_registers_in_zookeeper_and_is_ready() -> None:
     """Both images together, as a pod pair would run: the bookie (read-only root, its data on a
     volume of uid 10000) registers in ZooKeeper, its readiness probe passes, the shell lists it."""
-    zk_port, bookie_port = free_port(), free_port()
+    zk_port, bookie_port, http_port = free_port(), free_port(), free_port()
     metadata = f"zk://127.0.0.1:{zk_port}/magnetar"
     with zookeeper_server(zk_port) as zk:
         wait_serving(zk, zk_port)
         with container(
             "--read-only", "--tmpfs", "/data:uid=10000,gid=10000",
             "--env", f"MAGNETAR_BOOKIE_BOOKIE_PORT={bookie_port}",
-            "--env", f"MAGNETAR_BOOKIE_PROMETHEUS_STATS_HTTP_PORT={free_port()}",
+            "--env", f"MAGNETAR_BOOKIE_PROMETHEUS_STATS_HTTP_PORT={http_port}",
             "--env", "MAGNETAR_BOOKIE_ADVERTISED_ADDRESS=127.0.0.1",
             MAGNETAR, "bookie", "--journal-dir", "/data/journal", "--ledger-dir", "/data/ledgers",
             "--metadata-service-uri", metadata,
@@ -141,8 +142,10 @@ def test_a_bookie_registers_in_zookeeper_and_is_ready() -> None:
             while "bookie ready" not in logs(bookie):
                 assert time.monotonic() < deadline, f"bookie not ready in 60 s:\n{logs(bookie)}"
                 time.sleep(0.5)
-            probe = docker("exec", bookie, "magnetar-healthcheck", "bookie", check=False)
-            assert probe.returncode == 0, probe.stderr
+            # the operator's readiness probe: BookKeeper's is_ready, writable and registered
+            url = f"http://127.0.0.1:{http_port}/api/v1/bookie/is_ready"
+            with urllib.request.urlopen(url, timeout=10) as probe:
+                assert probe.status == 200
             listed = docker(
                 "run", "--rm", "--network", "host", MAGNETAR, "shell", "-m", metadata, "listbookies"
             )

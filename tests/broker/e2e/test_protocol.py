@@ -114,6 +114,12 @@ def metric(text: str, name: str, topic: str) -> float:
     return float(match.group(1))
 
 
+def test_status_html_answers_ok_as_pulsars_does(standalone: Standalone) -> None:
+    """Pulsar's health page, which the operator's broker pods are probed by (no token needed)."""
+    with urllib.request.urlopen(f"{standalone.web_service_url}/status.html", timeout=10) as response:
+        assert (response.status, response.read()) == (200, b"OK")
+
+
 def test_metrics_report_backlog_storage_producers_and_subscriptions(standalone: Standalone) -> None:
     topic = TOPIC + "-metrics"
     client = standalone.client()
