@@ -11,14 +11,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from magnetar.spark.location import Location
-
 #: exit statuses: CI gates on a loss
 EXIT_BAD_INPUT, EXIT_LOSS = 2, 3
 #: how many lost uids are printed
 SHOWN = 20
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pyarrow and pyspark: an extra, which `magnetar --help` must not need
+    from magnetar.spark.location import Location
     from magnetar.spark.postmortem import Result
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -99,6 +98,7 @@ def _analyse(
     from magnetar.spark import postmortem as job
     from magnetar.spark.ingest import event_files
     from magnetar.spark.journal import read_faults
+    from magnetar.spark.location import Location
     from magnetar.spark.session import SMALL_INPUT_BYTES
 
     # bad input is reported before paying for a JVM

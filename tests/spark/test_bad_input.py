@@ -4,6 +4,8 @@ journals are refused with the file named; the CLI's exit status tells CI what ha
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,6 +155,17 @@ def test_cli_refuses_out_with_several_runs_before_starting_spark(tmp_path: Path)
     result = CliRunner().invoke(command, [*runs, "--out", str(tmp_path / "r")])
     assert result.exit_code == 2
     assert "--out and --compare take one RUN_DIR" in result.output
+
+
+def test_the_cli_module_loads_without_pyspark_or_pyarrow() -> None:
+    """`magnetar --help` lists every command, so the image (which has no Spark extra) imports this
+    module: Spark and pyarrow load only when a post-mortem runs."""
+    code = (
+        "import sys, magnetar.spark.cli; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'pyarrow'}))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
 
 
 def test_cli_help_has_examples() -> None:
