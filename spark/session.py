@@ -48,7 +48,9 @@ def spark_session(
         .config("spark.driver.memory", "3g")
     )
     if small_input:
+        # the driver's, and on a cluster the executors' (in local mode they are the driver)
         builder = builder.config("spark.driver.extraJavaOptions", SMALL_INPUT_JVM)
+        builder = builder.config("spark.executor.extraJavaOptions", SMALL_INPUT_JVM)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

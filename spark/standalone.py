@@ -45,6 +45,8 @@ def spark_env() -> dict[str, str]:
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_DAEMON_MEMORY": "256m",
+        # the master and worker schedule, they do not compute: the JIT's first tier is enough
+        "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         "PYSPARK_PYTHON": sys.executable,
     }
 
