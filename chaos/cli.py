@@ -229,16 +229,9 @@ def demo(
     analysed = [_losses(run_dir) for _, run_dir, _ in results]
     console.print("[bold]demo results[/]")
     for (name, run_dir, result), losses in zip(results, analysed, strict=True):
-        verdict = (
-            ("not analysed" if status == 0 else f"post-mortem failed (exit {status})")
-            if losses is None
-            else "ACKNOWLEDGED MESSAGES LOST"
-            if losses
-            else "no acknowledged message lost"
-        )
         console.print(
             f"  {name}: {result['status']}, hypothesis after: {result['hypothesis_after']}\n"
-            f"    {verdict}\n"
+            f"    {_verdict(losses, status)}\n"
             f"    report: {run_dir / 'report' / 'report.html'}"
         )
     # the post-mortem's status is 3 where any run lost an acknowledged message
@@ -308,6 +301,13 @@ def _postmortem(*run_dirs: Path) -> int:
     console.print(f"[bold]post-mortem[/] of {named}")
     command = [sys.executable, "-m", "magnetar", "postmortem", *map(str, logged)]
     return subprocess.run(command, check=False).returncode
+
+
+def _verdict(losses: int | None, status: int) -> str:
+    """What the demo says of one run: ``losses`` from its report, ``status`` the post-mortem's."""
+    if losses is None:
+        return "not analysed" if status == 0 else f"post-mortem failed (exit {status})"
+    return "ACKNOWLEDGED MESSAGES LOST" if losses else "no acknowledged message lost"
 
 
 def _losses(run_dir: Path) -> int | None:

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 #: for a small log: one shuffle partition, and expressions evaluated without whole-stage code
 #: generation; compiling each new plan's generated code costs more than it saves on little data
 SMALL_INPUT = {"spark.sql.shuffle.partitions": "1", "spark.sql.codegen.wholeStage": "false"}
-#: the driver JVM of a session that analyses only small logs: the JIT's first tier, and the serial
+#: the JVMs of a session that analyses only small logs: the JIT's first tier, and the serial
 #: collector. A post-mortem of a few thousand events is over in seconds, long before C2's compiler
 #: threads (which took as much CPU as the analysis itself) pay off.
 SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -28,8 +28,8 @@ def spark_session(
     """A quiet session: no UI, no progress bars, WARN logging, UTC, few shuffle partitions locally.
 
     ``master=None`` keeps whatever spark-submit configured; ``conf`` adds to or overrides these
-    settings (e.g. an executor's memory on a cluster); ``small_input``: the driver JVM is started
-    for small logs only (SMALL_INPUT_JVM; nothing changes if a session is already running)."""
+    settings (e.g. an executor's memory on a cluster); ``small_input``: the session will analyse
+    small logs only, so its JVMs start with SMALL_INPUT_JVM (no effect on a running session)."""
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
