@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import os
 import socket
 import subprocess
@@ -69,8 +68,9 @@ from magnetar.common.zkserver import free_port
 
 console = Console()
 # readiness probes fail on purpose until the standalone is up: keep the client library quiet
-_CLIENT_LOG = logging.getLogger("bench-compare-client")
-_CLIENT_LOG.setLevel(logging.ERROR)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_CLIENT_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 RESULTS = Path(__file__).parent / "results" / "bench_compare.json"
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import random
 import shutil
 import statistics
@@ -58,8 +57,9 @@ from magnetar.chaos.local.supervisor import ClusterState, Supervisor
 from magnetar.common.admin_client import AdminClient
 
 console = Console()
-_LOG = logging.getLogger("pulsar-bench")
-_LOG.setLevel(logging.WARNING)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 EAST, WEST = "jp-east", "jp-west"
 #: (snapshot frequency ms, carry individually acknowledged messages: beyond-PIP-33 (a))
 CASES = [(1000, False), (1000, True), (100, False), (100, True)]

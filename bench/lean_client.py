@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import signal
 import struct
@@ -37,8 +36,7 @@ READY = "lean client ready"
 def _client(args: argparse.Namespace) -> Any:
     import pulsar
 
-    log = logging.getLogger("lean-client")
-    log.setLevel(logging.WARNING)
+    log = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)  # a Python logger can abort the exit
     token = args.token_file.read_text().strip() if args.token_file else None
     return pulsar.Client(
         args.url, operation_timeout_seconds=30, logger=log, listener_name=args.listener_name or None,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -41,8 +40,7 @@ class SendFailed(RuntimeError):
 def _client(url: str, token: str | None, trust_certs: str | None) -> Any:
     import pulsar
 
-    log = logging.getLogger("loadgen-client")
-    log.setLevel(logging.WARNING)
+    log = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)  # a Python logger can abort the exit
     options: dict[str, Any] = {"logger": log, "operation_timeout_seconds": 30}
     if token:
         options["authentication"] = pulsar.AuthenticationToken(token)

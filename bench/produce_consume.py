@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import re
 import subprocess
@@ -41,8 +40,9 @@ from local_storage import LocalStorageCluster
 console = Console()
 RESULTS = Path(__file__).parent / "results" / "produce_consume.json"
 PAYLOAD = b"x" * 1024
-_LOG = logging.getLogger("pulsar-bench")
-_LOG.setLevel(logging.WARNING)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 
 def rss_mb(pid: int) -> float:

@@ -5,7 +5,6 @@ supervisor (writable brokers and, for PIP-63, read-only ones)."""
 from __future__ import annotations
 
 import json
-import logging
 import time
 import urllib.error
 import urllib.request
@@ -25,8 +24,9 @@ from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervi
 from magnetar.common.metadata import MetadataStore, open_store
 from tests.broker.e2e.conftest import Standalone
 
-_CLIENT_LOG = logging.getLogger("pulsar-test")
-_CLIENT_LOG.setLevel(logging.WARNING)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_CLIENT_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 
 @dataclass

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import logging
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -31,8 +30,9 @@ from tests.operator.conftest import condition, events, get_cr, wait_for
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 CUSTOM = ("magnetar.dev", "v1alpha1")
-_LOG = logging.getLogger("pulsar-operator-test")
-_LOG.setLevel(logging.WARNING)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 
 class LocalCluster:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import os
 import signal
 import threading
@@ -26,8 +25,9 @@ from tests.broker.conftest import admin_call, send_until_received
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
-_LOG = logging.getLogger("pulsar-test")
-_LOG.setLevel(logging.WARNING)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 
 class Cluster:

@@ -6,7 +6,6 @@ over on their TLS broker RPC port; a caller without the cluster's certificate is
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,8 +25,9 @@ from magnetar.common.tls import TlsFiles
 from tests.bookie.helpers import Pki, config, make_pki
 
 TOPIC = "persistent://public/default/over-mtls"
-_LOG = logging.getLogger("pulsar-test")
-_LOG.setLevel(logging.WARNING)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 
 def broker_settings(pki: Pki) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import signal
@@ -15,8 +14,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
-_CLIENT_LOG = logging.getLogger("pulsar-client")
-_CLIENT_LOG.setLevel(logging.WARNING)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_CLIENT_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 READY = re.compile(
     r"standalone ready service_url=(\S+) web_service_url=(\S+)"
     r"(?: service_url_tls=(\S+) web_service_url_tls=(\S+))?"

@@ -6,7 +6,6 @@ token the supervisor made."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,9 @@ from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor
 from magnetar.common.authentication.client import ClientCredentials
 
-_CLIENT_LOG = logging.getLogger("pulsar-test")
-_CLIENT_LOG.setLevel(logging.WARNING)
+#: the client's own (C++) logger: a Python logger can abort the process at exit
+#: (apache/pulsar-client-python#256)
+_CLIENT_LOG = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 REGIONS = ("east", "west")
 

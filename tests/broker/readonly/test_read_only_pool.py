@@ -70,10 +70,10 @@ def test_producer_on_the_read_only_pool_is_refused_naming_the_writable_url(pool:
     # process creates, and the refusal's text reaches the application only through that log.
     script = textwrap.dedent(
         """
-        import logging, sys
+        import sys
         import pulsar
-        logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
-        client = pulsar.Client(sys.argv[1], operation_timeout_seconds=10, logger=logging.getLogger("refusal"))
+        log = pulsar.ConsoleLogger(pulsar.LoggerLevel.Info)  # to stdout
+        client = pulsar.Client(sys.argv[1], operation_timeout_seconds=10, logger=log)
         try:
             client.create_producer("persistent://public/default/ro-refused")
         except pulsar.NotAllowedError:
