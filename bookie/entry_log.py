@@ -6,7 +6,7 @@ Every record is self-describing, so the index can be rebuilt by scanning the fil
 
 ``crc`` is a CRC32C of the 32 header bytes after it (length .. digest), so a scan can tell a
 damaged header from a real one; the payload is covered by the client's digest, which the log
-re-verifies on every read (DESIGN §4: a corrupt entry is reported, never served). ``length``
+re-verifies on every read (architecture §4: a corrupt entry is reported, never served). ``length``
 counts the bytes after the length field.
 
 Appends go to an in-memory buffer and reach the file in large writes made in a thread; reads of

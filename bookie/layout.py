@@ -1,4 +1,4 @@
-"""Where the storage layer keeps its state in the metadata store (DESIGN §4).
+"""Where the storage layer keeps its state in the metadata store (architecture §4).
 
     /bookies/writable/<bookie-id>   ephemeral, JSON BookieRegistration, while the bookie accepts adds
     /bookies/readonly/<bookie-id>   ephemeral, instead of the above while the bookie is read-only

@@ -1,4 +1,4 @@
-"""Tenants, namespaces, their policies and bundles (DESIGN §5), in the configuration store.
+"""Tenants, namespaces, their policies and bundles (architecture §5), in the configuration store.
 
     /admin/clusters/<cluster>                 JSON {serviceUrl, brokerServiceUrl, [serviceUrlTls,
                                               brokerServiceUrlTls, listenerName]}

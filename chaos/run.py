@@ -1,5 +1,5 @@
 """One chaos-lab run: an experiment executed by Chaos Toolkit, and everything it leaves behind
-gathered in ``runs/<run id>/`` (DESIGN §6):
+gathered in ``runs/<run id>/`` (architecture §6):
 
     runs/<run id>/experiment.json   the experiment as run (with the configuration we injected)
     runs/<run id>/journal.json      Chaos Toolkit's journal: every activity's start, end, output

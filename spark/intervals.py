@@ -1,5 +1,5 @@
 """Maximal intervals in which work is pending and nothing succeeds: the shape of every disruption
-window (DESIGN §6), whatever "pending" and "success" mean for producers, consumers or topics.
+window (architecture §6), whatever "pending" and "success" mean for producers, consumers or topics.
 
 Input: per key, ``steps`` (``ts``, ``delta`` to the pending count, ``success``) and each key's
 lifetime (``begin``, ``end``). The pending count is the running sum of deltas. An interval starts

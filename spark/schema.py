@@ -1,4 +1,4 @@
-"""The event-log schema (DESIGN §6), read with an explicit Spark schema, and the report's version."""
+"""The event-log schema (architecture §6), read with an explicit Spark schema, and the report's version."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Disruption windows (DESIGN §6), per producer, per consumer and per topic, each attributed to a fault.
+"""Disruption windows (architecture §6), per producer, per consumer and per topic, each attributed to a fault.
 
 - producer (key: client, topic): at least one send outstanding (sent, neither ``send_ok`` nor
   ``send_err`` yet) and no ``send_ok``;

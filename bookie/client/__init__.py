@@ -1,4 +1,4 @@
-"""The ledger client: how a broker writes and reads ledgers on bookies (DESIGN §5, the seed on
+"""The ledger client: how a broker writes and reads ledgers on bookies (architecture §5, the seed on
 BookKeeper). ``LedgerClient`` is the entry point; see ``client.py``."""
 
 from magnetar.bookie.client.client import LedgerClient, LedgerClientConfig

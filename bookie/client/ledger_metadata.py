@@ -1,4 +1,4 @@
-"""Ledger metadata as stored in the metadata store (DESIGN §4).
+"""Ledger metadata as stored in the metadata store (architecture §4).
 
 Ensembles are keyed by the first entry they hold: ``[(0, [b1, b2, b3]), (1042, [b1, b4, b3])]``
 means entries 0..1041 were written to the first ensemble and 1042.. to the second. Entry ``e`` of

@@ -1,4 +1,4 @@
-"""Pulsar's framing (DESIGN §3).
+"""Pulsar's framing (architecture §3).
 
     simple frame:  [total size u32][command size u32][BaseCommand]
     payload frame: [total size u32][command size u32][BaseCommand]

@@ -1,4 +1,4 @@
-"""Geo-replication (DESIGN §5): every cluster of a replicated namespace sends the messages
+"""Geo-replication (architecture §5): every cluster of a replicated namespace sends the messages
 published in it to every other cluster of the namespace, over the Pulsar protocol.
 
 - ``manager``: which topics replicate where (namespace policies in the configuration store),

@@ -1,4 +1,4 @@
-"""The event log (DESIGN §6): one JSON object per line in ``<run>/events/<client>.jsonl``.
+"""The event log (architecture §6): one JSON object per line in ``<run>/events/<client>.jsonl``.
 
 Writers are called from the Pulsar client's I/O threads as well as ours, so each log has a lock;
 lines are flushed at once (a killed workload loses at most the line being written).

@@ -1,4 +1,4 @@
-"""Probes over the run's event log (DESIGN §6): is the workload flowing, was anything lost."""
+"""Probes over the run's event log (architecture §6): is the workload flowing, was anything lost."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run's directory, where the workload writes its event log (DESIGN §6) and its own logs:
+"""The run's directory, where the workload writes its event log (architecture §6) and its own logs:
 the experiment's configuration key ``magnetar_run_dir``, else ``MAGNETAR_RUN_DIR``, else a fresh
 ``runs/chaos-<time>/`` made once per process, so the stock ``chaos run`` of an experiment has
 one directory for every activity of that run (``magnetar chaos run`` always sets the key)."""

@@ -1,4 +1,4 @@
-"""Reading a chaos run's event log (DESIGN §6) the plain way, to check the post-mortem against."""
+"""Reading a chaos run's event log (architecture §6) the plain way, to check the post-mortem against."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def postmortem_headline(run_dir: Path) -> dict[str, Any]:
 
 def producer_windows(logged: list[dict[str, Any]], threshold_ms: float = 50) -> list[tuple[int, int]]:
     """(start, end) in ns of every closed producer window longer than the threshold, worked out
-    the plain way from DESIGN §6: a producer's sends outstanding and no ``send_ok``."""
+    the plain way from architecture §6: a producer's sends outstanding and no ``send_ok``."""
     steps: dict[tuple[str, str], list[tuple[int, int, bool]]] = {}
     for e in logged:
         if e.get("role") == "producer" and e["event"] in ("send", "send_ok", "send_err"):

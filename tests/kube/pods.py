@@ -194,7 +194,7 @@ def install_cluster(
 @contextlib.contextmanager
 def lab_workload(cluster: Cluster, workdir: Path, topic: str, rate: float = 500) -> Iterator[Path]:
     """The chaos lab's workload (``magnetar workload``: the official client in a process of its
-    own, a Shared subscription, the event log of DESIGN §6) on ``topic`` at ``rate`` msg/s while
+    own, a Shared subscription, the event log of architecture §6) on ``topic`` at ``rate`` msg/s while
     the block runs; stopped and drained when it ends. Yields the run directory of its log."""
     node = cluster.node
     target = kube_target.write(

@@ -11,7 +11,7 @@
   while a producer keeps getting receipts, nothing acknowledged lost.
 
 Each runs under the chaos lab's workload at 500 msg/s (the official client in its own process, the
-event log of DESIGN §6), whose every acknowledged send must be received; beside it, the test's own
+event log of architecture §6), whose every acknowledged send must be received; beside it, the test's own
 official-client producers at a modest rate check what the lab's workload does not (ledgers on a new
 bookie, each receipt after a move). Both reach the brokers at their pod IPs (token, the pod-ip
 listener); the metadata store is read from here through the ZooKeeper Service's ClusterIP. One

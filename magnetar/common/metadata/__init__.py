@@ -1,4 +1,4 @@
-"""The metadata store (DESIGN §4) and ``open_store``, which picks a backend from a URL:
+"""The metadata store (architecture §4) and ``open_store``, which picks a backend from a URL:
 
 - ``memory:`` a private in-process tree; ``memory://NAME`` the process-wide tree called NAME
   (what a bookie and a broker in one test process share);

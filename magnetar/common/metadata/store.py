@@ -1,4 +1,4 @@
-"""The metadata-store contract (DESIGN §4): what every backend provides and every component uses.
+"""The metadata-store contract (architecture §4): what every backend provides and every component uses.
 
 Paths are ZooKeeper-style (``/ledgers/00000001``). Values are bytes; callers own their encoding.
 Versions start at 0 on create and grow by one on every put, as ZooKeeper's ``Stat.version``.
