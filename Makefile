@@ -33,7 +33,7 @@ test: install kube-tier lint typecheck
 check: install lint typecheck
 	$(BIN)/pytest -n 2 --dist loadgroup --no-loadscope-reorder -m check $(PYTEST_ARGS)
 
-# What the kube tier's tests run (issue 16): the node's packages and binaries and the images. Built
+# What the kube tier's tests run: the node's packages and binaries and the images. Built
 # where a node can run (root); elsewhere the tier's tests skip, saying why.
 kube-tier:
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory kube-node image; \
@@ -55,7 +55,7 @@ k8s-testenv:
 image: $(STAMP)
 	bash images/build.sh $(IMAGE_ARGS)
 
-# The single-node Kubernetes of `magnetar kube up` (issue 16): its Debian packages, and kubelet,
+# The single-node Kubernetes of `magnetar kube up`: its Debian packages, and kubelet,
 # kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS built into the operator suite's
 # cache (a few minutes each the first time). `make test` builds it (kube-tier), `make install` does not.
 kube-node: kube-deps
@@ -97,7 +97,7 @@ typecheck: install
 bench: install
 	$(BIN)/python bench/bookie_add.py
 
-# Magnetar and Apache Pulsar side by side (issue 11): fetches Pulsar's jars from Maven Central into
+# Magnetar and Apache Pulsar side by side: fetches Pulsar's jars from Maven Central into
 # ~/.cache/magnetar/pulsar once (needs mvn and Java 17), runs the same workloads on both, one table.
 bench-compare: install
 	$(BIN)/python bench/bench_compare.py $(BENCH_ARGS)

@@ -1,4 +1,4 @@
-"""Magnetar and Apache Pulsar side by side: the same workloads, the same client, one table (issue 11).
+"""Magnetar and Apache Pulsar side by side: the same workloads, the same client, one table.
 
     make bench-compare
     .venv/bin/python bench/bench_compare.py --seconds 5 --backlog 100000

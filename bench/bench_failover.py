@@ -1,4 +1,4 @@
-"""Consumer failover across regions with replicated subscriptions (issue 7), official client.
+"""Consumer failover across regions with replicated subscriptions, official client.
 
     .venv/bin/python bench/bench_failover.py
     .venv/bin/python bench/bench_failover.py --rate 1000 --seconds 20 --moves 5 --out runs/bench/failover.json
@@ -26,7 +26,7 @@ its own, receive every message; lag = arrival in jp-west minus arrival in jp-eas
 CLOCK_MONOTONIC), p50 and p99; e2e: arrival in jp-west minus the time the send was due (includes
 batching and jp-east's write).
 
-Targets (issue 7): zero loss; with (a) at 100 ms, duplicates <= 10% of the 1000 ms / no-(a)
+Targets: zero loss; with (a) at 100 ms, duplicates <= 10% of the 1000 ms / no-(a)
 figure (Pulsar's default behaviour); replication lag p99 <= 50 ms on loopback.
 """
 

@@ -1,4 +1,4 @@
-"""Magnetar on real pods (issue 16): how long a cluster takes from `kubectl apply` to its first
+"""Magnetar on real pods: how long a cluster takes from `kubectl apply` to its first
 acknowledged message, what a rolling restart through the operator costs clients, and each pod's
 memory. Needs root, `make kube-node` and `make image`.
 

@@ -1,4 +1,4 @@
-"""Where a publish's time goes (issue 18): the client, the broker, the two bookies, the fsync.
+"""Where a publish's time goes: the client, the broker, the two bookies, the fsync.
 
     .venv/bin/python bench/bench_latency.py
     .venv/bin/python bench/bench_latency.py --rate 2000 --seconds 30 --size 1024
@@ -19,7 +19,7 @@ Beside them, the stages as the servers' own latency histograms saw them over the
 
 The floor row is the same generator against bench/noop_broker.py, which answers every send at
 once and stores nothing: what the client, the loopback and a Python event loop cost with no
-storage at all. Targets (issue 18): publish p99 <= 10 ms at 2,000 msg/s. Prints a table and
+storage at all. Targets: publish p99 <= 10 ms at 2,000 msg/s. Prints a table and
 writes runs/bench/bench_latency.json.
 """
 

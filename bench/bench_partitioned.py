@@ -1,5 +1,5 @@
-"""Throughput of one 8-partition topic over three brokers against one non-partitioned topic
-(issue 20), with the side-by-side benchmark's load generator: pulsar-perf-go, a process of its own.
+"""Throughput of one 8-partition topic over three brokers against one non-partitioned topic,
+with the side-by-side benchmark's load generator: pulsar-perf-go, a process of its own.
 
     .venv/bin/python bench/bench_partitioned.py
     .venv/bin/python bench/bench_partitioned.py --partitions 8 --seconds 40 --no-batching

@@ -1,5 +1,5 @@
 """Time of the whole Spark post-mortem (local[2]) on generated event logs of 1M, 3M and 10M events,
-and on a Spark cluster beside it (issue 18).
+and on a Spark cluster beside it.
 
     .venv/bin/python bench/bench_postmortem.py                  # 1M, 3M, 10M
     .venv/bin/python bench/bench_postmortem.py --sizes 1M 3M    # a quicker look
@@ -12,7 +12,7 @@ Logs come from magnetar.spark.bulk (four topics, two faults with producer stalls
 duplicates). Each master's SparkSession is started before timing; each size is timed from reading
 the logs to report.html, given to Spark by file:// URI (a cluster's executors must see the runs at
 the same path: one machine, or --keep on a shared filesystem). Both masters must find the same
-headline. Target (issue 6): <= 60 s for 10M events on local[2] and near-linear growth.
+headline. Target: <= 60 s for 10M events on local[2] and near-linear growth.
 Prints a table and writes bench/results/bench_postmortem.json.
 """
 

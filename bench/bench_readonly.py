@@ -1,6 +1,6 @@
-"""Read-only broker pool (PIP-63, issue 8): end-to-end latency on read-only brokers and the
+"""Read-only broker pool (PIP-63): end-to-end latency on read-only brokers and the
 writable broker's outbound bytes before and after moving subscriptions to the pool, measured by
-lean clients (issue 18).
+lean clients.
 
     .venv/bin/python bench/bench_readonly.py
     .venv/bin/python bench/bench_readonly.py --subscriptions 20 --move 10 --rate 200 --duration 20

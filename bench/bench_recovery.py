@@ -7,7 +7,7 @@ Four bookie processes on a real ZooKeeper (loopback), E=3/Qw=2/Qa=2 ledgers of 6
 closed. One bookie is killed -9; auto-recovery (grace period 0) copies every entry it held to
 the others. Measured: the bytes re-replicated over the time from the first under-replication
 mark to the last one cleared, and, in the same run, the raw rate of copying a file on the same
-disk (read + write + fsync), the physical limit of any copy. Target (issue 9): >= 50% of raw.
+disk (read + write + fsync), the physical limit of any copy. Target: >= 50% of raw.
 Prints a table and writes bench/results/bench_recovery.json.
 """
 

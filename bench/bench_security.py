@@ -1,4 +1,4 @@
-"""What token authentication and TLS cost a publisher, beside the plain figure, in one run (issue 17).
+"""What token authentication and TLS cost a publisher, beside the plain figure, in one run.
 
     .venv/bin/python bench/bench_security.py --quick          # smoke run, about a minute
     .venv/bin/python bench/bench_security.py                  # 2 rounds, about 4 minutes

@@ -11,7 +11,7 @@ What it measures, with 1 KiB entries and fsync on (journal_sync_data):
     entries/s and add latency p50/p99/p99.9;
   * E=3/Qw=2/Qa=2 at a fixed 5,000 entries/s: add latency p50/p99/p99.9.
 Each phase first adds 2,000 entries unmeasured (connections to the ensemble, warm pipes).
-Targets (issue 2): >= 20,000 entries/s with E=3/Qw=2/Qa=2; p99 <= 10 ms at 5,000 entries/s.
+Targets: >= 20,000 entries/s with E=3/Qw=2/Qa=2; p99 <= 10 ms at 5,000 entries/s.
 Everything runs on loopback: a real ZooKeeper and real bookie processes, stopped at the end.
 Prints a table and writes bench/results/bookie_add.json.
 """

@@ -1,4 +1,4 @@
-"""The broker's memory under connections that never finish a frame (issue 22's probe).
+"""The broker's memory under connections that never finish a frame (a probe).
 
     .venv/bin/python bench/connection_memory.py                    # 40 connections, ~5 MB each
     .venv/bin/python bench/connection_memory.py --connections 100 --settle 30

@@ -1,4 +1,4 @@
-"""One lean client process of a window benchmark (issue 18): producers *or* consumers of a few
+"""One lean client process of a window benchmark: producers *or* consumers of a few
 topics, callbacks that only record, every send's result checked.
 
     .venv/bin/python bench/lean_client.py produce pulsar://127.0.0.1:6650 t1,t2 --rate 125 --out p.json

@@ -1,4 +1,4 @@
-"""The Pulsar project's Go perf tool (``pulsar-perf-go``) as the load generator (issue 18).
+"""The Pulsar project's Go perf tool (``pulsar-perf-go``) as the load generator.
 
 Built once from the Go module proxy into ~/.cache/magnetar/perf-go (about a minute) and run as a
 process of its own, so no Python client shares a core with what it measures. It fails the run on

@@ -1,4 +1,4 @@
-"""Broker throughput and latency with the official client (issue 3).
+"""Broker throughput and latency with the official client.
 
     .venv/bin/python bench/produce_consume.py                   # everything (a few minutes)
     .venv/bin/python bench/produce_consume.py --seconds 5 --backlog 200000

@@ -1,4 +1,4 @@
-"""A bounded soak (issue 22): kill -9 of a broker, ZooKeeper frozen and bundle moves, in turn, under
+"""A bounded soak: kill -9 of a broker, ZooKeeper frozen and bundle moves, in turn, under
 one continuous workload, then the post-mortem's figures per fault kind and the brokers' memory
 (brokers 1 and 2 run throughout; broker 0 is the one killed, again and again).
 

@@ -1,4 +1,4 @@
-"""Disruption windows measured by lean clients (issue 18): a workload of producer and consumer
+"""Disruption windows measured by lean clients: a workload of producer and consumer
 processes (``lean_client.py``, a few topics each), and what a move did to it.
 
 A message's lateness is the time from when its send was due to its receipt (producer) or its

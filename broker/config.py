@@ -204,7 +204,7 @@ class BrokerConfig(ComponentConfig):
     #: delayedDeliveryEnabled: messages with a delivery time are held back until it comes
     delayed_delivery_enabled: bool = True
     #: schemaCompatibilityStrategy: which schemas may follow a topic's (a namespace's or topic's
-    #: own wins); BACKWARD, as issue 21 asks (Pulsar's broker.conf says FULL)
+    #: own wins); BACKWARD, the compatibility users expect by default (Pulsar's broker.conf says FULL)
     schema_compatibility_strategy: SchemaStrategy = "BACKWARD"
     #: isAllowAutoUpdateSchemaEnabled: producers may register new schemas (else only the admin API)
     is_allow_auto_update_schema_enabled: bool = True

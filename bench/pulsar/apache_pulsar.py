@@ -1,4 +1,4 @@
-"""Apache Pulsar beside Magnetar, on loopback, for side-by-side benchmarks and chaos runs (issue 11).
+"""Apache Pulsar beside Magnetar, on loopback, for side-by-side benchmarks and chaos runs.
 
     .venv/bin/python bench/pulsar/apache_pulsar.py fetch
     .venv/bin/python bench/pulsar/apache_pulsar.py standalone --dir runs/pulsar-standalone

@@ -1,5 +1,5 @@
 """The chaos lab's Kubernetes target: the pods of ``MagnetarCluster``s as the processes the
-activities act on (issue 16).
+activities act on.
 
 A run against pods gets a cluster directory like ``magnetar local``'s, whose ``kube.json`` names a
 kubeconfig, the node's containerd and the clusters (``target.write``). The activities load it as

@@ -1,4 +1,4 @@
-"""Garbage on a bookie's gRPC port (issue 22): seeded mutations of valid requests and random bytes,
+"""Garbage on a bookie's gRPC port: seeded mutations of valid requests and random bytes,
 a few hundred, to every method. Each gets a specific answer (never UNKNOWN or INTERNAL), nothing
 is logged as an error, and afterwards the ledger written before is intact and still writable."""
 

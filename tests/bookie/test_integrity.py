@@ -1,4 +1,4 @@
-"""Bookie integrity as BookKeeper's (issue 22): what any caller of a bookie's port may not do.
+"""Bookie integrity as BookKeeper's: what any caller of a bookie's port may not do.
 
 The ledger's master key is checked on add, fence, explicit LAC and recovery reads; an entry the
 bookie stores is never replaced by another payload; a LAC never points past the stored entries.

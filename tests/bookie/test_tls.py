@@ -1,4 +1,4 @@
-"""Mutual TLS between the ledger client and bookies (issue 17, item 3), against real gRPC servers:
+"""Mutual TLS between the ledger client and bookies, against real gRPC servers:
 a bookie with ``tls_client_authentication`` takes adds and reads from a client whose certificate
 its CA signed, and refuses, with nothing written, a client without a certificate, one with a
 certificate another CA signed, and a plain-text one; a certificate renewed in place is served

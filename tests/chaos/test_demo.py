@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
     "cluster_file",
     [
         "two-regions.yaml",
-        # issue 17: tokens and TLS everywhere; the demo's workload, probes and actions authenticate
+        # tokens and TLS everywhere; the demo's workload, probes and actions authenticate
         # with the token the supervisor made, and the regions replicate over pulsar+ssl://
         "two-regions-secured.yaml",
     ],

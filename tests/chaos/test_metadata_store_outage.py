@@ -1,4 +1,4 @@
-"""metadata-store-outage (issue 22): ZooKeeper frozen for 5, 20, 40 and 60 s under 500 msg/s, on a
+"""metadata-store-outage: ZooKeeper frozen for 5, 20, 40 and 60 s under 500 msg/s, on a
 single broker and on three. Each run: no acknowledged message lost, no broker fences its own topic,
 no traceback, publishing resumes within 1 s of ZooKeeper's return (or never stopped), and the
 post-mortem's windows and duplicates are the ones the event log holds.

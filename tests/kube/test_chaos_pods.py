@@ -1,4 +1,4 @@
-"""Chaos experiments on pods (issue 16 item 5), as a user runs them: `magnetar chaos run
+"""Chaos experiments on pods, as a user runs them: `magnetar chaos run
 chaos/experiments/<name>.yaml --kube` against a MagnetarCluster the operator runs on a node of
 `magnetar kube up`. The activities kill containers through their host PIDs (which the node's
 containerd gives), the kubelet restarts them, the workload on this machine reaches the brokers

@@ -1,4 +1,4 @@
-"""Two regions on pods (issue 16), each in a Kubernetes namespace of its own: a second
+"""Two regions on pods, each in a Kubernetes namespace of its own: a second
 MagnetarCluster that shares the first's configuration store, token signing key and CA (of the
 first's namespace), so each region's brokers accept the other's replicators. The
 official client produces in jp-east and consumes what jp-west replicated; `magnetar chaos demo

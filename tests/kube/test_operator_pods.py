@@ -1,4 +1,4 @@
-"""The chart and the operator on real pods (issue 16 item 3), as a user notices them: on a node of
+"""The chart and the operator on real pods, as a user notices them: on a node of
 `magnetar kube up`, `helm install` of charts/magnetar runs the operator, and the small example
 cluster (examples/k8s/local/cluster.yaml, secured by default: tokens and TLS) becomes ZooKeeper,
 bookie and broker pods that pass their readiness probes, with the MagnetarCluster Ready; the official

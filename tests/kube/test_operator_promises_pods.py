@@ -1,4 +1,4 @@
-"""The operator's promises on real pods under a workload (issue 16 item 4), as a user notices them:
+"""The operator's promises on real pods under a workload, as a user notices them:
 
 - bookies scale up and down by `kubectl patch`: a new bookie pod becomes Ready, registers as a
   writable bookie and ledgers are written to it; scaling down decommissions the leaving bookie —

@@ -1,4 +1,4 @@
-"""Admission-time validation (issue 16): the CRDs' CEL rules and OpenAPI constraints refuse, at the
+"""Admission-time validation: the CRDs' CEL rules and OpenAPI constraints refuse, at the
 API server, specs that can never work — each with a 422 whose message names the problem — and let
 the examples through. The operator's own checks (validation.parse_cluster, the namespace and bundle
 models) are the second line, for objects stored before the rules: every case admission refuses is

@@ -1,4 +1,4 @@
-"""A window belongs to the fault that caused it, the latest to begin before it (issue 18): in
+"""A window belongs to the fault that caused it, the latest to begin before it: in
 ``make demo``'s region-outage run the 12 s windows that began 4 ms after the freeze went to the
 restore, which began 12 s later, and the outage showed 0 windows."""
 

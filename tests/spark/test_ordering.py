@@ -1,6 +1,6 @@
 """Reorders by scope on a partitioned topic: a producer's messages to different partitions may
 arrive in any order (counted in the producer scope only); within a partition or a key they may
-not (issue 20)."""
+not."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The post-mortem on a Spark cluster, not only local mode (issue 18): a real standalone master
+"""The post-mortem on a Spark cluster, not only local mode: a real standalone master
 and worker started from the installed pyspark (``spark-class …Master`` / ``…Worker`` on
 loopback, see magnetar.spark.standalone), ``magnetar postmortem --master spark://…`` run against
 them as a user would, and the same summary as local mode gives for the same run, named by path or

@@ -1,4 +1,4 @@
-"""Runs and reports named by URI (issue 18): the same summary as by plain path, and bad URIs
+"""Runs and reports named by URI: the same summary as by plain path, and bad URIs
 refused with the URI named and exit status 2, before any JVM starts."""
 
 from __future__ import annotations

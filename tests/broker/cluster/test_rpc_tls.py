@@ -1,4 +1,4 @@
-"""Mutual TLS on the brokers' gRPC channels (issue 17, item 3), with real servers in one process:
+"""Mutual TLS on the brokers' gRPC channels, with real servers in one process:
 two brokers write their topics to bookies that require client certificates, and hand a bundle
 over on their TLS broker RPC port; a caller without the cluster's certificate is refused there.
 """

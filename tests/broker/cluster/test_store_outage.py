@@ -1,4 +1,4 @@
-"""The admin REST while the metadata store is out of reach (issue 22): a JSON 503 within 2 s, not
+"""The admin REST while the metadata store is out of reach: a JSON 503 within 2 s, not
 a call hanging until the store client notices, and answers again once the store is back."""
 
 from __future__ import annotations

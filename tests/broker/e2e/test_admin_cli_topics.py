@@ -1,4 +1,4 @@
-"""``magnetar admin topics`` in pulsar-admin's shapes against a real standalone (issue 20): what
+"""``magnetar admin topics`` in pulsar-admin's shapes against a real standalone: what
 each command does is checked with the official client."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile bodies and names on the admin REST (issue 22): every answer is JSON and below 500,
+"""Hostile bodies and names on the admin REST: every answer is JSON and below 500,
 nothing is logged with a traceback, and the broker goes on serving admin calls and clients."""
 
 from __future__ import annotations

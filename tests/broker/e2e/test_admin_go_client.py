@@ -1,4 +1,4 @@
-"""Topic and subscription lifecycle through the official Go admin client (pulsaradmin, issue 20):
+"""Topic and subscription lifecycle through the official Go admin client (pulsaradmin):
 its requests and its parsing of the answers are the contract, and what it does is checked with the
 official Python client (messages kept, skipped, expired, deleted for good)."""
 

@@ -1,4 +1,4 @@
-"""Subscription management through the admin REST with the official client (issue 20): create,
+"""Subscription management through the admin REST with the official client: create,
 delete, clear-backlog and reset-cursor by publish time, as pulsar-admin scripts them."""
 
 from __future__ import annotations

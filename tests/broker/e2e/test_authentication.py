@@ -1,4 +1,4 @@
-"""Token authentication and authorization (issue 17, first parts) with the official client, a raw
+"""Token authentication and authorization with the official client, a raw
 socket and the admin REST: keys and tokens made with ``magnetar tokens``; a broker with
 ``authentication_enabled`` serves a valid token's holder, refuses a CONNECT without one or with a
 forged, expired or unknown-method one with Pulsar's AuthenticationError saying why, and answers

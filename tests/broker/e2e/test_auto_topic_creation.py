@@ -1,4 +1,4 @@
-"""Auto topic creation (issue 20): Pulsar's allowAutoTopicCreation, allowAutoTopicCreationType and
+"""Auto topic creation: Pulsar's allowAutoTopicCreation, allowAutoTopicCreationType and
 defaultNumPartitions, and a namespace's autoTopicCreation override, as the official client sees
 them over pulsar:// and http://."""
 

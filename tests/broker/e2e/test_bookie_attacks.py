@@ -1,4 +1,4 @@
-"""The three bookie attacks of issue 22, against a topic the official client is writing.
+"""Three attacks on a bookie, against a topic the official client is writing.
 
 Before: a caller of the bookie's port could replace an acknowledged entry (a Pulsar consumer was
 then served the forged payload), fence the open ledger (sends went unanswered for 42 s) or set

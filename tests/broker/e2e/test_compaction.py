@@ -1,4 +1,4 @@
-"""Topic compaction with the official client (issue 21): read_compacted consumers and readers see
+"""Topic compaction with the official client: read_compacted consumers and readers see
 the latest value of each key (an empty value deletes it) and then the tail; other subscriptions
 see everything; the compacted view survives a restart and an unload; the client's table view
 reads it; a topic without keys is refused with the reason; a topic over its compactionThreshold is

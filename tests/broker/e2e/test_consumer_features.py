@@ -1,4 +1,4 @@
-"""What the official client builds on the broker, end to end (issue 21): negative acks and the
+"""What the official client builds on the broker, end to end: negative acks and the
 redelivery count, dead-letter topics, chunked messages larger than the broker's message size
 and seek by publish time on a durable consumer. (Shared priority levels, which the Python client
 does not offer, and Failover's ACTIVE_CONSUMER_CHANGE are checked over the raw protocol in

@@ -1,4 +1,4 @@
-"""Hostile and mistaken commands (issue 22): a bad command gets an error for that command and the
+"""Hostile and mistaken commands: a bad command gets an error for that command and the
 connection, with its other producers and consumers, goes on; frames mutated at random never
 crash the broker, change an acknowledged message or leave a traceback in its log."""
 

@@ -1,5 +1,5 @@
 """The official client given the broker's http:// URL (HTTP lookups, as with Pulsar's web service
-URL), and namespaces that hold topics kept from deletion (issue 20)."""
+URL), and namespaces that hold topics kept from deletion."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Key_Shared delivers as Shared does (issue 18): three consumers on twelve keys get 600 unbatched
+"""Key_Shared delivers as Shared does: three consumers on twelve keys get 600 unbatched
 messages each exactly once, every key to one consumer in order, with each consumer receiving in
 its own thread as an application does.
 

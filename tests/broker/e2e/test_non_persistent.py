@@ -1,4 +1,4 @@
-"""Non-persistent topics with the official client (issue 21): messages reach the consumers
+"""Non-persistent topics with the official client: messages reach the consumers
 connected when they are published, every subscription type works, a consumer that cannot keep up
 loses messages and the drops are counted, nothing is kept across an unload or a restart, and what
 only a stored topic can do is refused with the reason."""

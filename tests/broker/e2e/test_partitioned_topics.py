@@ -1,4 +1,4 @@
-"""Partitioned topics with the official client (issue 20): created through the admin REST, the
+"""Partitioned topics with the official client: created through the admin REST, the
 client's partitioned producer routes over every partition, its consumer reads them all, and the
 partition count can grow but never shrink."""
 

@@ -1,4 +1,4 @@
-"""Producer access modes with the official client (issue 21): Exclusive refuses a second producer,
+"""Producer access modes with the official client: Exclusive refuses a second producer,
 ExclusiveWithFencing takes the topic and nothing the fenced producer sends afterwards is stored,
 WaitForExclusive waits for its turn, and an exclusive producer keeps the topic through a bundle
 unload and a broker restart."""

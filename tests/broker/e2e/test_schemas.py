@@ -1,4 +1,4 @@
-"""The schema registry with the official client (issue 21): typed producers and consumers (Avro,
+"""The schema registry with the official client: typed producers and consumers (Avro,
 JSON, a primitive type) get 8-byte schema versions; an incompatible schema is refused under
 BACKWARD and taken under ALWAYS_COMPATIBLE; older consumers read newer versions; producers may be
 kept from registering schemas or from writing without one; the admin API reads, uploads, checks

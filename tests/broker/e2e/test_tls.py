@@ -1,4 +1,4 @@
-"""TLS on the broker's ports and the tls and basic providers (issue 17), with the official client:
+"""TLS on the broker's ports and the tls and basic providers, with the official client:
 pulsar+ssl:// and https:// served with the broker's certificate, checked by clients against the
 CA; a client that does not trust that CA, a plain-text client on the TLS port and a TLS client on
 the plain port fail cleanly and leave the broker serving; a client certificate's CN is its role

@@ -1,5 +1,5 @@
 """Topic policies, namespace and topic level, through the official Go admin client and enforced by
-the broker, checked with the official Python client (issue 20): TTL expires messages, backlog
+the broker, checked with the official Python client: TTL expires messages, backlog
 quotas hold, refuse or evict, producer and consumer limits refuse, rate limits hold their rate
 within 10 %, retention keeps consumed data."""
 

@@ -1,4 +1,4 @@
-"""A metadata-store blip is not a change of owner (issue 22): a write whose answer was lost, but
+"""A metadata-store blip is not a change of owner: a write whose answer was lost, but
 which the store applied, must not make the next write look like another broker's takeover."""
 
 from __future__ import annotations
