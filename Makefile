@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # pytest's workers (pytest-xdist; tests/scheduling.py keeps the tests that share a cluster, the
 # operator's control plane or the machine's one Kubernetes node on one worker, longest first).
 # Serial by default: on 2 cores the suite is CPU-bound, and 3 workers starved its fault-timing and
-# pod tests into failures (README, Development). TEST_WORKERS=3 where there are cores to spare.
+# pod tests into failures (docs/development.md). TEST_WORKERS=3 where there are cores to spare.
 # The tests marked exclusive (timing under a fault) run alone after the rest either way.
 TEST_WORKERS ?= 0
 PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)

@@ -62,7 +62,7 @@ class BrokerConfig(ComponentConfig):
     broker_service_port: int = Field(default=6650, ge=0, le=65535)
     #: HTTP port of /metrics (and the admin REST); 0 picks a free one
     web_service_port: int = Field(default=8080, ge=0, le=65535)
-    # -- TLS (see README "Security"; Pulsar's settings) -----------------------------------------
+    # -- TLS (see docs/guides/security.md; Pulsar's settings) --------------------------------------
     #: brokerServicePortTls: the pulsar+ssl:// port (6651 in Pulsar's broker.conf); None: none
     broker_service_port_tls: int | None = Field(default=None, ge=0, le=65535)
     #: webServicePortTls: the https:// admin and lookup port (8443 in broker.conf); None: none
@@ -87,7 +87,7 @@ class BrokerConfig(ComponentConfig):
     #: open connections the broker accepts from one IP address (brokerMaxConnectionsPerIp); 0: no limit
     broker_max_connections_per_ip: int = Field(default=0, ge=0)
     broker_deduplication_enabled: bool = False
-    # -- TLS of the gRPC channels: to bookies and between brokers (Pulsar's settings) -----------
+    # -- TLS of the gRPC channels: to bookies and between brokers (Pulsar's settings) --------------
     #: bookkeeperTLSTrustCertsFilePath: the CAs bookies' certificates are checked against; set:
     #: the ledger client talks TLS to the bookies
     bookkeeper_tls_trust_certs_file_path: str = ""
@@ -104,7 +104,7 @@ class BrokerConfig(ComponentConfig):
     broker_client_trust_certs_file_path: str = ""
     broker_client_certificate_file_path: str = ""
     broker_client_key_file_path: str = ""
-    # -- authentication (see README "Authentication"; Pulsar's settings) -----------------------
+    # -- authentication (see docs/guides/security.md; Pulsar's settings) ---------------------------
     #: authenticationEnabled: every connection and admin call must say who it is
     authentication_enabled: bool = False
     #: authenticationProviders, comma-separated: token (or Pulsar's AuthenticationProviderToken)
@@ -130,7 +130,7 @@ class BrokerConfig(ComponentConfig):
     #: authenticates its own calls to brokers (admin forwarding, unloads, partition deletes)
     broker_client_authentication_plugin: str = ""
     broker_client_authentication_parameters: str = ""
-    # -- geo-replication (see README "Geo-replication") ----------------------------------------
+    # -- geo-replication (see docs/guides/geo-replication.md) --------------------------------------
     #: sends a replicator has in flight to its remote cluster (replicationProducerQueueSize)
     replication_producer_queue_size: int = Field(default=1000, gt=0)
     #: Magnetar: how often loaded topics check their namespace's clusters (set-clusters)
@@ -148,7 +148,7 @@ class BrokerConfig(ComponentConfig):
     #: namespace is dropped and the next one asks the remaining regions only (off: it waits for
     #: its timeout, replicated_subscriptions_snapshot_timeout_seconds)
     replicated_subscriptions_resume_without_removed_clusters: bool = True
-    # -- read-only topic ownership (PIP-63; see README "Read-only broker pool") -----------------
+    # -- read-only topic ownership (PIP-63; see docs/guides/read-only-pool.md) ---------------------
     #: serve consumers only, for bundles owned writable elsewhere (``magnetar broker --read-only``):
     #: registers in the read-only pool, owns bundles read-only among the pool, rejects producers
     read_only_broker: bool = False
@@ -164,7 +164,7 @@ class BrokerConfig(ComponentConfig):
     read_only_ledger_roll_detection: Literal["poll", "watch"] = "poll"
     #: read-only brokers: LAC long-poll timeout, after which the metadata is polled (``poll``)
     read_only_metadata_poll_interval_millis: int = Field(default=1000, gt=0)
-    # -- managed ledgers (managedLedger* settings) ---------------------------------------------
+    # -- managed ledgers (managedLedger* settings) -------------------------------------------------
     managed_ledger_default_ensemble_size: int = Field(default=2, ge=1)
     managed_ledger_default_write_quorum: int = Field(default=2, ge=1)
     managed_ledger_default_ack_quorum: int = Field(default=2, ge=1)
@@ -175,7 +175,7 @@ class BrokerConfig(ComponentConfig):
     managed_ledger_cache_size_mb: int = Field(default=64, ge=0)
     default_retention_time_in_minutes: float = 0
     default_retention_size_in_mb: float = 0
-    # -- topic policies' broker defaults (a namespace's or a topic's own setting wins) ---------
+    # -- topic policies' broker defaults (a namespace's or a topic's own setting wins) -------------
     #: ttlDurationDefaultInSeconds: unacknowledged messages older than this are expired (0: never)
     ttl_duration_default_in_seconds: int = Field(default=0, ge=0)
     #: messageExpiryCheckIntervalInMinutes: how often TTLs are enforced (fractions allowed)
@@ -226,7 +226,7 @@ class BrokerConfig(ComponentConfig):
     #: a topic still fenced (being handed over) after this many seconds is closed forcefully and
     #: its clients reconnect, so it is never stuck (topicFencingTimeoutSeconds; 0 never closes)
     topic_fencing_timeout_seconds: int = 0
-    # -- load manager (loadBalancer* settings; see broker/load_manager.py) ---------------------
+    # -- load manager (loadBalancer* settings; see broker/load_manager.py) -------------------------
     load_balancer_enabled: bool = True
     load_balancer_shedding_enabled: bool = True
     #: how often brokers publish their load report
