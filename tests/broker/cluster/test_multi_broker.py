@@ -187,6 +187,16 @@ class Workload:
         return self.acked - set(self.received)
 
 
+def acknowledged(workload: Workload | PartitionedWorkload, count: int, timeout_s: float = 60) -> None:
+    """Wait for ``count`` more acknowledgements than ``workload`` had: after its start, load has
+    reached the brokers; after a move or a failure, it flows again."""
+    target = len(workload.acked) + count
+    deadline = time.monotonic() + timeout_s
+    while len(workload.acked) < target:
+        assert time.monotonic() < deadline, f"not {count} more acknowledgements in {timeout_s:.0f} s"
+        time.sleep(0.05)
+
+
 def topics(count: int, prefix: str) -> list[str]:
     return [f"persistent://public/default/{prefix}-{i}" for i in range(count)]
 
@@ -338,7 +348,7 @@ def test_moving_a_bundle_under_load_loses_nothing(shared: Cluster, move: str) ->
     topic = f"persistent://public/default/moving-{move}"  # each case's own, on the shared cluster
     client = shared.client(0)
     workload = Workload(client, [topic], rate=2000).start()  # the issue's rate
-    time.sleep(2)
+    acknowledged(workload, 1000)
     owner = owner_of(shared, topic)
     bundle = _bundle_of(shared, topic)
     path = f"/admin/v2/namespaces/public/default/{bundle}/unload"
@@ -350,7 +360,7 @@ def test_moving_a_bundle_under_load_loses_nothing(shared: Cluster, move: str) ->
     lookups = _lookups(shared)
     status, answer = shared.admin("PUT", path)
     assert status == 200, answer
-    time.sleep(3)
+    acknowledged(workload, 2500)  # after an unload, only once the clients looked it up again
     if move in ("transfer", "split"):
         # transfer: the clients went straight to the new owner (assignedBrokerServiceUrl);
         # split: they were never disconnected. No lookup at all.
@@ -382,7 +392,7 @@ def test_sigterm_of_an_owner_under_load_loses_nothing(cluster: Cluster) -> None:
     names = topics(4, "sigterm")
     client = cluster.client(0)
     workload = Workload(client, names, rate=400).start()
-    time.sleep(2)
+    acknowledged(workload, 200)
     owner = owner_of(cluster, names[0])
     victim = next(b for b in cluster.brokers() if b.endpoints["service_url"] == owner)
     if victim.endpoints["service_url"] == cluster.service_url(0):
@@ -399,7 +409,7 @@ def test_sigterm_of_an_owner_under_load_loses_nothing(cluster: Cluster) -> None:
     assert status == 200
     assert victim.address not in listed
     assert len(listed) == 2
-    time.sleep(3)
+    acknowledged(workload, 400)  # every topic's producer is served again (they send in turn)
     workload.stop()
     assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
     client.close()
@@ -487,11 +497,11 @@ def test_leader_sheds_bundles_of_an_overloaded_broker(cluster: Cluster) -> None:
     names = one_topic_per_bundle("public/lb", 6)
     client = cluster.client(0)
     workload = Workload(client, names, rate=120).start()
-    time.sleep(2)
+    acknowledged(workload, 120)
     victim = busiest(cluster, names, 0)
     assert bundles_by_owner(cluster, names)[victim.endpoints["service_url"]] >= 2
     overload_and_wait_for_shedding(cluster, names, victim, 0)
-    time.sleep(2)
+    acknowledged(workload, 120)
     workload.stop()
     assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
     assert not workload.failed
@@ -507,7 +517,7 @@ def test_a_new_leader_keeps_balancing_after_the_leader_dies(cluster: Cluster) ->
     index = next(i for i, b in enumerate(cluster.state.find("broker")) if b.name != dead.name)
     client = cluster.client(index)
     workload = Workload(client, names, rate=120).start()
-    time.sleep(2)
+    acknowledged(workload, 120)
     os.kill(dead.pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -524,7 +534,7 @@ def test_a_new_leader_keeps_balancing_after_the_leader_dies(cluster: Cluster) ->
         time.sleep(1)
     victim = busiest(cluster, names, index, exclude=frozenset({dead.address}))
     overload_and_wait_for_shedding(cluster, names, victim, index)
-    time.sleep(2)
+    acknowledged(workload, 120)
     workload.stop()
     assert not workload.lost, f"{len(workload.lost)} acknowledged messages never received"
     client.close()
@@ -784,20 +794,20 @@ def test_a_partitioned_topic_over_three_brokers_keeps_keys_in_order_through_move
     partitions = [f"{topic}-partition-{i}" for i in range(8)]
     client = shared.client(0, scheme)
     workload = PartitionedWorkload(client, topic)
-    time.sleep(2)
+    acknowledged(workload, 150)
     owners = {owner_of(shared, p) for p in partitions}
     assert len(owners) >= 2, f"8 partitions all on {owners}"
     # Unload one partition's bundle, then transfer another's to a broker that does not own it.
     moved = _bundle_of(shared, partitions[0])
     assert shared.admin("PUT", f"/admin/v2/namespaces/public/default/{moved}/unload")[0] == 200
-    time.sleep(2)
+    acknowledged(workload, 150)
     target = next(p for p in partitions if _bundle_of(shared, p) != moved)
     owner = owner_of(shared, target)
     destination = next(b for b in shared.brokers() if b.endpoints["service_url"] != owner)
     bundle = _bundle_of(shared, target)
     query = f"?destinationBroker={destination.address}"
     assert shared.admin("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload{query}")[0] == 200
-    time.sleep(2)
+    acknowledged(workload, 150)
     workload.stop()
     assert owner_of(shared, target) == destination.endpoints["service_url"]
     assert len(workload.acked) > 300

@@ -98,7 +98,7 @@ class Standalone:
 
     def client(self, **options: object) -> pulsar.Client:
         settings: dict[str, object] = {"operation_timeout_seconds": 15, "logger": _CLIENT_LOG, **options}
-        return pulsar.Client(self.service_url, **settings)  # type: ignore[arg-type]
+        return pulsar.Client(self.service_url, **settings)
 
 
 @pytest.fixture
