@@ -1,7 +1,7 @@
 """The broker: accepts Pulsar-protocol connections and wires the broker's parts together.
 
-Requests flow one way: a connection (connection.py, with producer_commands.py and
-consumer_commands.py) asks the bundles (bundles.py: lookup, ownership, unload, transfer) where a
+Requests flow one way: a connection (cnx/connection.py, with cnx/producer_commands.py and
+cnx/consumer_commands.py) asks the bundles (bundles.py: lookup, ownership, unload, transfer) where a
 topic is served and the topic registry (topics.py) for the topic, which is a topic (topic.py) over
 a managed ledger (managed_ledger/) over the ledger client and the bookies (magnetar.bookie).
 Beside them: the admin REST (admin.py), the load manager (load_manager.py, load_report.py),
@@ -25,9 +25,9 @@ from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.bundles import BundleGate, Bundles
+from magnetar.broker.cnx.connection import ConnectionDeps, Connections, ServerConnection
 from magnetar.broker.compaction.topic_compactions import Compactions
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.connection import ConnectionDeps, Connections, ServerConnection
 from magnetar.broker.fencing import FencedTopicWatchdog
 from magnetar.broker.load_manager import LoadManager
 from magnetar.broker.load_report import LoadSampler

@@ -18,11 +18,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from magnetar.broker.auth_refresh import AuthenticationRefresh
 from magnetar.broker.authorization import Authorization
-from magnetar.broker.channel import TopicSource
+from magnetar.broker.cnx.auth_refresh import AuthenticationRefresh
+from magnetar.broker.cnx.channel import TopicSource
+from magnetar.broker.cnx.consumer_commands import CompactedReads, ConsumerCommands
+from magnetar.broker.cnx.producer_commands import ProducerCommands, ReadOnlyRefusal
+from magnetar.broker.cnx.schema_commands import SchemaCommands
+from magnetar.broker.cnx.server_errors import server_error
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.consumer_commands import CompactedReads, ConsumerCommands
 from magnetar.broker.namespace import NamespaceError
 from magnetar.broker.ownership import (
     BrokerInfo,
@@ -31,13 +34,10 @@ from magnetar.broker.ownership import (
     UnknownListenerError,
     lookup_urls,
 )
-from magnetar.broker.producer_commands import ProducerCommands, ReadOnlyRefusal
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import FRAME_PADDING, Frame, FrameError, encode, parse_frame
-from magnetar.broker.schema_commands import SchemaCommands
 from magnetar.broker.schemas.admission import SchemaAdmission
-from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, InvalidTopicNameError, Topic, TopicName
 from magnetar.common.authentication.providers import Authentication, AuthenticationFailed
 from magnetar.common.background import BackgroundTasks

@@ -7,8 +7,8 @@ import contextlib
 import logging
 from typing import Protocol
 
-from magnetar.broker.admission import consumer_refusal
-from magnetar.broker.channel import CommandChannel, TopicSource
+from magnetar.broker.cnx.admission import consumer_refusal
+from magnetar.broker.cnx.channel import CommandChannel, TopicSource
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.managed_ledger import (
     Entry,

@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from magnetar.broker.admission import producer_refusal
-from magnetar.broker.channel import CommandChannel, TopicSource
+from magnetar.broker.cnx.admission import producer_refusal
+from magnetar.broker.cnx.channel import CommandChannel, TopicSource
+from magnetar.broker.cnx.server_errors import server_error
 from magnetar.broker.managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError, Position
 from magnetar.broker.ownership import LookupUrls, NotServedError
 from magnetar.broker.producer_access import ProducerAccessError
@@ -21,7 +22,6 @@ from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import ChecksumError, Frame, FrameError, verify_payload
 from magnetar.broker.schemas.compatibility import IncompatibleSchemaError
 from magnetar.broker.schemas.schema_data import InvalidSchemaError
-from magnetar.broker.server_errors import server_error
 from magnetar.broker.topic import DuplicateMessage, InvalidTopicNameError, Producer, Topic, TopicFencedError
 from magnetar.common.latency import LatencyHistogram
 from magnetar.proto import PulsarApi_pb2 as api

@@ -4,7 +4,7 @@ from the schema registry (broker/schemas/)."""
 
 from __future__ import annotations
 
-from magnetar.broker.channel import CommandChannel
+from magnetar.broker.cnx.channel import CommandChannel
 from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.commands import T
 from magnetar.broker.protocol.frames import Frame
