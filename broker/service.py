@@ -4,7 +4,7 @@ Requests flow one way: a connection (cnx/connection.py, with cnx/producer_comman
 cnx/consumer_commands.py) asks the bundles (bundles.py: lookup, ownership, unload, transfer) where a
 topic is served and the topic registry (topics.py) for the topic, which is a topic (topic.py) over
 a managed ledger (managed_ledger/) over the ledger client and the bookies (magnetar.bookie).
-Beside them: the admin REST (admin.py), the load manager (load_manager.py, load_report.py),
+Beside them: the admin REST (admin/), the load manager (load_manager.py, load_report.py),
 geo-replication (replication/), the fenced-topic watchdog (fencing.py), Prometheus metrics
 (metrics.py) and the broker-to-broker gRPC server (rpc_server.py: PIP-63 cursors, transfers).
 This module builds them, starts them in order and stops them in the reverse order.
@@ -20,7 +20,7 @@ import grpc
 
 from magnetar.bookie.client import LedgerClient
 from magnetar.broker import load_report
-from magnetar.broker.admin import AdminApi, AdminDeps
+from magnetar.broker.admin.app import AdminApi, AdminDeps
 from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from magnetar.broker.admin import errors
+from magnetar.broker.admin.app import errors
 from magnetar.common.metadata import MetadataError, NoNodeError, SessionExpiredError
 
 

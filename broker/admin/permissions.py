@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin_http import DOMAIN, AdminDeps, error, namespace_of, topic_of
+from magnetar.broker.admin.http import DOMAIN, AdminDeps, error, namespace_of, topic_of
 from magnetar.broker.authorization import check_actions, topic_key
 
 

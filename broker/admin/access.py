@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from magnetar.broker.admin_http import ROLE, error
+from magnetar.broker.admin.http import ROLE, error
 from magnetar.broker.authorization import Authorization, AuthorizationError
 from magnetar.broker.topic import TopicName
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin_http import AdminDeps, error, json_object, topic_of
+from magnetar.broker.admin.http import AdminDeps, error, json_object, topic_of
 from magnetar.broker.schemas.admission import schema_id
 from magnetar.broker.schemas.compatibility import IncompatibleSchemaError
 from magnetar.broker.schemas.schema_data import InvalidSchemaError, SchemaData

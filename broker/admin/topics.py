@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin_http import (
+from magnetar.broker.admin.http import (
     DOMAIN,
     AdminDeps,
     Owners,
@@ -18,7 +18,7 @@ from magnetar.broker.admin_http import (
     query_flag,
     topic_of,
 )
-from magnetar.broker.admin_messages import message_id
+from magnetar.broker.admin.messages import message_id
 from magnetar.broker.consumer import SubType
 from magnetar.broker.non_persistent.topic import NonPersistentTopic
 from magnetar.broker.ownership import BrokerInfo, web_url

@@ -1,6 +1,6 @@
 """The admin REST API's namespace level: clusters, tenants, namespaces, bundles and brokers, as
-Pulsar's ``/admin/v2`` answers them. Topics and subscriptions are in admin_topics.py and
-admin_subscriptions.py; what all of them share (errors, redirects to owners) in admin_http.py.
+Pulsar's ``/admin/v2`` answers them. Topics and subscriptions are in topics.py and
+subscriptions.py; what all of them share (errors, redirects to owners) in http.py.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import asyncio
 from aiohttp import web
 from pydantic import ValidationError
 
-from magnetar.broker.admin_access import access_checks
-from magnetar.broker.admin_http import (
+from magnetar.broker.admin.access import access_checks
+from magnetar.broker.admin.http import (
     ROLE,
     AdminDeps,
     Handler,
@@ -24,11 +24,11 @@ from magnetar.broker.admin_http import (
     probe,
     query_flag,
 )
-from magnetar.broker.admin_permissions import PermissionAdminApi
-from magnetar.broker.admin_policies import PolicyAdminApi
-from magnetar.broker.admin_schemas import SchemaAdminApi
-from magnetar.broker.admin_subscriptions import SubscriptionAdminApi
-from magnetar.broker.admin_topics import TopicAdminApi
+from magnetar.broker.admin.permissions import PermissionAdminApi
+from magnetar.broker.admin.policies import PolicyAdminApi
+from magnetar.broker.admin.schemas import SchemaAdminApi
+from magnetar.broker.admin.subscriptions import SubscriptionAdminApi
+from magnetar.broker.admin.topics import TopicAdminApi
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
 from magnetar.broker.policies import AutoTopicCreationOverride
 from magnetar.common.admin_client import AdminError, AsyncAdminClient

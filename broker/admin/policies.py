@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from pydantic import ValidationError
 
-from magnetar.broker.admin_http import DOMAIN, AdminDeps, namespace_of, topic_of
+from magnetar.broker.admin.http import DOMAIN, AdminDeps, namespace_of, topic_of
 from magnetar.broker.namespace import NamespaceError
 from magnetar.broker.policies import Policies, applied
 
