@@ -15,7 +15,7 @@ from typing import Protocol
 
 from magnetar.broker.namespace import NamespaceError, NamespacePolicies
 from magnetar.broker.partitions import PARTITION_SUFFIX, PartitionedTopics
-from magnetar.broker.policies import AutoTopicCreationOverride
+from magnetar.broker.policies.data import AutoTopicCreationOverride
 from magnetar.broker.topic import Topic, TopicName
 
 

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from magnetar.bookie.client import LedgerClientConfig
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
-from magnetar.broker.policies import (
+from magnetar.broker.policies.data import (
     AutoTopicCreationOverride,
     BacklogPolicy,
     BacklogQuota,

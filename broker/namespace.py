@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from magnetar.broker.policies import AutoTopicCreationOverride, Policies
+from magnetar.broker.policies.data import AutoTopicCreationOverride, Policies
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
 FULL_RANGE = 0x1_0000_0000

@@ -21,7 +21,6 @@ import grpc
 from magnetar.bookie.client import LedgerClient
 from magnetar.broker import load_report
 from magnetar.broker.admin.app import AdminApi, AdminDeps
-from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.bundles import BundleGate, Bundles
@@ -43,7 +42,8 @@ from magnetar.broker.ownership import (
 )
 from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.peers import PeerClient
-from magnetar.broker.policy_checks import policy_loops
+from magnetar.broker.policies.applied import PolicyUpdates
+from magnetar.broker.policies.checks import policy_loops
 from magnetar.broker.producer_names import ProducerNames
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.refusal import ProducerRefusal

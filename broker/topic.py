@@ -19,10 +19,10 @@ from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_identity
 from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, ManagedLedger, Position
 from magnetar.broker.markers import REPLICATED_PROPERTY, SNAPSHOT, MarkerIndex
+from magnetar.broker.policies.topic_settings import TopicSettings
 from magnetar.broker.producer_access import ProducerAccess
 from magnetar.broker.protocol.frames import FrameError, read_metadata
 from magnetar.broker.subscription import Subscription, SubscriptionBusyError
-from magnetar.broker.topic_settings import TopicSettings
 from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)

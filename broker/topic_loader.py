@@ -4,11 +4,11 @@ a non-persistent topic over a managed ledger in memory (the owner's only)."""
 from __future__ import annotations
 
 from magnetar.bookie.client import LedgerClient
-from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.broker.namespace import NamespacePolicies
 from magnetar.broker.non_persistent.memory_ledger import MemoryLedger
 from magnetar.broker.non_persistent.topic import NonPersistentTopic
+from magnetar.broker.policies.applied import PolicyUpdates
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.broker.read_only.ledger import ReadOnlyManagedLedger
 from magnetar.broker.topic import Topic, TopicName, TopicNotAllowedError

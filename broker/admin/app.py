@@ -30,7 +30,7 @@ from magnetar.broker.admin.schemas import SchemaAdminApi
 from magnetar.broker.admin.subscriptions import SubscriptionAdminApi
 from magnetar.broker.admin.topics import TopicAdminApi
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
-from magnetar.broker.policies import AutoTopicCreationOverride
+from magnetar.broker.policies.data import AutoTopicCreationOverride
 from magnetar.common.admin_client import AdminError, AsyncAdminClient
 from magnetar.common.authentication.providers import AuthenticationFailed
 from magnetar.common.tls import peer_common_name

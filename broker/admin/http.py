@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from magnetar.broker.applied_policies import PolicyUpdates
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.compaction.topic_compactions import Compactions
@@ -32,6 +31,7 @@ from magnetar.broker.ownership import (
     web_url,
 )
 from magnetar.broker.partitions import PartitionedTopics
+from magnetar.broker.policies.applied import PolicyUpdates
 from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName, TopicNotAllowedError
 from magnetar.common.admin_client import AdminError, AsyncAdminClient

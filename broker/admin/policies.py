@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from magnetar.broker.admin.http import DOMAIN, AdminDeps, namespace_of, topic_of
 from magnetar.broker.namespace import NamespaceError
-from magnetar.broker.policies import Policies, applied
+from magnetar.broker.policies.data import Policies, applied
 
 Route = Callable[[web.Request], Awaitable[web.Response]]
 _RANGE_ERRORS = {"greater_than_equal", "less_than_equal", "greater_than", "less_than", "literal_error"}

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker import message_expiry
 from magnetar.broker.admin.http import DOMAIN, Owners, error, query_flag
 from magnetar.broker.admin.messages import message_response, parse_message_id
 from magnetar.broker.consumer import SubType
 from magnetar.broker.managed_ledger import InitialPosition, Position
 from magnetar.broker.namespace import NamespaceError
+from magnetar.broker.policies import message_expiry
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import Topic
 

@@ -4,7 +4,7 @@ retries) and ``producer_exception`` (the client fails its sends)."""
 
 from __future__ import annotations
 
-from magnetar.broker.backlog_quota import exceeded
+from magnetar.broker.policies.backlog_quota import exceeded
 from magnetar.broker.topic import Topic
 from magnetar.proto import PulsarApi_pb2 as api
 

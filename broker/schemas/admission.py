@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from magnetar.broker.policies import Policies
+from magnetar.broker.policies.data import Policies
 from magnetar.broker.schemas.compatibility import IncompatibleSchemaError
 from magnetar.broker.schemas.registry import SchemaRegistry, decode_version, encode_version
 from magnetar.broker.schemas.schema_data import SchemaData

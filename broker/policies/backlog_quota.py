@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from magnetar.broker.managed_ledger import Position
-from magnetar.broker.policies import BacklogQuota
+from magnetar.broker.policies.data import BacklogQuota
 from magnetar.broker.topic import Topic
 
 EVICTION = "consumer_backlog_eviction"

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-from magnetar.broker import message_expiry
-from magnetar.broker.applied_policies import PolicyUpdates
-from magnetar.broker.backlog_quota import EVICTION, bytes_after, evict, exceeded
 from magnetar.broker.compaction.compactor import CURSOR as COMPACTION_CURSOR
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.managed_ledger import ManagedLedger
+from magnetar.broker.policies import message_expiry
+from magnetar.broker.policies.applied import PolicyUpdates
+from magnetar.broker.policies.backlog_quota import EVICTION, bytes_after, evict, exceeded
 from magnetar.broker.topic import Topic
 
 log = logging.getLogger(__name__)

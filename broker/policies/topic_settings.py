@@ -1,5 +1,5 @@
 """A topic's policies at work: its own (topic-level) settings, the ones that apply (resolved by
-broker/applied_policies.py), retention set on its managed ledger, and its publish and dispatch rate
+broker/policies/applied.py), retention set on its managed ledger, and its publish and dispatch rate
 limiters. TTL, backlog quotas and producer/consumer limits are read from ``policies`` where they
 are enforced."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
-from magnetar.broker.policies import DispatchRate, Policies, PublishRate
+from magnetar.broker.policies.data import DispatchRate, Policies, PublishRate
 from magnetar.broker.rate_limiter import RateLimiter
 
 

@@ -1,5 +1,5 @@
-"""The policies that apply to each loaded topic (broker/policies.py says which win), handed to
-its ``TopicSettings`` (broker/topic_settings.py).
+"""The policies that apply to each loaded topic (broker/policies/data.py says which win), handed to
+its ``TopicSettings`` (broker/policies/topic_settings.py).
 
 Resolved when the topic is loaded (its namespace's policies come with the load) and kept current:
 the broker whose admin API takes a topic-level change applies it to its topics at once, and every
@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.policies import Policies, TopicPolicyStore, applied, own_policies
+from magnetar.broker.policies.data import Policies, TopicPolicyStore, applied, own_policies
 
 if TYPE_CHECKING:
     from magnetar.broker.namespace import NamespacePolicies
