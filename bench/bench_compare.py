@@ -62,8 +62,8 @@ from common import RUNS, cpu_seconds, machine_ticks, processes, start_noop
 from produce_consume import catch_up, rss_mb
 from windows import LeanWorkload, latency
 
+from magnetar.admin.client import AdminClient
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
-from magnetar.common.admin_client import AdminClient
 from magnetar.common.zkserver import free_port
 
 console = Console()

@@ -52,9 +52,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from lean_client import STAMP
 from windows import Client, collect, spawn
 
+from magnetar.admin.client import AdminClient
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
-from magnetar.common.admin_client import AdminClient
 
 console = Console()
 #: the client's own (C++) logger: a Python logger can abort the process at exit

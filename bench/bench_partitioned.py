@@ -28,8 +28,8 @@ from perf_go import produce
 from rich.console import Console
 from rich.table import Table
 
+from magnetar.admin.client import AdminClient
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
-from magnetar.common.admin_client import AdminClient
 
 console = Console(width=150)
 RESULTS = Path(__file__).parent / "results" / "bench_partitioned.json"

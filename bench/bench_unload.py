@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import RUNS, write_results
 from windows import AFTER_S, LeanWorkload, summarize, verdict
 
+from magnetar.admin.client import AdminClient
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
-from magnetar.common.admin_client import AdminClient
 
 console = Console()
 RESULTS = RUNS / "bench_unload.json"

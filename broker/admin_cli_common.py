@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from magnetar.common import admin_client
+from magnetar.admin import client as admin_client
 
 console = Console()
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
+from magnetar.admin.client import AdminClient, AdminError
 from magnetar.chaos.local import security
 from magnetar.chaos.local.supervisor import alive
 from magnetar.chaos.process import targets
-from magnetar.common.admin_client import AdminClient, AdminError
 from magnetar.common.authentication.client import ClientCredentials
 
 AUTH_PLUGIN_KEY = "magnetar_auth_plugin"

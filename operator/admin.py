@@ -1,6 +1,6 @@
 """The admin REST calls the operator makes, in Pulsar's ``/admin/v2`` shapes: everything the
 namespace and bundle handlers and the broker drain ask of a cluster, over the one admin client
-(magnetar.common.admin_client). Being Pulsar's paths, the same calls work against Apache Pulsar.
+(magnetar.admin.client). Being Pulsar's paths, the same calls work against Apache Pulsar.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from magnetar.common.admin_client import AdminError, AsyncAdminClient
+from magnetar.admin.client import AdminError, AsyncAdminClient
 from magnetar.operator.security import AdminAccess
 
 __all__ = ["AdminClient", "AdminError", "BundleInfo"]

@@ -10,6 +10,7 @@ import asyncio
 from aiohttp import web
 from pydantic import ValidationError
 
+from magnetar.admin.client import AdminError, AsyncAdminClient
 from magnetar.broker.admin.access import access_checks
 from magnetar.broker.admin.http import (
     ROLE,
@@ -31,7 +32,6 @@ from magnetar.broker.admin.subscriptions import SubscriptionAdminApi
 from magnetar.broker.admin.topics import TopicAdminApi
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, even_boundaries
 from magnetar.broker.policies.data import AutoTopicCreationOverride
-from magnetar.common.admin_client import AdminError, AsyncAdminClient
 from magnetar.common.authentication.providers import AuthenticationFailed
 from magnetar.common.tls import peer_common_name
 

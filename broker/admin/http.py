@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from magnetar.admin.client import AdminError, AsyncAdminClient
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
 from magnetar.broker.compaction.topic_compactions import Compactions
@@ -34,7 +35,6 @@ from magnetar.broker.partitions import PartitionedTopics
 from magnetar.broker.policies.applied import PolicyUpdates
 from magnetar.broker.schemas.admission import SchemaAdmission
 from magnetar.broker.topic import InvalidTopicNameError, Topic, TopicName, TopicNotAllowedError
-from magnetar.common.admin_client import AdminError, AsyncAdminClient
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.authentication.providers import Authentication
 from magnetar.common.metadata import (

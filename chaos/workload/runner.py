@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.admin.client import AdminClient, AdminError
 from magnetar.chaos.workload.clients import (
     ConsumerSettings,
     ConsumerWorker,
@@ -19,7 +20,6 @@ from magnetar.chaos.workload.clients import (
     ProducerWorker,
 )
 from magnetar.chaos.workload.events import EventLog
-from magnetar.common.admin_client import AdminClient, AdminError
 from magnetar.common.tls import client_context
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from magnetar.admin.client import AdminClient, AdminError
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec, SecuritySpec
 from magnetar.chaos.local.supervisor import ClusterState, Supervisor
-from magnetar.common.admin_client import AdminClient, AdminError
 from magnetar.spark import postmortem
 from tests.chaos.test_experiments import completed
 

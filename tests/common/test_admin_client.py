@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from magnetar.common.admin_client import AdminClient, AdminError, AsyncAdminClient
+from magnetar.admin.client import AdminClient, AdminError, AsyncAdminClient
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ import pulsar
 import pytest
 import yaml
 
+from magnetar.admin.client import AdminClient, AdminError
 from magnetar.chaos.local.spec import ClusterSpec, SecuritySpec
 from magnetar.chaos.local.supervisor import alive
-from magnetar.common.admin_client import AdminClient, AdminError
 from magnetar.common.authentication import keys, tokens
 from tests.broker.geo.conftest import REGIONS, Regions, region_spec
 from tests.broker.geo.test_replication import receive_all
