@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from magnetar.admin.schema_strategies import SchemaStrategy
 from magnetar.bookie.client import LedgerClientConfig
 from magnetar.broker.managed_ledger import ManagedLedgerConfig
 from magnetar.broker.policies.data import (
@@ -18,7 +19,6 @@ from magnetar.broker.policies.data import (
     DelayedDeliveryPolicies,
     DispatchRate,
     Policies,
-    SchemaStrategy,
 )
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.authentication.providers import Authentication

@@ -16,21 +16,12 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from magnetar.admin.schema_strategies import SchemaStrategy
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
 ROOT = "/admin/topic-policies"
 _PARTITION = re.compile(r"-partition-\d+$")
 BacklogPolicy = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
-SchemaStrategy = Literal[
-    "ALWAYS_INCOMPATIBLE",
-    "ALWAYS_COMPATIBLE",
-    "BACKWARD",
-    "FORWARD",
-    "FULL",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD_TRANSITIVE",
-    "FULL_TRANSITIVE",
-]
 
 
 class _Shape(BaseModel):

@@ -20,7 +20,7 @@ from avro.compatibility import (
     SchemaIncompatibilityType,
 )
 
-from magnetar.broker.policies.data import SchemaStrategy
+from magnetar.admin.schema_strategies import SchemaStrategy
 from magnetar.broker.schemas.schema_data import AVRO_DEFINED, SchemaData
 
 STRATEGIES: tuple[str, ...] = get_args(SchemaStrategy)
