@@ -12,7 +12,7 @@ from magnetar import __version__
 #: subcommand name -> "module:click-command"; components add their entry here
 COMMANDS: dict[str, str] = {
     "bookie": "magnetar.bookie.cli:bookie",
-    "admin": "magnetar.broker.admin_cli:admin",
+    "admin": "magnetar.admin.cli:admin",
     "broker": "magnetar.broker.cli:broker",
     "standalone": "magnetar.broker.standalone:standalone",
     "shell": "magnetar.bookie.shell:shell",

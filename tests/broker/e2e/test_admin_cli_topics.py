@@ -9,7 +9,7 @@ import json
 import pulsar
 from click.testing import CliRunner
 
-from magnetar.broker.admin_cli import admin
+from magnetar.admin.cli import admin
 from tests.broker.e2e.conftest import Standalone
 
 TOPIC = "persistent://public/default/cli"

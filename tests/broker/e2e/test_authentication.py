@@ -20,7 +20,7 @@ import pulsar
 import pytest
 from click.testing import CliRunner
 
-from magnetar.broker.admin_cli import admin
+from magnetar.admin.cli import admin
 from magnetar.common.authentication.cli import tokens_command
 from magnetar.proto import PulsarApi_pb2 as api
 from tests.broker.conftest import admin_call

@@ -15,7 +15,7 @@ import pulsar
 import pytest
 from click.testing import CliRunner
 
-from magnetar.broker.admin_cli import admin
+from magnetar.admin.cli import admin
 from tests.broker.e2e.conftest import Standalone
 
 TOPIC = "persistent://public/default/compaction-"

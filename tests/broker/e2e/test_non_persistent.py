@@ -12,7 +12,7 @@ import pulsar
 import pytest
 from click.testing import CliRunner
 
-from magnetar.broker.admin_cli import admin
+from magnetar.admin.cli import admin
 from tests.broker.conftest import admin_call, send_until_received
 from tests.broker.e2e.conftest import Standalone
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
-from magnetar.broker.admin_cli import admin
+from magnetar.admin.cli import admin
 from magnetar.broker.protocol import commands
 from tests.broker.e2e.conftest import Standalone
 from tests.broker.e2e.test_malformed import RawConnection

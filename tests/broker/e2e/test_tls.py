@@ -18,8 +18,8 @@ import pulsar
 import pytest
 from click.testing import CliRunner
 
+from magnetar.admin.cli import admin
 from magnetar.admin.client import AdminClient, AdminError
-from magnetar.broker.admin_cli import admin
 from magnetar.common.authentication.basic import hash_password
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.certificates import CertificateAuthority

@@ -13,7 +13,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from magnetar.broker.admin_cli import AdminClient
+from magnetar.admin.cli import AdminClient
 from magnetar.chaos.local import security
 from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor

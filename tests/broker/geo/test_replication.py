@@ -13,7 +13,7 @@ import pulsar
 import pytest
 from click.testing import CliRunner
 
-from magnetar.broker.admin_cli import admin
+from magnetar.admin.cli import admin
 from magnetar.chaos.local.supervisor import alive
 from tests.broker.geo.conftest import Regions
 

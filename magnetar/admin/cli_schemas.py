@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from magnetar.broker.admin_cli_common import AdminClient, show, topic_path
+from magnetar.admin.cli_common import AdminClient, show, topic_path
 
 
 def _path(topic: str) -> str:

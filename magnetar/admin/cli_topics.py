@@ -7,7 +7,7 @@ import time
 
 import click
 
-from magnetar.broker.admin_cli_common import AdminClient, duration_seconds, show, topic_path
+from magnetar.admin.cli_common import AdminClient, duration_seconds, show, topic_path
 
 
 def _message_id(value: str) -> dict[str, int]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import click
 
-from magnetar.broker.admin_cli_common import AdminClient, duration_seconds, show, topic_path
-from magnetar.broker.schemas.compatibility import STRATEGIES
+from magnetar.admin.cli_common import AdminClient, duration_seconds, show, topic_path
+from magnetar.admin.schema_strategies import SchemaStrategy
 
 _SIZE = re.compile(r"^(-1|\d+)([KMGT]?)$", re.I)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -72,7 +72,7 @@ _POLICIES: list[tuple[str, tuple[str, str], str | None, list[click.Option], _Bod
       click.Option(["--time", "-t"], default="1s", show_default=True, help="Tick time (1s, 2s).")],
      lambda enable, time: {"active": enable, "tickTime": duration_seconds(time) * 1000}),
     ("schema-compatibility-strategy", ("schemaCompatibilityStrategy", "schemaCompatibilityStrategy"), None,
-     [click.Option(["--compatibility", "-c"], required=True, type=click.Choice(STRATEGIES),
+     [click.Option(["--compatibility", "-c"], required=True, type=click.Choice(get_args(SchemaStrategy)),
                    help="Which schemas may follow the topic's.")],
      lambda compatibility: compatibility),
     ("is-allow-auto-update-schema", ("isAllowAutoUpdateSchema", "isAllowAutoUpdateSchema"), None,

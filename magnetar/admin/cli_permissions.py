@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from magnetar.broker.admin_cli_common import AdminClient, show, topic_path
+from magnetar.admin.cli_common import AdminClient, show, topic_path
 
 
 def _path(kind: str, target: str) -> str:

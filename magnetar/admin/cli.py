@@ -6,11 +6,11 @@ from typing import Any
 
 import click
 
-from magnetar.broker import admin_cli_permissions, admin_cli_policies
-from magnetar.broker.admin_cli_common import AdminClient
-from magnetar.broker.admin_cli_common import show as _show
-from magnetar.broker.admin_cli_schemas import schemas
-from magnetar.broker.admin_cli_topics import topics
+from magnetar.admin import cli_permissions, cli_policies
+from magnetar.admin.cli_common import AdminClient
+from magnetar.admin.cli_common import show as _show
+from magnetar.admin.cli_schemas import schemas
+from magnetar.admin.cli_topics import topics
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.tls import TlsSettingsError, client_context
 
@@ -316,5 +316,5 @@ def brokers_leader(client: AdminClient) -> None:
     _show(client.call("GET", "/admin/v2/brokers/leaderBroker"))
 
 
-admin_cli_policies.install(namespaces, topics)
-admin_cli_permissions.install(namespaces, topics)
+cli_policies.install(namespaces, topics)
+cli_permissions.install(namespaces, topics)
