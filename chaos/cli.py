@@ -14,6 +14,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from magnetar.chaos import run as chaos_run
+from magnetar.common.run_directory import Layout
 
 console = Console()
 #: the experiments shipped with the lab (chaos/experiments/ in a checkout)
@@ -109,9 +110,12 @@ def run(
     if cluster_dir is None and target == "local":
         latest = Path("runs/latest-cluster")
         cluster_dir = latest.resolve() if latest.exists() else None
-    run_dir = chaos_run.new_run_dir(experiment, run_id)
+    try:
+        run_dir = chaos_run.new_run_dir(experiment, run_id)
+    except FileExistsError as exc:
+        raise click.ClickException(str(exc)) from exc
     if target == "kubernetes" and cluster_dir is None:
-        cluster_dir = _kube_target(run_dir / "kube-target", kubeconfig, kube_clusters)
+        cluster_dir = _kube_target(run_dir / Layout.KUBE_TARGET, kubeconfig, kube_clusters)
     _show_progress()
     console.print(f"[bold]run[/] {run_dir}")
     journal = chaos_run.execute(
@@ -169,9 +173,9 @@ def _print_summary(result: dict[str, Any], run_dir: Path) -> None:
     console.print(table)
     console.print(
         f"hypothesis before: {result['hypothesis_before']}, after: {result['hypothesis_after']}; "
-        f"journal: {run_dir / 'journal.json'}"
+        f"journal: {run_dir / Layout.JOURNAL}"
     )
-    (run_dir / "chaos-summary.json").write_text(json.dumps(result, indent=2, default=str))
+    (run_dir / Layout.CHAOS_SUMMARY).write_text(json.dumps(result, indent=2, default=str))
 
 
 _DEFAULTS = f"{', '.join(DEMO_EXPERIMENTS)}; with --kube: {', '.join(KUBE_DEMO_EXPERIMENTS)}"
@@ -289,7 +293,7 @@ def _postmortem(*run_dirs: Path) -> int:
     import subprocess
     import sys
 
-    logged = [run_dir for run_dir in run_dirs if any((run_dir / "events").glob("*.jsonl"))]
+    logged = [run_dir for run_dir in run_dirs if _logged(run_dir)]
     for run_dir in sorted(set(run_dirs) - set(logged)):
         console.print(f"post-mortem of {run_dir} skipped: the experiment ran no workload (no events/*.jsonl)")
     if not logged:
@@ -301,6 +305,11 @@ def _postmortem(*run_dirs: Path) -> int:
     console.print(f"[bold]post-mortem[/] of {named}")
     command = [sys.executable, "-m", "magnetar", "postmortem", *map(str, logged)]
     return subprocess.run(command, check=False).returncode
+
+
+def _logged(run_dir: Path) -> bool:
+    """Whether the run's workload logged events (an experiment may run none)."""
+    return any((run_dir / Layout.EVENTS).glob(f"*{Layout.EVENT_LOG_SUFFIX}"))
 
 
 def _verdict(losses: int | None, status: int) -> str:
@@ -315,10 +324,10 @@ def _losses(run_dir: Path) -> int | None:
     no events, None where it has no report."""
     import json
 
-    if not any((run_dir / "events").glob("*.jsonl")):
+    if not _logged(run_dir):
         return 0
     try:
-        summary = json.loads((run_dir / "report" / "summary.json").read_text())
+        summary = json.loads((run_dir / Layout.REPORT / "summary.json").read_text())
     except (OSError, ValueError):
         return None
     return int(summary["headline"]["losses"])

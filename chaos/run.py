@@ -1,5 +1,5 @@
 """One chaos-lab run: an experiment executed by Chaos Toolkit, and everything it leaves behind
-gathered in ``runs/<run id>/`` (architecture §6):
+gathered in ``runs/<run id>/`` (architecture §6; the layout is ``magnetar.common.run_directory``'s):
 
     runs/<run id>/experiment.json   the experiment as run (with the configuration we injected)
     runs/<run id>/journal.json      Chaos Toolkit's journal: every activity's start, end, output
@@ -23,10 +23,9 @@ from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
 from chaoslib.loader import load_experiment
 
 from magnetar.chaos.kube import target as kube
+from magnetar.common.run_directory import RUNS, Layout, make_run_dir
 
 log = logging.getLogger(__name__)
-
-RUNS = Path("runs")
 
 
 class ExperimentError(ValueError):
@@ -59,10 +58,10 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def new_run_dir(experiment_path: Path, run_id: str | None = None) -> Path:
+    """``runs/<run id>/``, made; ``run_id`` defaults to ``<experiment>-<time>``. A directory that
+    already holds a run's events is refused (RunDirectoryExistsError, a FileExistsError)."""
     run_id = run_id or f"{experiment_path.stem}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
-    run_dir = RUNS / run_id
-    (run_dir / "events").mkdir(parents=True, exist_ok=False)
-    return run_dir
+    return make_run_dir(RUNS / run_id, new=True)
 
 
 def configure(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict[str, Any]:
@@ -91,13 +90,13 @@ def configure(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict
 def execute(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict[str, Any]:
     """Run the experiment; write experiment.json, journal.json and the cluster's logs."""
     experiment = configure(experiment, run_dir, target)
-    (run_dir / "experiment.json").write_text(json.dumps(experiment, indent=2, default=str))
+    (run_dir / Layout.EXPERIMENT).write_text(json.dumps(experiment, indent=2, default=str))
     journal: dict[str, Any] = run_experiment(experiment)
-    (run_dir / "journal.json").write_text(json.dumps(journal, indent=2, default=str))
+    (run_dir / Layout.JOURNAL).write_text(json.dumps(journal, indent=2, default=str))
     if target.cluster_dir is not None and kube.is_kube(target.cluster_dir):
-        kube.pod_logs(target.cluster_dir, run_dir / "cluster")
+        kube.pod_logs(target.cluster_dir, run_dir / Layout.CLUSTER)
     elif target.cluster_dir is not None:
-        collect_cluster_logs(target.cluster_dir, run_dir / "cluster")
+        collect_cluster_logs(target.cluster_dir, run_dir / Layout.CLUSTER)
     return journal
 
 

@@ -10,6 +10,7 @@ import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from magnetar.common.run_directory import Layout
 from magnetar.spark.synthetic import MS, T0, FaultSpec, Scenario, journal
 
 SPACING_NS = 200_000  # 5,000 messages/s per topic
@@ -32,8 +33,8 @@ def _topic(run_dir: Path, run: str, topic: int, messages: int) -> None:
         f'"subscription":"sub"'
     )
     with (
-        (run_dir / "events" / f"{producer}.jsonl").open("w") as out_p,
-        (run_dir / "events" / f"{consumer}.jsonl").open("w") as out_c,
+        Layout.event_log(run_dir, producer).open("w") as out_p,
+        Layout.event_log(run_dir, consumer).open("w") as out_c,
     ):
         for first in range(0, messages, CHUNK):
             lines_p: list[str] = []
@@ -67,7 +68,7 @@ def _topic(run_dir: Path, run: str, topic: int, messages: int) -> None:
 def write(run_dir: Path, events: int, topics: int = 4, workers: int = 2) -> int:
     """A run of about ``events`` events over ``topics`` topics; the exact number of events."""
     messages = max(1, events // (4 * topics))
-    (run_dir / "events").mkdir(parents=True, exist_ok=True)
+    (run_dir / Layout.EVENTS).mkdir(parents=True, exist_ok=True)
     run = run_dir.name
     with ProcessPoolExecutor(workers) as pool:
         list(pool.map(_topic, [run_dir] * topics, [run] * topics, range(topics), [messages] * topics))
@@ -77,5 +78,5 @@ def write(run_dir: Path, events: int, topics: int = 4, workers: int = 2) -> int:
     )
     last = T0 + messages * SPACING_NS + 5 * MS
     text = json.dumps(journal(Scenario(run, (), faults), T0, last), indent=1)
-    (run_dir / "journal.json").write_text(text)
+    (run_dir / Layout.JOURNAL).write_text(text)
     return topics * (messages * 4 + messages // DUP_EVERY)

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from magnetar.common.run_directory import EVENTS, SCHEMA_VERSION, Layout
 from magnetar.spark.errors import BadInputError
 from magnetar.spark.location import Location, Where
-from magnetar.spark.schema import CORRUPT, EVENT_SCHEMA, EVENTS, KEPT, PARTITION, REQUIRED, SCHEMA_VERSION
+from magnetar.spark.schema import CORRUPT, EVENT_SCHEMA, KEPT, PARTITION, REQUIRED
 
 #: the longest excerpt of a bad line kept for the report
 EXCERPT = 160
@@ -45,9 +46,9 @@ def event_files(run_dir: Where) -> list[Location]:
     run_dir = Location.of(run_dir)
     if not run_dir.is_dir():
         raise BadInputError(f"{run_dir}: no such run directory")
-    files = (run_dir / "events").files(suffix=".jsonl")
+    files = (run_dir / Layout.EVENTS).files(suffix=Layout.EVENT_LOG_SUFFIX)
     if not files:
-        raise BadInputError(f"{run_dir / 'events'}: no *.jsonl event logs")
+        raise BadInputError(f"{run_dir / Layout.EVENTS}: no *{Layout.EVENT_LOG_SUFFIX} event logs")
     return files
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from magnetar.common.run_directory import Layout
 from magnetar.spark.errors import BadInputError
 from magnetar.spark.location import Location, Where
 
@@ -30,7 +31,7 @@ class Fault:
 
 def read_faults(run_dir: Where) -> list[Fault] | None:
     """The faults in time order; None when the run has no journal."""
-    path = Location.of(run_dir) / "journal.json"
+    path = Location.of(run_dir) / Layout.JOURNAL
     if not path.exists():
         return None
     try:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from magnetar.common.run_directory import ExpectedSubscription
 from magnetar.spark.receipts import SUBSCRIPTION
-from magnetar.spark.runinfo import ExpectedSubscription
 
 TAIL_NS = 5_000_000_000
 

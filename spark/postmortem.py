@@ -19,6 +19,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
+from magnetar.common.run_directory import Layout
 from magnetar.spark import (
     duplicates,
     latency,
@@ -77,7 +78,7 @@ def run(
     """Analyse ``run_dir`` (a path or a URI, see location) into ``out`` (default RUN_DIR/report);
     raises BadInputError for input that cannot be analysed."""
     run_dir = Location.of(run_dir)
-    out = Location.of(out) if out is not None else run_dir / "report"
+    out = Location.of(out) if out is not None else run_dir / Layout.REPORT
     status(f"reading {run_dir}")
     info = read_run_info(run_dir)
     found = read_faults(run_dir)

@@ -1,35 +1,20 @@
-"""Optional run metadata, ``RUN_DIR/run.json``: the run's id, its clusters, and the subscriptions
-that were meant to run to the end (so a subscription that received nothing at all still counts
-its losses). Without the file the id is the directory's name and subscriptions are found in the log.
+"""Optional run metadata, ``RUN_DIR/run.json`` (every run of the chaos lab writes it): the run's id,
+its clusters, and the subscriptions that were meant to run to the end (so a subscription that
+received nothing at all still counts its losses). Without the file the id is the directory's name
+and subscriptions are found in the log. The file's model and reader are the run directory's
+contract (``magnetar.common.run_directory``); here a bad file is the post-mortem's BadInputError.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
+from magnetar.common.run_directory import RunInfo, RunInfoError
+from magnetar.common.run_directory import read_run_info as read_contract
 from magnetar.spark.errors import BadInputError
 from magnetar.spark.location import Location, Where
 
 
-class ExpectedSubscription(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    topic: str
-    subscription: str
-
-
-class RunInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    clusters: list[str] = []
-    subscriptions: list[ExpectedSubscription] = []
-
-
 def read_run_info(run_dir: Where) -> RunInfo:
-    run_dir = Location.of(run_dir)
-    path = run_dir / "run.json"
-    if not path.exists():
-        return RunInfo(id=run_dir.name)
     try:
-        return RunInfo.model_validate_json(path.read_text())
-    except (OSError, UnicodeDecodeError, ValidationError) as exc:
-        raise BadInputError(f"{path}: not valid run metadata ({exc})") from exc
+        return read_contract(Location.of(run_dir))
+    except RunInfoError as exc:
+        raise BadInputError(str(exc)) from exc

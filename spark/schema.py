@@ -1,15 +1,15 @@
-"""The event-log schema (architecture §6), read with an explicit Spark schema, and the report's version."""
+"""The event-log schema (architecture §6), read with an explicit Spark schema, and the report's version.
+
+The event names and the schema's version are the run directory's contract
+(``magnetar.common.run_directory``), shared with the workload that writes the log."""
 
 from __future__ import annotations
 
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-#: the major version of the event schema this reader understands; events without "v" are version 1
-SCHEMA_VERSION = 1
 #: the version of summary.json; its keys only grow within a major version
 SUMMARY_SCHEMA = "magnetar.postmortem/v1"
 
-EVENTS = ("send", "send_ok", "send_err", "receive", "ack", "connect", "disconnect", "switch_cluster")
 #: a line without these is not an event
 REQUIRED = ("ts", "client", "event")
 #: Spark puts a line that does not fit the schema here (PERMISSIVE mode)

@@ -27,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from magnetar.common.run_directory import Layout
+
 T0 = 1_800_000_000_000_000_000
 MS = 1_000_000
 PUBLISH_MS, DELIVER_MS, ACK_MS = 2.0, 2.0, 0.2
@@ -276,9 +278,9 @@ def write(scenario: Scenario, run_dir: Path, *, files: int = 0, shuffle: int | N
     for n, event in enumerate(events):
         name = event["client"] if files == 0 else f"part-{n % files}"
         logs.setdefault(name, []).append(json.dumps(event, separators=(",", ":")))
-    (run_dir / "events").mkdir(parents=True, exist_ok=True)
+    (run_dir / Layout.EVENTS).mkdir(parents=True, exist_ok=True)
     for name, lines in logs.items():
-        (run_dir / "events" / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+        Layout.event_log(run_dir, name).write_text("\n".join(lines) + "\n")
     times = [e["ts"] for e in events]
-    (run_dir / "journal.json").write_text(json.dumps(journal(scenario, min(times), max(times)), indent=1))
+    (run_dir / Layout.JOURNAL).write_text(json.dumps(journal(scenario, min(times), max(times)), indent=1))
     return expected

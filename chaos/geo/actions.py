@@ -9,6 +9,7 @@ from typing import Any
 
 from magnetar.chaos.admin_target import admin_target, call
 from magnetar.chaos.workload.rundir import run_dir
+from magnetar.common.run_directory import Layout
 
 __all__ = ["move_consumers", "replicated_namespace"]
 
@@ -46,10 +47,10 @@ def move_consumers(
 ) -> dict[str, Any]:
     """Tell the consumers of workload ``prefix`` to continue in region ``cluster`` (their
     control files): each closes its consumer and subscribes there under the same name."""
-    control = run_dir(configuration) / "control"
-    control.mkdir(parents=True, exist_ok=True)
+    directory = run_dir(configuration)
+    (directory / Layout.CONTROL).mkdir(parents=True, exist_ok=True)
     for index in range(consumers):
-        path = control / f"{prefix}-c{index}.json"
+        path = Layout.control(directory, f"{prefix}-c{index}")
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"cluster": cluster}))
         tmp.replace(path)

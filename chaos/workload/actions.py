@@ -22,6 +22,7 @@ from chaoslib.exceptions import ActivityFailed
 from magnetar.chaos.admin_target import admin_url, auth_settings, cluster_name, service_url
 from magnetar.chaos.process import targets
 from magnetar.chaos.workload.rundir import run_dir as _run_dir
+from magnetar.common.run_directory import Layout
 
 __all__ = ["start_workload", "stop_workload", "stop_workloads"]
 
@@ -73,7 +74,7 @@ def start_workload(
     local = not (service_url_ or (configuration or {}).get("magnetar_service_url"))
     auth = auth_settings(cluster_dir, configuration, local=local)
     listener = _listener(cluster, cluster_dir, configuration) if local else ""
-    log = run_dir / "workload" / f"{prefix}.log"
+    log = Layout.workload(run_dir, prefix, ".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable, "-m", "magnetar", "workload", "--service-url", url, "--cluster", cluster,
@@ -90,7 +91,7 @@ def start_workload(
     ]  # fmt: skip
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    (run_dir / "workload" / f"{prefix}.pid").write_text(str(process.pid))
+    Layout.workload(run_dir, prefix, ".pid").write_text(str(process.pid))
     time.sleep(2)  # connected and flowing before the fault
     if process.poll() is not None:
         raise ActivityFailed(f"workload exited at once ({process.returncode}); see {log}")
@@ -122,7 +123,7 @@ def stop_workload(
 ) -> dict[str, Any]:
     """Stop producing (SIGTERM), let consumers drain what was published, wait for the exit."""
     run_dir = _run_dir(configuration)
-    pid_file = run_dir / "workload" / f"{prefix}.pid"
+    pid_file = Layout.workload(run_dir, prefix, ".pid")
     try:
         pid = int(pid_file.read_text())
     except (OSError, ValueError):
@@ -145,14 +146,14 @@ def stop_workloads(
     pids: dict[str, int] = {}
     for prefix in prefixes:
         try:
-            pids[prefix] = int((run_dir / "workload" / f"{prefix}.pid").read_text())
+            pids[prefix] = int(Layout.workload(run_dir, prefix, ".pid").read_text())
         except (OSError, ValueError):
             raise ActivityFailed(f"no workload {prefix!r} was started in {run_dir}") from None
     for pid in pids.values():
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    logs = {prefix: run_dir / "workload" / f"{prefix}.log" for prefix in pids}
+    logs = {prefix: Layout.workload(run_dir, prefix, ".log") for prefix in pids}
     return {prefix: _wait_exit(pid, deadline, logs[prefix]) for prefix, pid in pids.items()}
 
 

@@ -1,4 +1,5 @@
-"""The event log (architecture §6): one JSON object per line in ``<run>/events/<client>.jsonl``.
+"""The event log (architecture §6): one JSON object per line in ``<run>/events/<client>.jsonl``,
+with the names and version of the run directory's contract (``magnetar.common.run_directory``).
 
 Writers are called from the Pulsar client's I/O threads as well as ours, so each log has a lock;
 lines are flushed at once (a killed workload loses at most the line being written).
@@ -12,9 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: major version of the event schema; readers reject majors they do not know
-SCHEMA_VERSION = 1
-EVENTS = ("send", "send_ok", "send_err", "receive", "ack", "connect", "disconnect", "switch_cluster")
+from magnetar.common.run_directory import EVENTS, SCHEMA_VERSION, Layout
 
 
 def now_ns() -> int:
@@ -30,7 +29,7 @@ def message_id_text(message_id: Any) -> str:
 class EventLog:
     def __init__(self, events_dir: Path, run: str, client: str, role: str, topic: str) -> None:
         events_dir.mkdir(parents=True, exist_ok=True)
-        self.path = events_dir / f"{client}.jsonl"
+        self.path = events_dir / f"{client}{Layout.EVENT_LOG_SUFFIX}"
         self._file = self.path.open("a", buffering=1)
         self._lock = threading.Lock()
         self._base = {"v": SCHEMA_VERSION, "run": run, "client": client, "role": role, "topic": topic}

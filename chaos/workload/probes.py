@@ -7,13 +7,14 @@ import time
 from typing import Any
 
 from magnetar.chaos.workload.rundir import run_dir
+from magnetar.common.run_directory import Layout
 
 __all__ = ["no_acked_loss", "workload_flowing"]
 
 
 def _events(configuration: dict[str, Any] | None) -> list[dict[str, Any]]:
     found = []
-    for path in sorted((run_dir(configuration) / "events").glob("*.jsonl")):
+    for path in sorted((run_dir(configuration) / Layout.EVENTS).glob(f"*{Layout.EVENT_LOG_SUFFIX}")):
         for line in path.read_text().splitlines():
             if line.strip():
                 try:

@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from magnetar.common.run_directory import RUNS, make_run_dir
+
 CONFIGURATION_KEY = "magnetar_run_dir"
 ENVIRONMENT_KEY = "MAGNETAR_RUN_DIR"
-RUNS = Path("runs")
 
 log = logging.getLogger("chaostoolkit")
 _fresh: Path | None = None
@@ -25,8 +26,7 @@ def run_dir(configuration: dict[str, Any] | None) -> Path:
     """The run directory (made, with its ``events/``, if missing)."""
     chosen = (configuration or {}).get(CONFIGURATION_KEY) or os.environ.get(ENVIRONMENT_KEY)
     path = Path(chosen) if chosen else _fresh_run_dir()
-    (path / "events").mkdir(parents=True, exist_ok=True)
-    return path.resolve()
+    return make_run_dir(path).resolve()
 
 
 def _fresh_run_dir() -> Path:

@@ -20,6 +20,7 @@ from magnetar.chaos.workload.clients import (
     ProducerWorker,
 )
 from magnetar.chaos.workload.events import EventLog
+from magnetar.common.run_directory import Layout
 from magnetar.common.tls import client_context
 
 
@@ -66,8 +67,7 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
         if spec.admin_url is None:
             raise ValueError("a partitioned workload needs the admin URL to create its topic")
         create_partitioned_topic(spec.admin_url, spec.topic, spec.partitions, spec.home)
-    events_dir = spec.run_dir / "events"
-    control_dir = spec.run_dir / "control"
+    events_dir = spec.run_dir / Layout.EVENTS
     endpoints = {spec.home.cluster: spec.home, **spec.endpoints}
     consumers = [
         ConsumerWorker(
@@ -78,7 +78,7 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
                 spec.subscription,
                 spec.subscription_type,
                 spec.replicate_subscription_state,
-                control_dir / f"{spec.prefix}-c{i}.json",
+                Layout.control(spec.run_dir, f"{spec.prefix}-c{i}"),
                 endpoints,
             ),
             EventLog(events_dir, spec.run_id, f"{spec.prefix}-c{i}", "consumer", spec.topic),
@@ -108,7 +108,7 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
     counters = {events.path.stem: dict(events.counts) for events in logs}
     for events in logs:
         events.close()
-    out = spec.run_dir / "workload" / f"{spec.prefix}.json"
+    out = Layout.workload(spec.run_dir, spec.prefix, ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"prefix": spec.prefix, "topic": spec.topic, "counters": counters}, indent=2))
     return counters

@@ -41,6 +41,13 @@ def test_the_event_log_names_and_version() -> None:
     assert Path("runs") == RUNS
 
 
+def test_the_workload_writes_with_the_contracts_names() -> None:
+    from magnetar.chaos.workload import events
+
+    assert events.EVENTS is EVENTS
+    assert events.SCHEMA_VERSION is SCHEMA_VERSION
+
+
 def test_the_layout_names_every_part_of_a_run(tmp_path: Path) -> None:
     names = {
         Layout.EVENTS, Layout.WORKLOAD, Layout.CONTROL, Layout.CLUSTER, Layout.REPORT, Layout.KUBE_TARGET,
