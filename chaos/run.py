@@ -5,6 +5,7 @@ gathered in ``runs/<run id>/`` (architecture §6; the layout is ``magnetar.commo
     runs/<run id>/journal.json      Chaos Toolkit's journal: every activity's start, end, output
     runs/<run id>/events/*.jsonl    the workload's event log
     runs/<run id>/cluster/          the cluster's process logs and state at the end of the run
+    runs/<run id>/run.json          the run's id, its workloads' clusters and subscriptions
     runs/<run id>/report/           the post-mortem, once it has run
 """
 
@@ -23,7 +24,16 @@ from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
 from chaoslib.loader import load_experiment
 
 from magnetar.chaos.kube import target as kube
-from magnetar.common.run_directory import RUNS, Layout, make_run_dir
+from magnetar.chaos.workload.actions import start_workload
+from magnetar.common.run_directory import (
+    RUNS,
+    WORKLOAD_MODULES,
+    ExpectedSubscription,
+    Layout,
+    RunInfo,
+    make_run_dir,
+    write_run_info,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +98,49 @@ def configure(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict
 
 
 def execute(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict[str, Any]:
-    """Run the experiment; write experiment.json, journal.json and the cluster's logs."""
+    """Run the experiment; write experiment.json, journal.json, run.json and the cluster's logs."""
     experiment = configure(experiment, run_dir, target)
     (run_dir / Layout.EXPERIMENT).write_text(json.dumps(experiment, indent=2, default=str))
     journal: dict[str, Any] = run_experiment(experiment)
     (run_dir / Layout.JOURNAL).write_text(json.dumps(journal, indent=2, default=str))
+    write_run_info(run_dir, run_info(run_dir, journal))
     if target.cluster_dir is not None and kube.is_kube(target.cluster_dir):
         kube.pod_logs(target.cluster_dir, run_dir / Layout.CLUSTER)
     elif target.cluster_dir is not None:
         collect_cluster_logs(target.cluster_dir, run_dir / Layout.CLUSTER)
     return journal
+
+
+def run_info(run_dir: Path, journal: dict[str, Any]) -> RunInfo:
+    """What ``run.json`` says of a run, from the workloads its journal shows started: the run's id
+    (its directory's name, as in the event log), the clusters their clients talked to, and the
+    subscriptions they consumed on, each in the order the workloads started."""
+    clusters: list[str] = []
+    subscriptions: list[ExpectedSubscription] = []
+    for started in _started_workloads(journal):
+        for name in started.get("clusters") or []:
+            if name not in clusters:
+                clusters.append(name)
+        if started.get("subscription"):
+            expected = ExpectedSubscription(topic=started["topic"], subscription=started["subscription"])
+            if expected not in subscriptions:
+                subscriptions.append(expected)
+    return RunInfo(id=run_dir.name, clusters=clusters, subscriptions=subscriptions)
+
+
+def _started_workloads(journal: dict[str, Any]) -> list[dict[str, Any]]:
+    """The outputs of the journal's workload starts that succeeded, in order."""
+    found = []
+    for entry in [*(journal.get("run") or []), *(journal.get("rollbacks") or [])]:
+        provider = (entry.get("activity") or {}).get("provider") or {}
+        if (
+            provider.get("module") in WORKLOAD_MODULES
+            and provider.get("func") == start_workload.__name__
+            and entry.get("status") == "succeeded"
+            and isinstance(entry.get("output"), dict)
+        ):
+            found.append(entry["output"])
+    return found
 
 
 def collect_cluster_logs(cluster_dir: Path, destination: Path) -> None:

@@ -54,14 +54,18 @@ def start_workload(
     ack to ``runs/<id>/events/``; they run until ``stop_workload`` (or ``duration`` seconds).
     With ``region``, the clients start in that region of a multi-region local cluster and know
     the others (``move_consumers`` sends the consumers there). With ``partitions``, the topic is
-    created partitioned first."""
+    created partitioned first. What it returns (in the journal) names the workload's topic, its
+    subscription (None without consumers) and the clusters its clients may talk to: the run's
+    ``run.json`` is made of it (magnetar.chaos.run)."""
     run_dir = _run_dir(configuration)
     others: list[str] = []
+    elsewhere: list[str] = []  # the other clusters the clients know
     if region is not None:
         regions = _regions(cluster_dir, configuration)
         if region not in regions:
             raise ActivityFailed(f"no region {region!r} with a broker (regions: {sorted(regions)})")
         url, cluster = regions[region], region
+        elsewhere = sorted(name for name in regions if name != region)
         others = [
             arg
             for name, u in sorted(regions.items())
@@ -99,6 +103,10 @@ def start_workload(
         "pid": process.pid,
         "service_url": url,
         "topic": topic,
+        "subscription": subscription if consumers > 0 else None,
+        "cluster": cluster,
+        # the clients start in ``cluster``; a consumer may be moved to any of the others
+        "clusters": [cluster, *elsewhere],
         "at": time.time(),
         "run_dir": str(run_dir),
     }

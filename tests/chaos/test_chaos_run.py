@@ -56,7 +56,21 @@ def test_run_gathers_journal_logs_and_summary(cluster: Path, tmp_path: Path) -> 
     assert (run_dir / "cluster" / "state.json").exists()
     assert (run_dir / "cluster" / f"{kill['output']['name']}.log").exists()
     assert (run_dir / "events").is_dir()
+    # every run writes run.json; this experiment starts no workload, so it lists nothing
+    assert json.loads((run_dir / "run.json").read_text()) == {
+        "id": "r-1",
+        "clusters": [],
+        "subscriptions": [],
+    }
     assert "kill-bookie" in result.stdout
+
+
+def test_a_run_id_already_used_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "runs" / "r-1" / "events").mkdir(parents=True)
+    result = chaos("run", str(EXPERIMENTS / "bookie-restart.yaml"), "--run-id", "r-1", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "run directory runs/r-1 exists already" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_invalid_experiments_are_explained(tmp_path: Path) -> None:
