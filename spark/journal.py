@@ -3,7 +3,9 @@
 A journal's ``run`` lists the method's activity runs: ``activity`` ({name, type action|probe,
 provider}), ``start``/``end`` (ISO 8601), ``status``; ``rollbacks`` has the same shape. A fault is
 an action of either list, except the workload's own start and stop: they frame the run, they do
-not disturb it. Repeated names get ``#2``, ``#3`` so that every fault is one row of the report.
+not disturb it. They are told by their provider's module (the run directory's contract,
+``WORKLOAD_MODULES``), whatever their name. Repeated names get ``#2``, ``#3`` so that every fault
+is one row of the report.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from magnetar.common.run_directory import Layout
+from magnetar.common.run_directory import WORKLOAD_MODULES, Layout
 from magnetar.spark.errors import BadInputError
 from magnetar.spark.location import Location, Where
 
@@ -67,9 +69,10 @@ def _fault(entry: Any, phase: str, where: str) -> Fault | None:
 
 
 def _is_workload(activity: dict[str, Any]) -> bool:
-    provider = activity.get("provider") or {}
-    module = str(provider.get("module", "")) if isinstance(provider, dict) else ""
-    return ".workload" in module or "workload" in str(activity.get("name", ""))
+    """The workload's own action: its provider's module is the workload's (its name says nothing)."""
+    provider = activity.get("provider")
+    module = provider.get("module") if isinstance(provider, dict) else None
+    return isinstance(module, str) and module in WORKLOAD_MODULES
 
 
 def _ns(text: Any, where: str) -> int:

@@ -27,12 +27,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from magnetar.common.run_directory import Layout
+from magnetar.common.run_directory import WORKLOAD_ACTIONS_MODULE, Layout
 
 T0 = 1_800_000_000_000_000_000
 MS = 1_000_000
 PUBLISH_MS, DELIVER_MS, ACK_MS = 2.0, 2.0, 0.2
 FLUSH_NS = 1_000  # held messages are released 1 µs apart
+#: the provider module of the journal's faults: any module but the workload's makes a fault
+FAULT_MODULE = "faults.actions"
 
 
 @dataclass(frozen=True)
@@ -248,12 +250,9 @@ def journal(scenario: Scenario, first_ts: int, last_ts: int) -> dict[str, Any]:
             "duration": (end - start) / 1e9,
         }
 
-    runs = [activity("start-workload", "magnetar.chaos.workload.actions", first_ts - 100 * MS, first_ts)]
-    runs += [
-        activity(f.name, "magnetar.chaos.bundles.actions", ns(f.start_ms), ns(f.end_ms))
-        for f in scenario.faults
-    ]
-    runs.append(activity("stop-workload", "magnetar.chaos.workload.actions", last_ts, last_ts + 100 * MS))
+    runs = [activity("start-workload", WORKLOAD_ACTIONS_MODULE, first_ts - 100 * MS, first_ts)]
+    runs += [activity(f.name, FAULT_MODULE, ns(f.start_ms), ns(f.end_ms)) for f in scenario.faults]
+    runs.append(activity("stop-workload", WORKLOAD_ACTIONS_MODULE, last_ts, last_ts + 100 * MS))
     return {
         "chaoslib-version": "1.42.0",
         "experiment": {"title": scenario.run},
