@@ -226,7 +226,7 @@ class BrokerConfig(ComponentConfig):
     #: a topic still fenced (being handed over) after this many seconds is closed forcefully and
     #: its clients reconnect, so it is never stuck (topicFencingTimeoutSeconds; 0 never closes)
     topic_fencing_timeout_seconds: int = 0
-    # -- load manager (loadBalancer* settings; see broker/load_manager.py) -------------------------
+    # -- load manager (loadBalancer* settings; see broker/loadbalance/load_manager.py) -------------
     load_balancer_enabled: bool = True
     load_balancer_shedding_enabled: bool = True
     #: how often brokers publish their load report

@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from magnetar.broker.load_report import LoadedTopics
+from magnetar.broker.loadbalance.load_report import LoadedTopics
 from magnetar.common.latency import LatencyHistogram
 
 _LABELS = ["cluster", "namespace", "topic"]

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import grpc
 
-from magnetar.broker.peers import HandoverTarget, PeerService
+from magnetar.broker.loadbalance.peers import HandoverTarget, PeerService
 from magnetar.broker.read_only.cursor_service import BundleLookup, CursorService, TopicSource
 from magnetar.common.grpc_tls import add_port, grpc_server_credentials
 from magnetar.common.tls import TlsFiles

@@ -1,12 +1,13 @@
 """The broker: accepts Pulsar-protocol connections and wires the broker's parts together.
 
 Requests flow one way: a connection (cnx/connection.py, with cnx/producer_commands.py and
-cnx/consumer_commands.py) asks the bundles (bundles.py: lookup, ownership, unload, transfer) where a
-topic is served and the topic registry (topics.py) for the topic, which is a topic (topic.py) over
-a managed ledger (managed_ledger/) over the ledger client and the bookies (magnetar.bookie).
-Beside them: the admin REST (admin/), the load manager (load_manager.py, load_report.py),
-geo-replication (replication/), the fenced-topic watchdog (fencing.py), Prometheus metrics
-(metrics.py) and the broker-to-broker gRPC server (rpc_server.py: PIP-63 cursors, transfers).
+cnx/consumer_commands.py) asks the bundles (loadbalance/bundles.py: lookup, ownership, unload,
+transfer) where a topic is served and the topic registry (topics.py) for the topic, which is a
+topic (topic.py) over a managed ledger (managed_ledger/) over the ledger client and the bookies
+(magnetar.bookie). Beside them: the admin REST (admin/), the policies (policies/), the load
+manager (loadbalance/: load_manager.py, load_report.py), geo-replication (replication/), the
+fenced-topic watchdog (fencing.py), Prometheus metrics (metrics.py) and the broker-to-broker gRPC
+server (rpc_server.py: PIP-63 cursors, transfers).
 This module builds them, starts them in order and stops them in the reverse order.
 """
 
@@ -19,17 +20,18 @@ import logging
 import grpc
 
 from magnetar.bookie.client import LedgerClient
-from magnetar.broker import load_report
 from magnetar.broker.admin.app import AdminApi, AdminDeps
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.auto_creation import AutoTopicCreation
-from magnetar.broker.bundles import BundleGate, Bundles
 from magnetar.broker.cnx.connection import ConnectionDeps, Connections, ServerConnection
 from magnetar.broker.compaction.topic_compactions import Compactions
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.fencing import FencedTopicWatchdog
-from magnetar.broker.load_manager import LoadManager
-from magnetar.broker.load_report import LoadSampler
+from magnetar.broker.loadbalance import load_report
+from magnetar.broker.loadbalance.bundles import BundleGate, Bundles
+from magnetar.broker.loadbalance.load_manager import LoadManager
+from magnetar.broker.loadbalance.load_report import LoadSampler
+from magnetar.broker.loadbalance.peers import PeerClient
 from magnetar.broker.managed_ledger import ManagedLedgerFactory
 from magnetar.broker.metrics import MetricsServer
 from magnetar.broker.namespace import Bundle, Namespaces
@@ -41,7 +43,6 @@ from magnetar.broker.ownership import (
     Ownership,
 )
 from magnetar.broker.partitions import PartitionedTopics
-from magnetar.broker.peers import PeerClient
 from magnetar.broker.policies.applied import PolicyUpdates
 from magnetar.broker.policies.checks import policy_loops
 from magnetar.broker.producer_names import ProducerNames

@@ -132,7 +132,7 @@ def cluster_names(body: dict[str, Any], key: str, default: list[str]) -> list[st
 
 
 class BundleAdmin(Protocol):
-    """The bundles' side of the admin API (broker/bundles.py)."""
+    """The bundles' side of the admin API (broker/loadbalance/bundles.py)."""
 
     @property
     def broker_id(self) -> str: ...

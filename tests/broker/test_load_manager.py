@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.load_manager import (
+from magnetar.broker.loadbalance.load_manager import (
     Candidate,
     ShedderState,
     bundles_to_split,
@@ -11,7 +11,7 @@ from magnetar.broker.load_manager import (
     resource_usage,
     threshold_shedder,
 )
-from magnetar.broker.load_report import MB, BundleStats, LoadReport
+from magnetar.broker.loadbalance.load_report import MB, BundleStats, LoadReport
 
 CONFIG = BrokerConfig()
 

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from magnetar.bookie.server import BookieServer, start_bookie
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.loadbalance.peers import PeerClient, PeerError
 from magnetar.broker.ownership import BrokerInfo
-from magnetar.broker.peers import PeerClient, PeerError
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import TopicName
 from magnetar.common.tls import TlsFiles

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from magnetar.broker.bundles import Bundles
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.loadbalance.bundles import Bundles
 from magnetar.broker.namespace import NamespacePolicies
 from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Ownership
 from magnetar.broker.service import BrokerService
@@ -59,9 +59,9 @@ async def test_loading_a_topic_reads_the_namespace_policies_once(
     topic = await load(broker, name)
     assert str(topic.name) == name
     # The replication manager reads its own copy (broker/replication); the bundles read once.
-    assert readers.count("magnetar.broker.bundles") == 1
+    assert readers.count("magnetar.broker.loadbalance.bundles") == 1
     assert await load(broker, name) is topic
-    assert readers.count("magnetar.broker.bundles") == 1
+    assert readers.count("magnetar.broker.loadbalance.bundles") == 1
 
 
 async def test_a_client_sent_ahead_of_a_handover_waits_for_it(broker: BrokerService) -> None:

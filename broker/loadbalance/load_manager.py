@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from magnetar.admin.client import AdminError, AsyncAdminClient
-from magnetar.broker import load_report
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.load_report import MB, LoadReport, LoadSampler, split_bundle_key
+from magnetar.broker.loadbalance import load_report
+from magnetar.broker.loadbalance.load_report import MB, LoadReport, LoadSampler, split_bundle_key
 from magnetar.broker.namespace import Namespaces
 from magnetar.broker.ownership import Ownership
 from magnetar.common.metadata import LeaderElection, MetadataError, MetadataStore

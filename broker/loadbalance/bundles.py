@@ -9,7 +9,7 @@ The handover of a transfer. Profiling a transfer of 16 busy topics (bench/bench_
 most of the window spent by the destination opening the managed ledgers, and most of that
 creating each topic's next ledger (several metadata-store round trips per topic). The new ledger
 does not depend on the old ones, so before fencing, the source asks the destination to *prepare*
-the bundle's topics (broker/peers.py): it creates the ledgers (ManagedLedgerFactory.prepare), and
+the bundle's topics (broker/loadbalance/peers.py): it creates the ledgers (ManagedLedgerFactory.prepare), and
 its open after the source has closed only records them. A failed or slow prepare changes nothing
 but speed; an unused prepared ledger is deleted after a minute.
 
@@ -29,9 +29,9 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from magnetar.broker.loadbalance.peers import PeerClient
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, SplitCommit
 from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Owner, Ownership, lookup_urls
-from magnetar.broker.peers import PeerClient
 from magnetar.broker.topic import InvalidTopicNameError, TopicName
 from magnetar.broker.topics import Topics
 from magnetar.common.background import BackgroundTasks
