@@ -1,8 +1,9 @@
 """The topics loaded on this broker (Pulsar's ``BrokerService.topics``), and the one way a topic leaves.
 
-A topic is loaded on first use, once its bundle is served here (the ``Gate``: broker/loadbalance/bundles.py).
-Every departure, whether an unload, a transfer, a session expiry, the fenced-topic watchdog or the
-admin API's topic unload, goes through ``Topics.evict``, in one order:
+A topic is loaded on first use, once its bundle is served here (the ``Gate``:
+broker/loadbalance/bundles.py). Every departure, whether an unload, a transfer, a session expiry,
+the fenced-topic watchdog or the admin API's topic unload, goes through ``Topics.evict``, in one
+order:
 
 1. fence: new sends are refused (their clients resend them to the next owner);
 2. drain: the sends taken get their receipts while their producers are still attached here;

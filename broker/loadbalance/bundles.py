@@ -9,9 +9,10 @@ The handover of a transfer. Profiling a transfer of 16 busy topics (bench/bench_
 most of the window spent by the destination opening the managed ledgers, and most of that
 creating each topic's next ledger (several metadata-store round trips per topic). The new ledger
 does not depend on the old ones, so before fencing, the source asks the destination to *prepare*
-the bundle's topics (broker/loadbalance/peers.py): it creates the ledgers (ManagedLedgerFactory.prepare), and
-its open after the source has closed only records them. A failed or slow prepare changes nothing
-but speed; an unused prepared ledger is deleted after a minute.
+the bundle's topics (broker/loadbalance/peers.py): it creates the ledgers
+(ManagedLedgerFactory.prepare), and its open after the source has closed only records them. A
+failed or slow prepare changes nothing but speed; an unused prepared ledger is deleted after a
+minute.
 
 A prepare also tells the destination to expect the topics (``BundleGate.expect_handover``): until
 the handover ends (or ``HANDOVER_HOLD_S``) a PRODUCER or SUBSCRIBE for one of them waits there,
