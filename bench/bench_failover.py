@@ -53,8 +53,8 @@ from lean_client import STAMP
 from windows import Client, collect, spawn
 
 from magnetar.admin.client import AdminClient
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, Supervisor
 
 console = Console()
 #: the client's own (C++) logger: a Python logger can abort the process at exit

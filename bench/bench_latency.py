@@ -41,7 +41,7 @@ from common import RUNS, processes, start_noop, write_results
 from rich.console import Console
 from rich.table import Table
 
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor
+from magnetar.local.supervisor import ClusterState, Supervisor
 
 console = Console()
 TARGET_P99_MS = 10.0

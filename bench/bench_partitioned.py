@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from magnetar.admin.client import AdminClient
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor
+from magnetar.local.supervisor import ClusterState, Supervisor
 
 console = Console(width=150)
 RESULTS = Path(__file__).parent / "results" / "bench_partitioned.json"

@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import RUNS, machine_ticks, percentile, write_results
 from windows import Client, Records, collect, spawn
 
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
-from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, ProcessRecord, Supervisor
 
 console = Console()
 TOPIC = "persistent://public/default/bench-readonly"

@@ -37,8 +37,8 @@ from common import RUNS, write_results
 from windows import AFTER_S, LeanWorkload, summarize, verdict
 
 from magnetar.admin.client import AdminClient
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, Supervisor, alive
 
 console = Console()
 RESULTS = RUNS / "bench_unload.json"

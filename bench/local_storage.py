@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 from magnetar.common.metadata import MetadataStore, open_store
-from magnetar.common.zkserver import ZooKeeperServer
+from magnetar.local.zookeeper import ZooKeeperServer
 
 READY_PREFIX = "bookie ready "
 

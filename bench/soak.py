@@ -31,8 +31,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from magnetar.chaos.local.spec import ClusterSpec
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
+from magnetar.local.spec import ClusterSpec
+from magnetar.local.supervisor import ClusterState, Supervisor, alive
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "soak.json"

@@ -83,8 +83,8 @@ def _local_cluster() -> dict[str, Any] | None:
     """The local cluster that ``MAGNETAR_CLUSTER_DIR`` or ``runs/latest-cluster`` names, if any."""
     from chaoslib.exceptions import ActivityFailed
 
-    from magnetar.chaos.local.supervisor import alive
     from magnetar.chaos.process import targets
+    from magnetar.local.supervisor import alive
 
     try:
         state = targets.load(targets.cluster_dir(None, None))

@@ -15,10 +15,10 @@ from typing import Any
 from chaoslib.exceptions import ActivityFailed
 
 from magnetar.admin.client import AdminClient, AdminError
-from magnetar.chaos.local import security
-from magnetar.chaos.local.supervisor import alive
 from magnetar.chaos.process import targets
 from magnetar.common.authentication.client import ClientCredentials
+from magnetar.local import security
+from magnetar.local.supervisor import alive
 
 AUTH_PLUGIN_KEY = "magnetar_auth_plugin"
 AUTH_PARAMS_KEY = "magnetar_auth_params"

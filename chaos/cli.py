@@ -248,9 +248,9 @@ Results = list[tuple[str, Path, dict[str, Any]]]
 
 def _demo_locally(cluster_file: Path, experiments: tuple[str, ...], stamp: str) -> Results:
     """Start the local cluster of ``cluster_file``, run ``experiments`` on it, stop it."""
-    from magnetar.chaos.local.cli import _link_latest
-    from magnetar.chaos.local.spec import ClusterSpec, ClusterSpecError
-    from magnetar.chaos.local.supervisor import LocalClusterError, Supervisor
+    from magnetar.local.cli import _link_latest
+    from magnetar.local.spec import ClusterSpec, ClusterSpecError
+    from magnetar.local.supervisor import LocalClusterError, Supervisor
 
     try:
         spec = ClusterSpec.load(cluster_file)

@@ -16,7 +16,7 @@ COMMANDS: dict[str, str] = {
     "broker": "magnetar.broker.cli:broker",
     "standalone": "magnetar.broker.standalone:standalone",
     "shell": "magnetar.bookie.shell:shell",
-    "local": "magnetar.chaos.local.cli:local",
+    "local": "magnetar.local.cli:local",
     "chaos": "magnetar.chaos.cli:chaos",
     "workload": "magnetar.chaos.workload.cli:workload",
     "postmortem": "magnetar.spark.cli:postmortem",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from magnetar.common.zkserver import ZooKeeperServer
+from magnetar.local.zookeeper import ZooKeeperServer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor
-from magnetar.common.zkserver import ZooKeeperServer, free_port
+from magnetar.local.supervisor import ClusterState, ProcessRecord, Supervisor
+from magnetar.local.zookeeper import ZooKeeperServer, free_port
 
 VERSION = "4.0.7"
 POM = Path(__file__).with_name("pom.xml")

@@ -22,7 +22,7 @@ import subprocess
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.local.supervisor import ClusterState
+from magnetar.local.supervisor import ClusterState
 
 CHAIN = "MAGNETAR-PARTITION"
 #: the built-in chain the cuts hang off: pod-to-pod traffic, bridged or routed, crosses it

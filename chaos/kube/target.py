@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord
+from magnetar.local.supervisor import ClusterState, ProcessRecord
 from magnetar.operator.configs import BROKER_PORT, BROKER_WEB_PORT, ZOOKEEPER_PORT
 from magnetar.operator.kube import api_client
 from magnetar.operator.manifests import COMPONENT, INSTANCE, POD_IP_LISTENER

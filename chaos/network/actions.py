@@ -20,8 +20,8 @@ from chaoslib.exceptions import ActivityFailed
 
 from magnetar.chaos.kube import links as pod_links
 from magnetar.chaos.kube import target as kube
-from magnetar.chaos.local.supervisor import alive
 from magnetar.chaos.process import targets
+from magnetar.local.supervisor import alive
 
 __all__ = ["heal_partition", "partition_regions"]
 

@@ -18,8 +18,8 @@ from chaoslib.exceptions import ActivityFailed
 
 from magnetar.chaos.kube import rolling
 from magnetar.chaos.kube import target as kube
-from magnetar.chaos.local.supervisor import LocalClusterError, Supervisor, alive, process_state
 from magnetar.chaos.process import targets
+from magnetar.local.supervisor import LocalClusterError, Supervisor, alive, process_state
 
 __all__ = [
     "freeze_process",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from magnetar.chaos.local.supervisor import alive, process_state
 from magnetar.chaos.process import targets
+from magnetar.local.supervisor import alive, process_state
 
 __all__ = ["cluster_healthy", "process_running", "processes_down"]
 

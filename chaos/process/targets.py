@@ -10,7 +10,7 @@ from typing import Any
 from chaoslib.exceptions import ActivityFailed
 
 from magnetar.chaos.kube import target as kube
-from magnetar.chaos.local.supervisor import ClusterState, LocalClusterError, ProcessRecord, alive
+from magnetar.local.supervisor import ClusterState, LocalClusterError, ProcessRecord, alive
 
 CONFIGURATION_KEY = "magnetar_cluster_dir"
 ENVIRONMENT_KEY = "MAGNETAR_CLUSTER_DIR"

@@ -19,9 +19,9 @@ import pytest
 from magnetar.bookie.client import LedgerClient, LedgerClientConfig
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.server import BookieServer, start_bookie
-from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
-from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor, alive
 from magnetar.common.metadata import MetadataStore, open_store
+from magnetar.local.spec import ClusterSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, ProcessRecord, Supervisor, alive
 from tests.broker.e2e.conftest import Standalone
 
 #: the client's own (C++) logger: a Python logger can abort the process at exit

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
-from magnetar.chaos.local.supervisor import Supervisor
+from magnetar.local.spec import ClusterSpec, RegionSpec
+from magnetar.local.supervisor import Supervisor
 
 pytestmark = [pytest.mark.zookeeper]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.chaos.local.supervisor import alive
+from magnetar.local.supervisor import alive
 from tests.chaos.eventlog import duplicates, events, postmortem_headline
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
-from magnetar.chaos.local.supervisor import Supervisor, alive
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import Supervisor, alive
 from magnetar.spark import postmortem
 from tests.chaos.eventlog import duplicates, events
 from tests.chaos.lab import ROOT, run

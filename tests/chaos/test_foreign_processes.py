@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor, alive
 from magnetar.chaos.process import actions, probes
+from magnetar.local.supervisor import ClusterState, ProcessRecord, Supervisor, alive
 
 # a stand-in for a JVM broker: slow to be ready, then says so in its own words
 BROKER = """

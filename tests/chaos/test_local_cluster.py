@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from magnetar.bookie.layout import WRITABLE_BOOKIES
-from magnetar.chaos.local.supervisor import ClusterState, alive
 from magnetar.common.metadata import open_store
+from magnetar.local.supervisor import ClusterState, alive
 
 pytestmark = [pytest.mark.zookeeper]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
-from magnetar.chaos.local.supervisor import Supervisor
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import Supervisor
 from magnetar.spark import postmortem, tables
 from tests.chaos.eventlog import duplicates, events, producer_windows
 from tests.chaos.lab import ROOT, run

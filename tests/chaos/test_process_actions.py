@@ -13,10 +13,10 @@ from chaoslib.experiment import run_experiment
 
 from magnetar.bookie.layout import WRITABLE_BOOKIES
 from magnetar.chaos import discover
-from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
 from magnetar.chaos.process import actions, probes
 from magnetar.common.metadata import open_store
+from magnetar.local.spec import ClusterSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, Supervisor, alive
 
 pytestmark = [pytest.mark.zookeeper]
 

@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from magnetar.admin.client import AdminClient, AdminError
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec, SecuritySpec
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec, SecuritySpec
+from magnetar.local.supervisor import ClusterState, Supervisor
 from magnetar.spark import postmortem
 from tests.chaos.test_experiments import completed
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.common.zkserver import four_letter_word, free_port
+from magnetar.local.zookeeper import four_letter_word, free_port
 
 pytestmark = pytest.mark.kube
 

@@ -20,9 +20,9 @@ import pytest
 from kubernetes import client
 
 from magnetar.bookie.layout import UNDER_REPLICATED
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor
 from magnetar.common.metadata import open_store
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, Supervisor
 from magnetar.operator.gates import AdminDrainer, ClusterRef, MetadataReplicationGate
 from magnetar.operator.resources import MetadataStoreSpec
 from magnetar.operator.validation import parse_cluster

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 import pulsar
 import pytest
 
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
-from magnetar.chaos.local.supervisor import ClusterState, Supervisor, alive
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, Supervisor, alive
 from tests.broker.conftest import admin_call, send_until_received
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]

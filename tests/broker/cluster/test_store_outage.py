@@ -15,7 +15,7 @@ import pytest
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
-from magnetar.common.zkserver import ZooKeeperServer
+from magnetar.local.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.zookeeper
 

@@ -14,10 +14,10 @@ import pulsar
 import pytest
 
 from magnetar.admin.cli import AdminClient
-from magnetar.chaos.local import security
-from magnetar.chaos.local.spec import ClusterSpec, LedgerSpec, RegionSpec
-from magnetar.chaos.local.supervisor import ClusterState, ProcessRecord, Supervisor
 from magnetar.common.authentication.client import ClientCredentials
+from magnetar.local import security
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, ProcessRecord, Supervisor
 
 #: the client's own (C++) logger: a Python logger can abort the process at exit
 #: (apache/pulsar-client-python#256)

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from magnetar.admin.cli import admin
-from magnetar.chaos.local.supervisor import alive
+from magnetar.local.supervisor import alive
 from tests.broker.geo.conftest import Regions
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from magnetar.admin.client import AdminClient, AdminError
-from magnetar.chaos.local.spec import ClusterSpec, SecuritySpec
-from magnetar.chaos.local.supervisor import alive
 from magnetar.common.authentication import keys, tokens
+from magnetar.local.spec import ClusterSpec, SecuritySpec
+from magnetar.local.supervisor import alive
 from tests.broker.geo.conftest import REGIONS, Regions, region_spec
 from tests.broker.geo.test_replication import receive_all
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pulsar
 import pytest
 
-from magnetar.chaos.local.spec import LedgerSpec, RegionSpec
+from magnetar.local.spec import LedgerSpec, RegionSpec
 
 if TYPE_CHECKING:
     from ..conftest import LocalCluster

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from magnetar.chaos.local.spec import SecuritySpec
 from magnetar.common.authentication import keys, tokens
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.certificates import CertificateAuthority
-from magnetar.common.zkserver import free_port
+from magnetar.local.spec import SecuritySpec
+from magnetar.local.zookeeper import free_port
 
 #: the role of the lab's token: a super-user, as the brokers' own calls need
 SUPER_USER = "admin"

@@ -9,8 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from magnetar.chaos.local.spec import ClusterSpec, ClusterSpecError
-from magnetar.chaos.local.supervisor import ClusterState, LocalClusterError, Supervisor
+from magnetar.local.spec import ClusterSpec, ClusterSpecError
+from magnetar.local.supervisor import ClusterState, LocalClusterError, Supervisor
 
 console = Console()
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from magnetar.chaos.local import links
-from magnetar.chaos.local.security import ClusterSecrets
-from magnetar.chaos.local.spec import ClusterSpec, RegionSpec
-from magnetar.common.zkserver import ZooKeeperServer, free_port
+from magnetar.local import links
+from magnetar.local.security import ClusterSecrets
+from magnetar.local.spec import ClusterSpec, RegionSpec
+from magnetar.local.zookeeper import ZooKeeperServer, free_port
 
 STATE_FILE = "state.json"
 CONFIGURATION_CHROOT = "/configuration"

@@ -57,7 +57,7 @@ class RegionSpec(BaseModel):
 
 
 class SecuritySpec(BaseModel):
-    """``security:`` of a cluster file (see magnetar.chaos.local.security); off by default."""
+    """``security:`` of a cluster file (see magnetar.local.security); off by default."""
 
     model_config = ConfigDict(extra="forbid")
     #: token authentication and authorization on every broker, a super-user token for the lab
@@ -75,7 +75,7 @@ class ClusterSpec(BaseModel):
     name: str
     regions: list[RegionSpec] = Field(min_length=1)
     #: with two or more regions, carry cross-region traffic through link proxies that
-    #: ``partition_regions`` can cut (see magnetar.chaos.local.links)
+    #: ``partition_regions`` can cut (see magnetar.local.links)
     link_proxies: bool = True
     security: SecuritySpec = Field(default_factory=SecuritySpec)
 
