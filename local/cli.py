@@ -127,7 +127,7 @@ def link_proxy(listen: str, targets: tuple[str, ...]) -> None:
       magnetar local link-proxy --listen 127.0.0.1:7650 --target 127.0.0.1:6650
       magnetar local link-proxy --listen 127.0.0.1:7600 --target 127.0.0.1:6650 --target 127.0.0.1:6651
     """
-    from magnetar.chaos.network import link_proxy as proxy
+    from magnetar.local import link_proxy as proxy
 
     try:
         listen_address = proxy.parse_address(listen)

@@ -1,2 +1,2 @@
-"""Network faults between the regions of a local cluster: the link proxies that carry
-cross-region traffic, and the actions that cut and heal them."""
+"""Network faults between the regions of a local cluster: the actions that cut and heal the link
+proxies (``magnetar.local.link_proxy``) that carry cross-region traffic."""

@@ -1,6 +1,6 @@
 """Cut and heal the links between the regions of a local cluster (``magnetar local up`` with two
 or more regions puts a link proxy in front of every broker for cross-region traffic; see
-``magnetar.chaos.network.link_proxy``), or of regions whose brokers are pods of this machine's
+``magnetar.local.link_proxy``), or of regions whose brokers are pods of this machine's
 node (``magnetar chaos run --kube``: iptables rules on the node, ``magnetar.chaos.kube.links``).
 
 A cut is a real partition of the replication traffic: replicators of the other regions stop

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from magnetar.chaos.network.link_proxy import LinkProxy
+from magnetar.local.link_proxy import LinkProxy
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
