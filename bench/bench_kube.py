@@ -41,7 +41,7 @@ from common import RUNS, percentile, write_results
 from windows import LeanWorkload, lost, verdict
 
 from magnetar.chaos.kube.target import container_pids
-from magnetar.operator.testenv.control_plane import BIN
+from magnetar.kube.control_plane import BIN
 
 console = Console()
 ROOT = Path(__file__).resolve().parent.parent

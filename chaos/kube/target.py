@@ -15,12 +15,12 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from chaoslib.exceptions import ActivityFailed
 
+from magnetar.kube.control_plane import BIN
 from magnetar.local.supervisor import ClusterState, ProcessRecord
 from magnetar.operator.configs import BROKER_PORT, BROKER_WEB_PORT, ZOOKEEPER_PORT
 from magnetar.operator.kube import api_client
 from magnetar.operator.manifests import COMPONENT, INSTANCE, POD_IP_LISTENER
 from magnetar.operator.resources import GROUP, VERSION
-from magnetar.operator.testenv.control_plane import BIN
 
 KUBE_FILE = "kube.json"
 CLUSTERS = "magnetarclusters"

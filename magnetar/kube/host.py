@@ -9,6 +9,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from magnetar.kube.control_plane import BIN
 from magnetar.kube.layout import (
     BRIDGE,
     NODE_IP,
@@ -18,7 +19,6 @@ from magnetar.kube.layout import (
     SERVICE_CIDR,
     Layout,
 )
-from magnetar.operator.testenv.control_plane import BIN
 
 KUBE_BINARIES = ("etcd", "kube-apiserver", "kubectl", "kubelet", "kube-controller-manager",
                  "kube-scheduler", "kube-proxy", "coredns", "crictl")  # fmt: skip

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from magnetar.kube import cni, components, containerd, dns, host, iptables, pki, volumes
+from magnetar.kube.control_plane import BIN, ControlPlane, ControlPlaneError
 from magnetar.kube.layout import BRIDGE, CLUSTER_DOMAIN, NODE_IP, NODE_NAME, POD_CIDR, SERVICE_CIDR, Layout
 from magnetar.kube.state import Proc, State, start_time, stop
-from magnetar.operator.testenv.control_plane import BIN, ControlPlane, ControlPlaneError
 
 #: start order; `down` stops in reverse
 ORDER = ("containerd", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",

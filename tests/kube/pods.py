@@ -20,9 +20,9 @@ from pyspark.sql import SparkSession
 
 from magnetar.chaos.kube import target as kube_target
 from magnetar.chaos.workload.actions import start_workload, stop_workload
+from magnetar.kube.control_plane import BIN
 from magnetar.kube.host import bridge_exists, missing_binaries
 from magnetar.kube.layout import BRIDGE, IMAGES_DIR
-from magnetar.operator.testenv.control_plane import BIN
 from magnetar.spark import postmortem
 from tests.chaos.eventlog import events
 

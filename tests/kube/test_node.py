@@ -23,11 +23,11 @@ import pytest
 
 from magnetar.kube import iptables
 from magnetar.kube.containerd import shim_pids
+from magnetar.kube.control_plane import BIN
 from magnetar.kube.dns import resolve_a
 from magnetar.kube.host import bridge_exists, missing_binaries
 from magnetar.kube.layout import BRIDGE, NODE_IP, POD_CIDR, SERVICE_CIDR, Layout
 from magnetar.kube.state import State
-from magnetar.operator.testenv.control_plane import BIN
 
 pytestmark = pytest.mark.kube
 

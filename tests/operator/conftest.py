@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from magnetar.kube.control_plane import ControlPlane, binaries_missing
 from magnetar.operator.app import Deps, run
 from magnetar.operator.gates import ClusterRef
-from magnetar.operator.testenv.control_plane import ControlPlane, binaries_missing
 from tests.operator.mock_kubelet import MockKubelet, Timeline
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from magnetar.operator.testenv.control_plane import BIN, ControlPlane
+from magnetar.kube.control_plane import BIN, ControlPlane
 from tests.operator.conftest import CRDS, ROOT
 
 CHART = ROOT / "charts" / "magnetar"

@@ -11,9 +11,9 @@ from kubernetes import client
 
 from magnetar.bookie.config import BookieConfig
 from magnetar.broker.config import BrokerConfig
+from magnetar.kube.control_plane import ControlPlane
 from magnetar.operator.configs import reserved
 from magnetar.operator.resources import ClusterSpec
-from magnetar.operator.testenv.control_plane import ControlPlane
 from tests.operator.conftest import ROOT, condition, events, get_cr, wait_for
 
 EXAMPLES = ROOT / "examples" / "k8s"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from magnetar.operator.testenv.control_plane import BIN, ControlPlane
+from magnetar.kube.control_plane import BIN, ControlPlane
 from tests.operator.conftest import ROOT, condition, events, get_cr, wait_for
 
 
