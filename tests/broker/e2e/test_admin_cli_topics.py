@@ -64,8 +64,12 @@ def test_topic_commands_do_what_pulsar_admin_does(standalone: Standalone) -> Non
         pass
     client.subscribe(TOPIC, "watcher")
     assert "HTTP 412" in cli("topics", "delete", TOPIC, ok=False)  # a consumer is attached
+    # As in Pulsar, a consumer that reconnects after the forced delete would create the topic
+    # again if clients may create topics: not in this namespace while it is deleted.
+    cli("namespaces", "set-auto-topic-creation", "public/default", "--disable")
     cli("topics", "delete", TOPIC, "--force")
     assert TOPIC not in cli("topics", "list", "public/default")
+    cli("namespaces", "remove-auto-topic-creation", "public/default")
     cli("topics", "delete-partitioned-topic", "persistent://public/default/wide")
     assert "wide" not in cli("topics", "list-partitioned-topics", "public/default")
     client.close()
