@@ -104,8 +104,7 @@ def start_workload(
         "service_url": url,
         "topic": topic,
         "subscription": subscription if consumers > 0 else None,
-        "cluster": cluster,
-        # the clients start in ``cluster``; a consumer may be moved to any of the others
+        # the clients start in the first; a consumer may be moved to any of the others
         "clusters": [cluster, *elsewhere],
         "at": time.time(),
         "run_dir": str(run_dir),

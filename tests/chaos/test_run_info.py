@@ -22,7 +22,6 @@ def workload(subscription: str | None, clusters: list[str], topic: str = TOPIC) 
         "pid": 1,
         "topic": topic,
         "subscription": subscription,
-        "cluster": clusters[0],
         "clusters": clusters,
     }
 
