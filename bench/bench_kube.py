@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import RUNS, percentile, write_results
 from windows import LeanWorkload, lost, verdict
 
-from magnetar.chaos.kube.target import container_pids
+from magnetar.chaos.pods.target import container_pids
 from magnetar.kube.control_plane import BIN
 
 console = Console()

@@ -11,7 +11,7 @@ Activities are laid out as in chaostoolkit-kubernetes, one folder per kind of ta
 - ``magnetar.chaos.topics.probes``: subscription backlogs, and a wait for consumers to catch up.
 - ``magnetar.chaos.geo.actions``: replicated namespaces, and consumers moved between regions.
 - ``magnetar.chaos.workload.actions`` / ``probes``: the background workload and its event log.
-- ``magnetar.chaos.kube.actions``: faults only pods have (a pod deleted and made again); with
+- ``magnetar.chaos.pods.actions``: faults only pods have (a pod deleted and made again); with
   ``magnetar chaos run --kube`` every other activity acts on pods too (containers killed and
   frozen through their host PIDs, links between regions' pods cut with iptables).
 

@@ -17,7 +17,7 @@ from chaoslib.exceptions import ActivityFailed
 from magnetar.admin.client import AdminClient, AdminError
 from magnetar.chaos.process import targets
 from magnetar.common.authentication.client import ClientCredentials
-from magnetar.local import security
+from magnetar.local import secured_cluster
 from magnetar.local.supervisor import alive
 
 AUTH_PLUGIN_KEY = "magnetar_auth_plugin"
@@ -70,7 +70,7 @@ def auth_settings(
 
 def _credentials(auth: dict[str, str]) -> ClientCredentials:
     try:
-        return security.credentials(auth)
+        return secured_cluster.credentials(auth)
     except ValueError as exc:
         raise ActivityFailed(f"unusable admin credentials: {exc}") from None
 

@@ -129,12 +129,12 @@ def run(
 
 
 def _kube_target(directory: Path, kubeconfig: Path | None, clusters: tuple[str, ...]) -> Path:
-    """A cluster directory for the pods of ``clusters`` (magnetar.chaos.kube)."""
+    """A cluster directory for the pods of ``clusters`` (magnetar.chaos.pods)."""
     import os
 
     from chaoslib.exceptions import ActivityFailed
 
-    from magnetar.chaos.kube import target as kube
+    from magnetar.chaos.pods import target as pod_target
     from magnetar.kube.layout import DEFAULT_STATE_DIR, Layout
 
     node = Layout(DEFAULT_STATE_DIR)
@@ -143,10 +143,10 @@ def _kube_target(directory: Path, kubeconfig: Path | None, clusters: tuple[str, 
     if not config.exists():
         raise click.ClickException(f"no kubeconfig at {config}: `magnetar kube up`, or --kubeconfig")
     try:
-        refs = [kube.ClusterRef.parse(c) for c in clusters] or kube.discover(config)
+        refs = [pod_target.ClusterRef.parse(c) for c in clusters] or pod_target.discover(config)
         if not refs:
             raise click.ClickException(f"no MagnetarCluster in the cluster of {config}")
-        return kube.write(directory, config, socket, refs)
+        return pod_target.write(directory, config, socket, refs)
     except ActivityFailed as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -221,10 +221,10 @@ def demo(
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     if kube:
-        from magnetar.chaos.kube import target as kube_target
+        from magnetar.chaos.pods import target as pod_target
 
         directory = _kube_target(Path("runs") / f"demo-{stamp}" / "kube-target", kubeconfig, kube_clusters)
-        regions = len(kube_target.KubeTarget.load(directory).clusters)
+        regions = len(pod_target.KubeTarget.load(directory).clusters)
         names = experiments or (DEMO_EXPERIMENTS if regions > 1 else KUBE_DEMO_EXPERIMENTS)
         results = _run_all(names, stamp, chaos_run.Target("kubernetes", directory))
     else:

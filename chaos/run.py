@@ -23,7 +23,7 @@ from chaoslib.exceptions import ChaosException, InvalidExperiment
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
 from chaoslib.loader import load_experiment
 
-from magnetar.chaos.kube import target as kube
+from magnetar.chaos.pods import target as pod_target
 from magnetar.chaos.workload.actions import start_workload
 from magnetar.common.run_directory import (
     RUNS,
@@ -82,8 +82,8 @@ def configure(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict
     if target.cluster_dir is not None:
         configuration["magnetar_cluster_dir"] = str(target.cluster_dir.resolve())
         state = target.cluster_dir / "state.json"
-        if kube.is_kube(target.cluster_dir):
-            regions = list(kube.live_state(target.cluster_dir).regions)
+        if pod_target.is_kube(target.cluster_dir):
+            regions = list(pod_target.live_state(target.cluster_dir).regions)
             if regions:
                 configuration.setdefault("magnetar_cluster_name", regions[0])
         elif state.exists():
@@ -104,8 +104,8 @@ def execute(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict[s
     journal: dict[str, Any] = run_experiment(experiment)
     (run_dir / Layout.JOURNAL).write_text(json.dumps(journal, indent=2, default=str))
     write_run_info(run_dir, run_info(run_dir, journal))
-    if target.cluster_dir is not None and kube.is_kube(target.cluster_dir):
-        kube.pod_logs(target.cluster_dir, run_dir / Layout.CLUSTER)
+    if target.cluster_dir is not None and pod_target.is_kube(target.cluster_dir):
+        pod_target.pod_logs(target.cluster_dir, run_dir / Layout.CLUSTER)
     elif target.cluster_dir is not None:
         collect_cluster_logs(target.cluster_dir, run_dir / Layout.CLUSTER)
     return journal

@@ -57,7 +57,7 @@ class RegionSpec(BaseModel):
 
 
 class SecuritySpec(BaseModel):
-    """``security:`` of a cluster file (see magnetar.local.security); off by default."""
+    """``security:`` of a cluster file (see magnetar.local.secured_cluster); off by default."""
 
     model_config = ConfigDict(extra="forbid")
     #: token authentication and authorization on every broker, a super-user token for the lab

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from magnetar.local import links
-from magnetar.local.security import ClusterSecrets
+from magnetar.local.secured_cluster import ClusterSecrets
 from magnetar.local.spec import ClusterSpec, RegionSpec
 from magnetar.local.zookeeper import ZooKeeperServer, free_port
 

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from magnetar.admin.client import AdminError, AsyncAdminClient
-from magnetar.operator.security import AdminAccess
+from magnetar.operator.cluster_secrets import AdminAccess
 
 __all__ = ["AdminClient", "AdminError", "BundleInfo"]
 

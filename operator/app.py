@@ -20,13 +20,13 @@ from kubernetes import client
 
 from magnetar.operator import conditions
 from magnetar.operator.bundles import BundleActions
+from magnetar.operator.cluster_secrets import REVISION_ANNOTATION, SecretError
 from magnetar.operator.clusters import ClusterReconciler, HealthWatch, SecretRenewal
 from magnetar.operator.gates import AdminDrainer, Drainer, MetadataReplicationGate, ReplicationGate
-from magnetar.operator.kube import Kube
+from magnetar.operator.kube_api import Kube
 from magnetar.operator.namespaces import NamespaceReconciler, Unresolved
 from magnetar.operator.resources import BUNDLES, CLUSTERS, GROUP, NAMESPACES, VERSION, SpecError
 from magnetar.operator.rollout import Roller
-from magnetar.operator.security import REVISION_ANNOTATION, SecretError
 
 log = logging.getLogger(__name__)
 PREFIX = "magnetar.dev"

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from magnetar.operator import conditions
 from magnetar.operator.admin import AdminError
-from magnetar.operator.kube import Kube
+from magnetar.operator.kube_api import Kube
 from magnetar.operator.namespaces import Unresolved, resolve
 from magnetar.operator.resources import BundleSpec, SpecError
 

@@ -61,7 +61,7 @@ def run(
     )
     from magnetar.operator.app import Deps
     from magnetar.operator.app import run as run_operator
-    from magnetar.operator.kube import api_client
+    from magnetar.operator.kube_api import api_client
 
     deps = Deps(api=api_client(kubeconfig))
     with contextlib.suppress(KeyboardInterrupt):

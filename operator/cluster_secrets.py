@@ -44,7 +44,7 @@ import kopf
 from magnetar.common.authentication import keys, tokens
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.operator import pki
-from magnetar.operator.kube import Kube
+from magnetar.operator.kube_api import Kube
 from magnetar.operator.resources import ClusterSpec, SpecError
 
 #: where the pods find the mounted Secrets

@@ -22,12 +22,12 @@ from kubernetes.client.exceptions import ApiException
 
 from magnetar.operator import conditions
 from magnetar.operator.admin import AdminError
+from magnetar.operator.cluster_secrets import REVISION_ANNOTATION, Keeper, SecretError, secret_names
 from magnetar.operator.gates import ClusterRef
-from magnetar.operator.kube import Kube, failing, pod_ready
+from magnetar.operator.kube_api import Kube, failing, pod_ready
 from magnetar.operator.manifests import admin_url, render_cluster, selector
 from magnetar.operator.resources import CLUSTERS, ClusterSpec, SpecError
 from magnetar.operator.rollout import Roller, Wait
-from magnetar.operator.security import REVISION_ANNOTATION, Keeper, SecretError, secret_names
 from magnetar.operator.validation import parse_cluster
 
 CONVERGED = "Converged"

@@ -13,7 +13,7 @@ import yaml
 
 from magnetar.bookie.config import BookieConfig
 from magnetar.broker.config import BrokerConfig
-from magnetar.operator import security
+from magnetar.operator import cluster_secrets
 from magnetar.operator.resources import ClusterSpec
 
 BOOKIE_PORT = 3181
@@ -65,7 +65,7 @@ def broker_settings(spec: ClusterSpec, name: str, namespace: str) -> dict[str, A
     return settings | broker_security(spec)
 
 
-# The security settings name the files the pods mount (security.py), never a secret's value. They
+# The security settings name the files the pods mount (cluster_secrets.py), never a secret's value. They
 # are added after the components' models checked the rest: those models read the files, which
 # exist in the pods, not here (tests check them against real files).
 def _tls_files(prefix: str, *, pulsar_names: bool = True) -> dict[str, str]:
@@ -76,7 +76,7 @@ def _tls_files(prefix: str, *, pulsar_names: bool = True) -> dict[str, str]:
         if pulsar_names
         else ("certificate_path", "key_path", "trust_store_path")
     )
-    files = (f"{security.TLS_DIR}/{k}" for k in security.TLS_KEYS)
+    files = (f"{cluster_secrets.TLS_DIR}/{k}" for k in cluster_secrets.TLS_KEYS)
     return {f"{prefix}{n}": f for n, f in zip(names, files, strict=True)}
 
 
@@ -92,15 +92,15 @@ def bookie_security(spec: ClusterSpec) -> dict[str, Any]:
 def broker_security(spec: ClusterSpec) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     if spec.auth.enabled:
-        roles = [security.OPERATOR_ROLE, security.BROKER_ROLE, *spec.auth.super_user_roles]
+        roles = [cluster_secrets.OPERATOR_ROLE, cluster_secrets.BROKER_ROLE, *spec.auth.super_user_roles]
         settings |= {
             "authentication_enabled": True,
             "authentication_providers": "token",
-            "token_secret_key": f"file://{security.TOKEN_KEY_DIR}/{security.TOKEN_KEY_FILE}",
+            "token_secret_key": f"file://{cluster_secrets.TOKEN_KEY_DIR}/{cluster_secrets.TOKEN_KEY_FILE}",
             "authorization_enabled": True,
             "super_user_roles": ",".join(dict.fromkeys(roles)),
             "broker_client_authentication_plugin": "token",
-            "broker_client_authentication_parameters": f"file://{security.TOKEN_DIR}/{security.TOKEN_FILE}",
+            "broker_client_authentication_parameters": f"file://{cluster_secrets.TOKEN_DIR}/{cluster_secrets.TOKEN_FILE}",
         }
     if spec.tls.enabled:
         settings |= {

@@ -28,9 +28,9 @@ from magnetar.bookie.layout import UNDER_REPLICATED
 from magnetar.common.metadata import MetadataStore, NoNodeError, open_store
 from magnetar.operator import configs
 from magnetar.operator.admin import AdminClient, AdminError
+from magnetar.operator.cluster_secrets import AdminAccess
 from magnetar.operator.manifests import admin_url
 from magnetar.operator.resources import ClusterSpec
-from magnetar.operator.security import AdminAccess
 
 log = logging.getLogger(__name__)
 

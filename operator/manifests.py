@@ -3,7 +3,7 @@ metadata store is external), bookies with their volumes, brokers and read-only b
 Services, ConfigMaps and PodDisruptionBudgets.
 
 Bookies and brokers run as user 10000 with a read-only root filesystem (writable volumes for data
-and ``/tmp``) and mount the cluster's Secrets (security.py) read-only, mode 0440; their ConfigMaps
+and ``/tmp``) and mount the cluster's Secrets (cluster_secrets.py) read-only, mode 0440; their ConfigMaps
 name the mounted files, never a secret's value.
 
 Bookie and broker StatefulSets use the ``OnDelete`` update strategy: the operator itself restarts
@@ -18,9 +18,9 @@ import hashlib
 import json
 from typing import Any
 
-from magnetar.operator import configs, security
+from magnetar.operator import cluster_secrets, configs
+from magnetar.operator.cluster_secrets import INTERNAL_LISTENER, Security
 from magnetar.operator.resources import ClusterSpec, Resources
-from magnetar.operator.security import INTERNAL_LISTENER, Security
 
 CONFIG_HASH = "magnetar.dev/config-hash"
 #: the pod template's record of the last restart the spec asked for (``restartedAt``)
@@ -51,7 +51,7 @@ def render_cluster(
 ) -> list[Manifest]:
     """Every object of a managed cluster, in the order they are applied; ``secured``: the Secrets
     the pods mount (default: those the spec names, revision unknown)."""
-    secured = secured or security.planned(spec, name)
+    secured = secured or cluster_secrets.planned(spec, name)
     objs: list[Manifest] = []
     if not spec.metadata_store.url:
         objs += _zookeeper(spec, name)
@@ -78,7 +78,7 @@ def _secret_volume(volume: str, secret: str, keys: tuple[str, ...]) -> dict[str,
         "name": volume,
         "secret": {
             "secretName": secret,
-            "defaultMode": security.SECRET_MODE,
+            "defaultMode": cluster_secrets.SECRET_MODE,
             "items": [{"key": k, "path": k} for k in keys],
         },
     }
@@ -89,16 +89,16 @@ def _secured(secured: Security, component: str) -> tuple[list[dict[str, Any]], l
     volumes, mounts = [], []
     if component == "broker" and secured.auth:
         volumes += [
-            _secret_volume("token-key", secured.token_key_secret, (security.TOKEN_KEY_FILE,)),
-            _secret_volume("token", secured.broker_token_secret, (security.TOKEN_FILE,)),
+            _secret_volume("token-key", secured.token_key_secret, (cluster_secrets.TOKEN_KEY_FILE,)),
+            _secret_volume("token", secured.broker_token_secret, (cluster_secrets.TOKEN_FILE,)),
         ]
         mounts += [
-            {"name": "token-key", "mountPath": security.TOKEN_KEY_DIR, "readOnly": True},
-            {"name": "token", "mountPath": security.TOKEN_DIR, "readOnly": True},
+            {"name": "token-key", "mountPath": cluster_secrets.TOKEN_KEY_DIR, "readOnly": True},
+            {"name": "token", "mountPath": cluster_secrets.TOKEN_DIR, "readOnly": True},
         ]
     if secured.tls:
-        volumes.append(_secret_volume("tls", secured.tls_secrets[component], security.TLS_KEYS))
-        mounts.append({"name": "tls", "mountPath": security.TLS_DIR, "readOnly": True})
+        volumes.append(_secret_volume("tls", secured.tls_secrets[component], cluster_secrets.TLS_KEYS))
+        mounts.append({"name": "tls", "mountPath": cluster_secrets.TLS_DIR, "readOnly": True})
     return volumes, mounts
 
 
@@ -331,7 +331,7 @@ POD_IP_LISTENER = "pod-ip"
 
 
 def _listeners(secured: Security, fqdn: str) -> list[dict[str, Any]]:
-    """The pod-ip listener, and the internal one (security.INTERNAL_LISTENER) at the pod's DNS
+    """The pod-ip listener, and the internal one (cluster_secrets.INTERNAL_LISTENER) at the pod's DNS
     name ``fqdn``, which the operator's admin calls name."""
     urls = []
     for listener, host in ((POD_IP_LISTENER, "$(POD_IP)"), (INTERNAL_LISTENER, fqdn)):

@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from magnetar.operator import conditions
 from magnetar.operator.admin import AdminClient, AdminError, BundleInfo
+from magnetar.operator.cluster_secrets import Keeper
 from magnetar.operator.clusters import cluster_spec
-from magnetar.operator.kube import Kube
+from magnetar.operator.kube_api import Kube
 from magnetar.operator.manifests import admin_url
 from magnetar.operator.resources import API_VERSION, BUNDLES, CLUSTERS, NamespaceSpec, SpecError
-from magnetar.operator.security import Keeper
 
 NAMESPACE_LABEL = "magnetar.dev/namespace"
 

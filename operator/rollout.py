@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.operator.gates import ClusterRef, Drainer, ReplicationGate
-from magnetar.operator.kube import Kube, failing, ordinal, pod_ready
+from magnetar.operator.kube_api import Kube, failing, ordinal, pod_ready
 from magnetar.operator.manifests import CONFIG_HASH, ROLL_ORDER, selector
 
 

@@ -1,7 +1,7 @@
 """Cut and heal the links between the regions of a local cluster (``magnetar local up`` with two
 or more regions puts a link proxy in front of every broker for cross-region traffic; see
 ``magnetar.local.link_proxy``), or of regions whose brokers are pods of this machine's
-node (``magnetar chaos run --kube``: iptables rules on the node, ``magnetar.chaos.kube.links``).
+node (``magnetar chaos run --kube``: iptables rules on the node, ``magnetar.chaos.pods.links``).
 
 A cut is a real partition of the replication traffic: replicators of the other regions stop
 getting receipts from the cut region's brokers and their backlog grows; clients inside each region
@@ -18,8 +18,8 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.kube import links as pod_links
-from magnetar.chaos.kube import target as kube
+from magnetar.chaos.pods import links as pod_links
+from magnetar.chaos.pods import target as pod_target
 from magnetar.chaos.process import targets
 from magnetar.local.supervisor import alive
 
@@ -37,7 +37,7 @@ def _links(
 ) -> dict[str, Any]:
     """Cut or heal: iptables rules between pods, or the link proxies' signals locally."""
     path = targets.cluster_dir(cluster_dir, configuration)
-    if kube.is_kube(path):
+    if pod_target.is_kube(path):
         act = pod_links.cut if cut else pod_links.heal
         links = act(targets.load(path), regions, from_regions)
     else:

@@ -14,7 +14,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.kube import target as kube
+from magnetar.chaos.pods import target as pod_target
 from magnetar.chaos.process import targets
 
 __all__ = ["delete_pod", "kill_container"]
@@ -36,14 +36,14 @@ def delete_pod(
     Example::
 
         {"type": "action", "name": "delete-a-broker-pod",
-         "provider": {"type": "python", "module": "magnetar.chaos.kube.actions",
+         "provider": {"type": "python", "module": "magnetar.chaos.pods.actions",
                       "func": "delete_pod", "arguments": {"role": "broker", "region": "jp-east"}}}
     """
     path = _pods(cluster_dir, configuration, "delete_pod")
     victim = targets.pick(targets.load(path), role, name=name, region=region, running=None)
     started = time.time()
-    uid = kube.delete_pod(path, victim.name, grace_period_seconds)
-    successor = kube.wait_running(path, victim.name, timeout_s, replacing=uid)
+    uid = pod_target.delete_pod(path, victim.name, grace_period_seconds)
+    successor = pod_target.wait_running(path, victim.name, timeout_s, replacing=uid)
     return {
         "name": victim.name, "region": victim.region, "deleted_uid": uid, "address": successor.address,
         "at": started, "ready_after_s": round(time.time() - started, 3),
@@ -67,14 +67,14 @@ def kill_container(
     Example::
 
         {"type": "action", "name": "kill-a-bookie-container",
-         "provider": {"type": "python", "module": "magnetar.chaos.kube.actions",
+         "provider": {"type": "python", "module": "magnetar.chaos.pods.actions",
                       "func": "kill_container", "arguments": {"role": "bookie", "region": "jp-east"}}}
     """
     path = _pods(cluster_dir, configuration, "kill_container")
     victim = targets.pick(targets.load(path), role, name=name, region=region, running=True)
     started = time.time()
-    container = kube.stop_container(path, victim.name, grace_period_seconds)
-    successor = kube.wait_running(path, victim.name, timeout_s, restarting=container)
+    container = pod_target.stop_container(path, victim.name, grace_period_seconds)
+    successor = pod_target.wait_running(path, victim.name, timeout_s, restarting=container)
     return {
         "name": victim.name, "region": victim.region, "killed_container": container,
         "address": successor.address, "at": started, "ready_after_s": round(time.time() - started, 3),
@@ -84,6 +84,6 @@ def kill_container(
 def _pods(cluster_dir: str | None, configuration: dict[str, Any] | None, action: str) -> Path:
     """The run's cluster directory, which must be one of pods."""
     path = targets.cluster_dir(cluster_dir, configuration)
-    if not kube.is_kube(path):
+    if not pod_target.is_kube(path):
         raise ActivityFailed(f"{path} is a local cluster: {action} acts on pods (chaos run --kube)")
     return path

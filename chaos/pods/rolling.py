@@ -12,8 +12,8 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.kube.target import CLUSTERS, ClusterRef, KubeTarget
-from magnetar.operator.kube import api_client
+from magnetar.chaos.pods.target import CLUSTERS, ClusterRef, KubeTarget
+from magnetar.operator.kube_api import api_client
 from magnetar.operator.manifests import COMPONENT, CONFIG_HASH, INSTANCE
 from magnetar.operator.resources import GROUP, VERSION
 

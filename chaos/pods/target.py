@@ -18,7 +18,7 @@ from chaoslib.exceptions import ActivityFailed
 from magnetar.kube.control_plane import BIN
 from magnetar.local.supervisor import ClusterState, ProcessRecord
 from magnetar.operator.configs import BROKER_PORT, BROKER_WEB_PORT, ZOOKEEPER_PORT
-from magnetar.operator.kube import api_client
+from magnetar.operator.kube_api import api_client
 from magnetar.operator.manifests import COMPONENT, INSTANCE, POD_IP_LISTENER
 from magnetar.operator.resources import GROUP, VERSION
 

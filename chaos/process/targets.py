@@ -9,7 +9,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.kube import target as kube
+from magnetar.chaos.pods import target as pod_target
 from magnetar.local.supervisor import ClusterState, LocalClusterError, ProcessRecord, alive
 
 CONFIGURATION_KEY = "magnetar_cluster_dir"
@@ -19,10 +19,10 @@ LATEST = Path("runs/latest-cluster")
 
 def cluster_dir(explicit: str | None, configuration: dict[str, Any] | None) -> Path:
     """The cluster directory: the argument, the configuration, the environment, or the latest;
-    a local cluster's (``state.json``) or pods' (``kube.json``, magnetar.chaos.kube)."""
+    a local cluster's (``state.json``) or pods' (``pod_target.json``, magnetar.chaos.pods)."""
     chosen = explicit or (configuration or {}).get(CONFIGURATION_KEY) or os.environ.get(ENVIRONMENT_KEY)
     path = Path(chosen) if chosen else LATEST
-    if not (path / "state.json").exists() and not kube.is_kube(path):
+    if not (path / "state.json").exists() and not pod_target.is_kube(path):
         raise ActivityFailed(
             f"no local cluster at {path}: start one with `magnetar local up`, or set cluster_dir, the "
             f"configuration key {CONFIGURATION_KEY} or {ENVIRONMENT_KEY}"
@@ -31,8 +31,8 @@ def cluster_dir(explicit: str | None, configuration: dict[str, Any] | None) -> P
 
 
 def load(directory: Path) -> ClusterState:
-    if kube.is_kube(directory):
-        return kube.live_state(directory)
+    if pod_target.is_kube(directory):
+        return pod_target.live_state(directory)
     try:
         return ClusterState.load(directory)
     except LocalClusterError as exc:

@@ -113,7 +113,7 @@ def start_workload(
 
 def _listener(region: str, cluster_dir: str | None, configuration: dict[str, Any] | None) -> str:
     """The brokers' listener the region's clients look up: a Kubernetes target's brokers
-    advertise their pod IPs under one (magnetar.chaos.kube), the DNS names of the default
+    advertise their pod IPs under one (magnetar.chaos.pods), the DNS names of the default
     listener do not resolve outside the cluster."""
     regions = targets.load(targets.cluster_dir(cluster_dir, configuration)).regions
     return regions.get(region, {}).get("listener_name", "")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from magnetar.kube.kubelet_client_certificate import KUBELET_CLIENT_USER
 from magnetar.kube.layout import (
     CLUSTER_DOMAIN,
     NODE_IP,
@@ -19,7 +20,6 @@ from magnetar.kube.layout import (
     SERVICE_CIDR,
     Layout,
 )
-from magnetar.kube.pki import KUBELET_CLIENT_USER
 
 #: component -> (user, groups): the users Kubernetes' bootstrap ClusterRoleBindings name
 IDENTITIES = {

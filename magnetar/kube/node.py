@@ -14,7 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from magnetar.kube import cni, components, containerd, dns, host, iptables, pki, volumes
+from magnetar.kube import (
+    cni,
+    components,
+    containerd,
+    dns,
+    host,
+    iptables,
+    kubelet_client_certificate,
+    volumes,
+)
 from magnetar.kube.control_plane import BIN, ControlPlane, ControlPlaneError
 from magnetar.kube.layout import BRIDGE, CLUSTER_DOMAIN, NODE_IP, NODE_NAME, POD_CIDR, SERVICE_CIDR, Layout
 from magnetar.kube.state import Proc, State, start_time, stop
@@ -155,7 +164,7 @@ def _ctr_ok(layout: Layout) -> bool:
 
 def _control_plane(layout: Layout, state: State, say: Say) -> Path:
     say(f"etcd and kube-apiserver at {layout.api_url}")
-    _, client_crt, client_key = pki.kubelet_client(layout.config / "pki")
+    _, client_crt, client_key = kubelet_client_certificate.kubelet_client(layout.config / "pki")
     identities = components.Identities()
     plane = ControlPlane(
         layout.control_plane,

@@ -59,13 +59,13 @@ def test_discover_lists_every_activity_module(cluster: Path, tmp_path: Path) -> 
     assert {module for module, _ in discovered} == {
         f"magnetar.chaos.{module}"
         for module in (
-            "bundles.actions", "geo.actions", "kube.actions", "network.actions", "process.actions",
+            "bundles.actions", "geo.actions", "pods.actions", "network.actions", "process.actions",
             "process.probes", "storage.probes", "topics.probes", "workload.actions", "workload.probes",
         )
     }  # fmt: skip
     assert ("magnetar.chaos.geo.actions", "move_consumers") in discovered
-    assert ("magnetar.chaos.kube.actions", "delete_pod") in discovered
-    assert ("magnetar.chaos.kube.actions", "kill_container") in discovered
+    assert ("magnetar.chaos.pods.actions", "delete_pod") in discovered
+    assert ("magnetar.chaos.pods.actions", "kill_container") in discovered
     assert providers() <= discovered, "every activity an experiment names is discovered"
     kinds = {(a["mod"].rsplit(".", 1)[1], a["type"]) for a in discovery["activities"]}
     assert kinds == {("actions", "action"), ("probes", "probe")}

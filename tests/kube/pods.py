@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from magnetar.chaos.kube import target as kube_target
+from magnetar.chaos.pods import target as pod_target
 from magnetar.chaos.workload.actions import start_workload, stop_workload
 from magnetar.kube.control_plane import BIN
 from magnetar.kube.host import bridge_exists, missing_binaries
@@ -197,11 +197,11 @@ def lab_workload(cluster: Cluster, workdir: Path, topic: str, rate: float = 500)
     own, a Shared subscription, the event log of architecture §6) on ``topic`` at ``rate`` msg/s while
     the block runs; stopped and drained when it ends. Yields the run directory of its log."""
     node = cluster.node
-    target = kube_target.write(
+    target = pod_target.write(
         workdir / "target",
         node.kubeconfig,
         node.state_dir / "containerd/containerd.sock",
-        [kube_target.ClusterRef(cluster.name, cluster.namespace)],
+        [pod_target.ClusterRef(cluster.name, cluster.namespace)],
     )
     run_dir = workdir / "run"
     configuration = {

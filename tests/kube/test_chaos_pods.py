@@ -94,7 +94,7 @@ def test_an_experiment_on_pods_loses_nothing_and_the_kubelet_restarts_what_it_ki
 def test_a_bookie_container_killed_through_the_cri_restarts_in_its_pod_and_nothing_is_lost(
     cluster: Cluster, tmp_path: Path, spark: SparkSession
 ) -> None:
-    """bookie-loss with the kill and restart replaced by magnetar.chaos.kube.actions.kill_container:
+    """bookie-loss with the kill and restart replaced by magnetar.chaos.pods.actions.kill_container:
     the node's CRI kills the container (SIGKILL, as ``crictl stop --timeout 0``), the kubelet
     starts a new one in the same pod, and nothing acknowledged is lost."""
     node = cluster.node
@@ -103,7 +103,7 @@ def test_a_bookie_container_killed_through_the_cri_restarts_in_its_pod_and_nothi
     victim = f"{REGION}-bookie-2"
     kill = {
         "type": "action", "name": "kill-bookie-container", "pauses": {"after": 5},
-        "provider": {"type": "python", "module": "magnetar.chaos.kube.actions", "func": "kill_container",
+        "provider": {"type": "python", "module": "magnetar.chaos.pods.actions", "func": "kill_container",
                      "arguments": {"role": "bookie", "name": victim}},
     }  # fmt: skip
     experiment["method"] = [start, kill, stop, drained]
@@ -207,7 +207,7 @@ def test_the_demo_moves_a_bundle_on_pods_and_loses_nothing(cluster: Cluster, tmp
 def test_a_deleted_broker_pod_is_made_again_and_nothing_acknowledged_is_lost(
     cluster: Cluster, tmp_path: Path, spark: SparkSession
 ) -> None:
-    """broker-kill with the kill replaced by magnetar.chaos.kube.actions.delete_pod: the pod
+    """broker-kill with the kill replaced by magnetar.chaos.pods.actions.delete_pod: the pod
     goes through its grace period (its bundles handed over), the StatefulSet makes a new pod of
     the same name, the clients follow the bundles, and nothing acknowledged is lost."""
     node = cluster.node
@@ -215,7 +215,7 @@ def test_a_deleted_broker_pod_is_made_again_and_nothing_acknowledged_is_lost(
     start, _kill, _start, stop = experiment["method"]
     delete = {
         "type": "action", "name": "delete-broker-pod", "pauses": {"after": 5},
-        "provider": {"type": "python", "module": "magnetar.chaos.kube.actions", "func": "delete_pod",
+        "provider": {"type": "python", "module": "magnetar.chaos.pods.actions", "func": "delete_pod",
                      "arguments": {"name": f"{REGION}-broker-1"}},
     }  # fmt: skip
     experiment["method"] = [start, delete, stop]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from magnetar.operator.kube import failing, pod_problem
+from magnetar.operator.kube_api import failing, pod_problem
 
 
 def pod(name: str, **status: Any) -> dict[str, Any]:

@@ -23,9 +23,9 @@ from kubernetes import client
 from magnetar.bookie.config import BookieConfig
 from magnetar.broker.config import BrokerConfig
 from magnetar.common.authentication import keys, tokens
-from magnetar.operator import pki, security
+from magnetar.operator import cluster_secrets, pki
 from magnetar.operator.admin import AdminClient
-from magnetar.operator.kube import Kube
+from magnetar.operator.kube_api import Kube
 from magnetar.operator.manifests import render_cluster
 from magnetar.operator.resources import SpecError
 from magnetar.operator.validation import parse_cluster
@@ -50,19 +50,21 @@ def test_the_renewal_decision() -> None:
 
 def test_why_a_generated_certificate_is_issued_again() -> None:
     ca = pki.new_ca("test CA")
-    hosts = security.hosts("c", "ns", "broker")
+    hosts = cluster_secrets.hosts("c", "ns", "broker")
     pair = pki.issue(ca, "magnetar-broker", hosts)
     data = {"tls.crt": pair.certificate, "tls.key": pair.key, "ca.crt": ca.certificate}
-    assert security.reissue_reason(data, ca, hosts, 30 * DAY) is None
-    assert security.reissue_reason({**data, "tls.key": b""}, ca, hosts, 30 * DAY) == "no tls.key"
+    assert cluster_secrets.reissue_reason(data, ca, hosts, 30 * DAY) is None
+    assert cluster_secrets.reissue_reason({**data, "tls.key": b""}, ca, hosts, 30 * DAY) == "no tls.key"
     other = pki.new_ca("another CA")
-    assert "not signed" in str(security.reissue_reason(data, other, hosts, 30 * DAY))
-    assert "DNS names" in str(security.reissue_reason(data, ca, [*hosts, "new.example"], 30 * DAY))
+    assert "not signed" in str(cluster_secrets.reissue_reason(data, other, hosts, 30 * DAY))
+    assert "DNS names" in str(cluster_secrets.reissue_reason(data, ca, [*hosts, "new.example"], 30 * DAY))
     wrong_key = pki.issue(ca, "x", hosts).key
-    assert "does not belong" in str(security.reissue_reason({**data, "tls.key": wrong_key}, ca, hosts, DAY))
+    assert "does not belong" in str(
+        cluster_secrets.reissue_reason({**data, "tls.key": wrong_key}, ca, hosts, DAY)
+    )
     near = pki.issue(ca, "magnetar-broker", hosts, validity=3 * DAY)
     near_data = {**data, "tls.crt": near.certificate, "tls.key": near.key}
-    assert "within 30 days" in str(security.reissue_reason(near_data, ca, hosts, 30 * DAY))
+    assert "within 30 days" in str(cluster_secrets.reissue_reason(near_data, ca, hosts, 30 * DAY))
     assert "c-broker.ns.svc" in hosts
     assert "*.c-broker-headless.ns.svc" in hosts
 
@@ -73,13 +75,13 @@ def test_the_rendered_configs_load_in_the_components_with_the_mounted_files(tmp_
     spec = parse_cluster({"auth": {"superUserRoles": ["ops"]}}, "c")
     ca = pki.new_ca("test CA")
     broker, bookie = (
-        pki.issue(ca, f"magnetar-{c}", security.hosts("c", "ns", c)) for c in ("broker", "bookie")
+        pki.issue(ca, f"magnetar-{c}", cluster_secrets.hosts("c", "ns", c)) for c in ("broker", "bookie")
     )
     key = b"k" * 32
     root = tmp_path / "secrets"
     files = {
         "token-key/secret.key": key,
-        "token/token": tokens.create(key, security.BROKER_ROLE).encode(),
+        "token/token": tokens.create(key, cluster_secrets.BROKER_ROLE).encode(),
         "broker/tls.crt": broker.certificate,
         "broker/tls.key": broker.key,
         "broker/ca.crt": ca.certificate,
@@ -93,8 +95,8 @@ def test_the_rendered_configs_load_in_the_components_with_the_mounted_files(tmp_
     maps = {o["metadata"]["name"]: o for o in render_cluster(spec, "c", "ns") if o["kind"] == "ConfigMap"}
 
     def local(text: str, component: str) -> dict[str, Any]:
-        text = text.replace(f"{security.TLS_DIR}/", f"{root}/{component}/")
-        loaded: dict[str, Any] = yaml.safe_load(text.replace(security.MOUNT, str(root)))
+        text = text.replace(f"{cluster_secrets.TLS_DIR}/", f"{root}/{component}/")
+        loaded: dict[str, Any] = yaml.safe_load(text.replace(cluster_secrets.MOUNT, str(root)))
         return loaded
 
     broker_conf = BrokerConfig.model_validate(local(maps["c-broker"]["data"]["broker.yaml"], "broker"))
@@ -177,7 +179,7 @@ def test_a_cluster_gets_secrets_its_pods_mount_and_nothing_secret_leaks(
     cluster = wait_for("sec Ready", lambda: ready(api, ns, "sec"))
 
     found = secrets(api, ns)
-    names = security.secret_names("sec")
+    names = cluster_secrets.secret_names("sec")
     mine = {
         names.token_key,
         names.superuser_token,
@@ -277,7 +279,7 @@ async def test_the_operators_admin_calls_carry_the_superuser_token_and_trust_the
     spec = parse_cluster({"metadataStore": {"url": "zk://zk.example:2181/a"}}, "adm")
     owner = {"apiVersion": "magnetar.dev/v1alpha1", "kind": "MagnetarCluster",
              "metadata": {"name": "adm", "namespace": k8s_namespace, "uid": "0000-adm"}}  # fmt: skip
-    keeper = security.Keeper(kube)
+    keeper = cluster_secrets.Keeper(kube)
     await keeper.ensure(owner, "adm", k8s_namespace, spec)
     access = await keeper.admin_access("adm", k8s_namespace, spec)
     found = secrets(api, k8s_namespace)
@@ -310,7 +312,7 @@ async def test_the_operators_admin_calls_carry_the_superuser_token_and_trust_the
         token = data(found["adm-superuser-token"])["token"].decode()
         assert seen == [f"Bearer {token}"]
         # the calls name the brokers' internal listener, so redirects name the pods' DNS names
-        assert listeners == [security.INTERNAL_LISTENER]
+        assert listeners == [cluster_secrets.INTERNAL_LISTENER]
         # without the cluster's CA the same call is refused: the trust is the Secret's CA only
         with pytest.raises(Exception, match="certificate"):
             await AdminClient(f"https://localhost:{port}").clusters()
@@ -347,7 +349,7 @@ def test_a_tls_secret_the_user_names_is_used_instead_of_generating(
     api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
 ) -> None:
     ca = pki.new_ca("cert-manager's CA")
-    pair = pki.issue(ca, "mine", security.hosts("mine", k8s_namespace, "broker"))
+    pair = pki.issue(ca, "mine", cluster_secrets.hosts("mine", k8s_namespace, "broker"))
     client.CoreV1Api(api).create_namespaced_secret(k8s_namespace, tls_secret("my-tls", pair, ca))
     start_operator()
     create_cluster(api, k8s_namespace, "mine", tls={"secretName": "my-tls"})
@@ -488,7 +490,7 @@ def test_a_certificate_near_its_expiry_is_reissued_and_the_pods_restarted_onto_i
     ca_data = data(core.read_namespaced_secret("renew-ca", ns))
     ca = pki.KeyPair(ca_data["tls.crt"], ca_data["tls.key"])
     # A bookie certificate 3 days from expiry (the default renews 30 days before).
-    near = pki.issue(ca, "magnetar-bookie", security.hosts("renew", ns, "bookie"), validity=3 * DAY)
+    near = pki.issue(ca, "magnetar-bookie", cluster_secrets.hosts("renew", ns, "bookie"), validity=3 * DAY)
     core.patch_namespaced_secret(
         "renew-bookie-tls", ns, {"data": {"tls.crt": base64.b64encode(near.certificate).decode(),
                                            "tls.key": base64.b64encode(near.key).decode()}},
@@ -517,7 +519,8 @@ def test_a_certificate_near_its_expiry_is_reissued_and_the_pods_restarted_onto_i
     reasons = [r for _, r, _ in events(api, ns, "renew")]
     assert "RestartingPod" in reasons
     assert (
-        after["metadata"]["annotations"][security.REVISION_ANNOTATION] == after["status"]["secretsRevision"]
+        after["metadata"]["annotations"][cluster_secrets.REVISION_ANNOTATION]
+        == after["status"]["secretsRevision"]
     )
 
 
@@ -528,12 +531,14 @@ def test_brokers_advertise_the_listener_the_operators_calls_name_at_names_their_
     another broker to pass the operator's host-name check (found on pods: a MagnetarBundle's
     transfer failed with "certificate is not valid for '10.244.0.5'")."""
     spec = parse_cluster({"metadataStore": {"url": "zk://zk.example:2181/a"}}, "adm")
-    secured = security.planned(spec, "adm", "r")
+    secured = cluster_secrets.planned(spec, "adm", "r")
     objs = render_cluster(spec, "adm", "ns1", secured)
     sts = next(o for o in objs if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "adm-broker")
     env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
     listeners = env["MAGNETAR_BROKER_ADVERTISED_LISTENERS"].split(",")
-    internal = [u.split(":", 1)[1] for u in listeners if u.startswith(f"{security.INTERNAL_LISTENER}:")]
+    internal = [
+        u.split(":", 1)[1] for u in listeners if u.startswith(f"{cluster_secrets.INTERNAL_LISTENER}:")
+    ]
     assert internal == [
         "pulsar://$(POD_NAME).adm-broker-headless.ns1.svc:6650",
         "http://$(POD_NAME).adm-broker-headless.ns1.svc:8080",
@@ -542,4 +547,4 @@ def test_brokers_advertise_the_listener_the_operators_calls_name_at_names_their_
     ]
     names = list(env)
     assert names.index("POD_NAME") < names.index("MAGNETAR_BROKER_ADVERTISED_LISTENERS")  # expanded
-    assert "*.adm-broker-headless.ns1.svc" in security.hosts("adm", "ns1", "broker")
+    assert "*.adm-broker-headless.ns1.svc" in cluster_secrets.hosts("adm", "ns1", "broker")

@@ -15,7 +15,7 @@ import pytest
 
 from magnetar.admin.cli import AdminClient
 from magnetar.common.authentication.client import ClientCredentials
-from magnetar.local import security
+from magnetar.local import secured_cluster
 from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.local.supervisor import ClusterState, ProcessRecord, Supervisor
 
@@ -44,7 +44,7 @@ class Regions:
     @property
     def credentials(self) -> ClientCredentials:
         """The super-user's of a secured cluster; none for an open one."""
-        return security.credentials(self.state.security)
+        return secured_cluster.credentials(self.state.security)
 
     def admin(self, region: str) -> AdminClient:
         return AdminClient(self.broker(region).endpoints["web_service_url"], credentials=self.credentials)
