@@ -43,7 +43,15 @@ import kopf
 
 from magnetar.common.authentication import keys, tokens
 from magnetar.common.authentication.client import ClientCredentials
-from magnetar.operator import pki
+from magnetar.common.certificates import (
+    Certificate,
+    CertificateError,
+    KeyPair,
+    LoadedPair,
+    issue,
+    load_pair,
+    new_ca,
+)
 from magnetar.operator.kube_api import Kube
 from magnetar.operator.resources import ClusterSpec, SpecError
 
@@ -157,7 +165,7 @@ def hosts(cluster: str, namespace: str, component: str) -> list[str]:
 
 def reissue_reason(
     data: dict[str, bytes],
-    ca: pki.KeyPair,
+    ca: LoadedPair,
     wanted_hosts: list[str],
     renew_before: datetime.timedelta,
     *,
@@ -167,17 +175,16 @@ def reissue_reason(
     missing = [k for k in TLS_KEYS if not data.get(k)]
     if missing:
         return f"no {', '.join(missing)}"
-    certificate = data["tls.crt"]
     try:
-        pki.check_pair(pki.KeyPair(certificate, data["tls.key"]))
-    except pki.CertificateError as exc:
+        certificate = load_pair(KeyPair(data["tls.crt"], data["tls.key"])).certificate
+    except CertificateError as exc:
         return str(exc)
-    if data["ca.crt"] != ca.certificate or not pki.signed_by(certificate, ca.certificate):
+    if data["ca.crt"] != ca.pair.certificate or not certificate.signed_by(ca.certificate):
         return "not signed by the cluster's CA"
-    if set(pki.dns_names(certificate)) != {h for h in wanted_hosts if not h[0].isdigit()}:
+    if set(certificate.dns_names) != {h for h in wanted_hosts if not h[0].isdigit()}:
         return "the DNS names changed"
-    if pki.renewal_due(certificate, renew_before, now=now):
-        return f"expires {pki.not_after(certificate):%Y-%m-%d}, within {renew_before.days} days"
+    if certificate.renewal_due(renew_before, now=now):
+        return f"expires {certificate.not_after:%Y-%m-%d}, within {renew_before.days} days"
     return None
 
 
@@ -201,7 +208,7 @@ def secret_manifest(
     }
 
 
-def _tls_data(pair: pki.KeyPair, ca: pki.KeyPair) -> dict[str, bytes]:
+def _tls_data(pair: KeyPair, ca: KeyPair) -> dict[str, bytes]:
     return {"tls.crt": pair.certificate, "tls.key": pair.key, "ca.crt": ca.certificate}
 
 
@@ -261,7 +268,8 @@ class Keeper:
             parts += await self._auth(owner, cluster, namespace, names, spec.auth.signing_key_secret_name)
         if spec.tls.enabled:
             if spec.tls.secret_name:
-                parts.append(pki.serial((await self.user_tls(namespace, spec.tls.secret_name))["tls.crt"]))
+                user = await self.user_tls(namespace, spec.tls.secret_name)
+                parts.append(Certificate.load(user["tls.crt"]).serial)
             else:
                 renew_before = datetime.timedelta(days=spec.tls.renew_before_days)
                 parts += await self._tls(
@@ -309,30 +317,31 @@ class Keeper:
         renew_before: datetime.timedelta,
         shared: str | None,
     ) -> list[str]:
-        def new_ca() -> dict[str, bytes]:
-            made = pki.new_ca(f"magnetar {cluster}.{namespace} CA")
+        def make_ca() -> dict[str, bytes]:
+            made = new_ca(f"magnetar {cluster}.{namespace} CA")
             return _tls_data(made, made)
 
         if shared:  # another cluster's CA: issued from, never made or replaced here
             stored = await self._shared(namespace, shared, "spec.tls.caSecretName", ("tls.crt", "tls.key"))
         else:
-            stored = await self._get_or_create(owner, cluster, namespace, names.ca, new_ca, tls=True)
-        ca = pki.KeyPair(stored.data.get("tls.crt", b""), stored.data.get("tls.key", b""))
+            stored = await self._get_or_create(owner, cluster, namespace, names.ca, make_ca, tls=True)
         try:
-            pki.check_pair(ca)
-        except pki.CertificateError as exc:
+            # loaded once: it checks and signs both components' certificates below
+            ca = load_pair(KeyPair(stored.data.get("tls.crt", b""), stored.data.get("tls.key", b"")))
+        except CertificateError as exc:
             raise SecretError("InvalidSecret", f"Secret {stored.name} (the cluster's CA): {exc}") from None
-        parts = [pki.serial(ca.certificate)]
+        parts = [ca.certificate.serial]
         for component, secret in (("broker", names.broker_tls), ("bookie", names.bookie_tls)):
             wanted = hosts(cluster, namespace, component)
 
             def new_cert(component: str = component, wanted: list[str] = wanted) -> dict[str, bytes]:
-                return _tls_data(pki.issue(ca, f"magnetar-{component}", wanted), ca)
+                return _tls_data(issue(ca, f"magnetar-{component}", wanted), ca.pair)
 
             cert = await self._get_or_create(owner, cluster, namespace, secret, new_cert, tls=True)
             if reissue_reason(cert.data, ca, wanted, renew_before) is not None:
                 cert = await self._replace(owner, cluster, namespace, cert, new_cert(), tls=True)
-            parts.append(pki.serial(cert.data["tls.crt"]))
+            # the check above parsed it already (unless it was just re-issued): not parsed again
+            parts.append(Certificate.load(cert.data["tls.crt"]).serial)
         return parts
 
     async def _shared(self, namespace: str, ref: str, field: str, wanted: tuple[str, ...]) -> _Stored:
@@ -379,12 +388,12 @@ class Keeper:
                 "as cert-manager writes them)",
             )
         try:
-            pki.check_pair(pki.KeyPair(data["tls.crt"], data["tls.key"]))
-        except pki.CertificateError as exc:
+            load_pair(KeyPair(data["tls.crt"], data["tls.key"]))
+        except CertificateError as exc:
             raise SecretError("InvalidTlsSecret", f"{where}: tls.crt/tls.key: {exc}") from None
         try:
-            pki.load_certificate(data["ca.crt"])
-        except pki.CertificateError as exc:
+            Certificate.load(data["ca.crt"])
+        except CertificateError as exc:
             raise SecretError("InvalidTlsSecret", f"{where}: ca.crt: {exc}") from None
         return data
 

@@ -5,18 +5,27 @@ Keys are ECDSA P-256: fast to make, taken by every client.
 ``new_ca`` / ``issue`` work in memory (the operator puts the PEM in Secrets, never on its disk);
 ``CertificateAuthority`` keeps a CA and what it issues as files in a directory (``magnetar
 standalone --secure``, local clusters, tests).
+
+What is read back from a certificate (its expiry, serial, names, issuer) is asked of a
+:class:`Certificate`, the PEM parsed once: the operator asks several questions of every
+certificate in a cluster's Secrets at each renewal check, and a CA signs several certificates in
+a row. ``Certificate.load`` also keeps the certificates it parsed lately, since the same Secrets
+are read again at every check.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 #: how long an issued certificate is valid
@@ -60,7 +69,7 @@ def new_ca(common_name: str, *, validity: datetime.timedelta = CA_VALIDITY) -> K
 
 
 def issue(
-    ca: KeyPair,
+    ca: KeyPair | LoadedPair,
     common_name: str,
     hosts: list[str] | tuple[str, ...] = (),
     *,
@@ -68,9 +77,9 @@ def issue(
 ) -> KeyPair:
     """A certificate for ``common_name`` (a client's role, or a server's name) signed by ``ca``,
     valid for ``hosts`` (DNS names, wildcards or IP addresses) as a server and usable as a client
-    certificate (mutual TLS)."""
-    ca_cert = load_certificate(ca.certificate)
-    ca_key = serialization.load_pem_private_key(ca.key, password=None)
+    certificate (mutual TLS). A CA that signs several is best loaded once (``load_pair``)."""
+    loaded = ca if isinstance(ca, LoadedPair) else load_pair(ca)
+    ca_cert, ca_key = loaded.certificate.parsed, loaded.key
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise CertificateError("the CA key is not an ECDSA key")
     key = ec.generate_private_key(ec.SECP256R1())
@@ -97,11 +106,83 @@ def issue(
     return KeyPair(certificate.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def load_certificate(pem: bytes) -> x509.Certificate:
+@dataclass(frozen=True)
+class Certificate:
+    """A PEM certificate, parsed once; what is read from it comes from that one parse."""
+
+    pem: bytes = field(repr=False)
+    parsed: x509.Certificate = field(repr=False, compare=False)
+
+    @classmethod
+    def load(cls, pem: bytes) -> Certificate:
+        """CertificateError unless ``pem`` is a PEM certificate."""
+        return _parsed(bytes(pem))
+
+    @property
+    def not_after(self) -> datetime.datetime:
+        return self.parsed.not_valid_after_utc
+
+    @property
+    def serial(self) -> str:
+        """The serial number in hex: public, and new with every certificate issued."""
+        return f"{self.parsed.serial_number:x}"
+
+    @property
+    def dns_names(self) -> list[str]:
+        try:
+            sans = self.parsed.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        except x509.ExtensionNotFound:
+            return []
+        return [str(n) for n in sans.value.get_values_for_type(x509.DNSName)]
+
+    def renewal_due(self, renew_before: datetime.timedelta, *, now: datetime.datetime | None = None) -> bool:
+        """True when it expires within ``renew_before`` (or has)."""
+        return self.not_after - renew_before <= (now or _now())
+
+    def signed_by(self, ca: Certificate) -> bool:
+        """Whether ``ca`` issued (signed) this certificate."""
+        try:
+            self.parsed.verify_directly_issued_by(ca.parsed)
+        except (InvalidSignature, ValueError, TypeError):
+            return False
+        return True
+
+
+# Renewal checks read the same few Secrets over and over: a PEM seen lately is not parsed again.
+# Only certificates are kept (public), never keys.
+@functools.lru_cache(maxsize=64)
+def _parsed(pem: bytes) -> Certificate:
     try:
-        return x509.load_pem_x509_certificate(pem)
+        return Certificate(pem, x509.load_pem_x509_certificate(pem))
     except ValueError:
         raise CertificateError("not a PEM certificate") from None
+
+
+@dataclass(frozen=True)
+class LoadedPair:
+    """A :class:`KeyPair` parsed once, its key checked to belong to its certificate."""
+
+    pair: KeyPair = field(repr=False)
+    certificate: Certificate
+    key: PrivateKeyTypes = field(repr=False)
+
+
+def load_pair(pair: KeyPair) -> LoadedPair:
+    """CertificateError unless ``pair.key`` is a PEM key that belongs to ``pair.certificate``."""
+    certificate = Certificate.load(pair.certificate)
+    try:
+        key = serialization.load_pem_private_key(pair.key, password=None)
+    except (ValueError, TypeError):
+        raise CertificateError("not a PEM private key (unencrypted PKCS#1, PKCS#8 or SEC1)") from None
+    mine = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    theirs = certificate.parsed.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    if mine != theirs:
+        raise CertificateError("the key does not belong to the certificate")
+    return LoadedPair(pair, certificate, key)
 
 
 @dataclass(frozen=True)
@@ -126,6 +207,12 @@ class CertificateAuthority:
         _write_key(key_path, self._ca.key)
         self.certificate_path.write_bytes(self._ca.certificate)
 
+    @functools.cached_property
+    def _loaded(self) -> LoadedPair:
+        # at the first issue, not at construction (an authority made only to have its files
+        # written never reads them back), and then not again for each certificate issued
+        return load_pair(self._ca)
+
     def issue(
         self,
         name: str,
@@ -135,7 +222,7 @@ class CertificateAuthority:
         validity: datetime.timedelta = VALIDITY,
     ) -> Issued:
         """``<name>.cert.pem`` / ``<name>.key.pem`` for ``common_name``, valid for ``hosts``."""
-        pair = issue(self._ca, common_name, hosts, validity=validity)
+        pair = issue(self._loaded, common_name, hosts, validity=validity)
         issued = Issued(self.directory / f"{name}.cert.pem", self.directory / f"{name}.key.pem")
         _write_key(issued.key, pair.key)
         issued.certificate.write_bytes(pair.certificate)

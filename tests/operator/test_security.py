@@ -23,7 +23,8 @@ from kubernetes import client
 from magnetar.bookie.config import BookieConfig
 from magnetar.broker.config import BrokerConfig
 from magnetar.common.authentication import keys, tokens
-from magnetar.operator import cluster_secrets, pki
+from magnetar.common.certificates import Certificate, CertificateError, KeyPair, issue, load_pair, new_ca
+from magnetar.operator import cluster_secrets
 from magnetar.operator.admin import AdminClient
 from magnetar.operator.kube_api import Kube
 from magnetar.operator.manifests import render_cluster
@@ -35,36 +36,48 @@ CUSTOM = ("magnetar.dev", "v1alpha1")
 DAY = datetime.timedelta(days=1)
 
 
+def signed_by(pem: bytes, ca_pem: bytes) -> bool:
+    return Certificate.load(pem).signed_by(Certificate.load(ca_pem))
+
+
+def dns_names(pem: bytes) -> list[str]:
+    return Certificate.load(pem).dns_names
+
+
 # -- pure parts -----------------------------------------------------------------------------------
 def test_the_renewal_decision() -> None:
-    ca = pki.new_ca("test CA")
-    fresh = pki.issue(ca, "b", ["b.ns.svc"])
-    short = pki.issue(ca, "b", ["b.ns.svc"], validity=10 * DAY)
-    assert not pki.renewal_due(fresh.certificate, 30 * DAY)
-    assert pki.renewal_due(short.certificate, 30 * DAY)
-    assert not pki.renewal_due(short.certificate, 5 * DAY)
+    ca = new_ca("test CA")
+    fresh = issue(ca, "b", ["b.ns.svc"])
+    short = issue(ca, "b", ["b.ns.svc"], validity=10 * DAY)
+    assert not Certificate.load(fresh.certificate).renewal_due(30 * DAY)
+    assert Certificate.load(short.certificate).renewal_due(30 * DAY)
+    assert not Certificate.load(short.certificate).renewal_due(5 * DAY)
     later = datetime.datetime.now(datetime.UTC) + 340 * DAY
-    assert pki.renewal_due(fresh.certificate, 30 * DAY, now=later)
-    assert pki.renewal_due(b"not a certificate", 30 * DAY)
+    assert Certificate.load(fresh.certificate).renewal_due(30 * DAY, now=later)
+    with pytest.raises(CertificateError, match="not a PEM certificate"):
+        Certificate.load(b"not a certificate")
 
 
 def test_why_a_generated_certificate_is_issued_again() -> None:
-    ca = pki.new_ca("test CA")
+    ca = new_ca("test CA")
     hosts = cluster_secrets.hosts("c", "ns", "broker")
-    pair = pki.issue(ca, "magnetar-broker", hosts)
+    pair = issue(ca, "magnetar-broker", hosts)
     data = {"tls.crt": pair.certificate, "tls.key": pair.key, "ca.crt": ca.certificate}
-    assert cluster_secrets.reissue_reason(data, ca, hosts, 30 * DAY) is None
-    assert cluster_secrets.reissue_reason({**data, "tls.key": b""}, ca, hosts, 30 * DAY) == "no tls.key"
-    other = pki.new_ca("another CA")
-    assert "not signed" in str(cluster_secrets.reissue_reason(data, other, hosts, 30 * DAY))
-    assert "DNS names" in str(cluster_secrets.reissue_reason(data, ca, [*hosts, "new.example"], 30 * DAY))
-    wrong_key = pki.issue(ca, "x", hosts).key
+    loaded = load_pair(ca)
+    assert cluster_secrets.reissue_reason(data, loaded, hosts, 30 * DAY) is None
+    unreadable = {**data, "tls.crt": b"not a certificate"}
+    assert cluster_secrets.reissue_reason(unreadable, loaded, hosts, 30 * DAY) == "not a PEM certificate"
+    assert cluster_secrets.reissue_reason({**data, "tls.key": b""}, loaded, hosts, 30 * DAY) == "no tls.key"
+    other = new_ca("another CA")
+    assert "not signed" in str(cluster_secrets.reissue_reason(data, load_pair(other), hosts, 30 * DAY))
+    assert "DNS names" in str(cluster_secrets.reissue_reason(data, loaded, [*hosts, "new.example"], 30 * DAY))
+    wrong_key = issue(ca, "x", hosts).key
     assert "does not belong" in str(
-        cluster_secrets.reissue_reason({**data, "tls.key": wrong_key}, ca, hosts, DAY)
+        cluster_secrets.reissue_reason({**data, "tls.key": wrong_key}, loaded, hosts, DAY)
     )
-    near = pki.issue(ca, "magnetar-broker", hosts, validity=3 * DAY)
+    near = issue(ca, "magnetar-broker", hosts, validity=3 * DAY)
     near_data = {**data, "tls.crt": near.certificate, "tls.key": near.key}
-    assert "within 30 days" in str(cluster_secrets.reissue_reason(near_data, ca, hosts, 30 * DAY))
+    assert "within 30 days" in str(cluster_secrets.reissue_reason(near_data, loaded, hosts, 30 * DAY))
     assert "c-broker.ns.svc" in hosts
     assert "*.c-broker-headless.ns.svc" in hosts
 
@@ -73,9 +86,9 @@ def test_the_rendered_configs_load_in_the_components_with_the_mounted_files(tmp_
     """The components' own models read the files the settings name: with the Secrets' contents
     where the pods mount them, broker.yaml and bookie.yaml are accepted as rendered."""
     spec = parse_cluster({"auth": {"superUserRoles": ["ops"]}}, "c")
-    ca = pki.new_ca("test CA")
+    ca = new_ca("test CA")
     broker, bookie = (
-        pki.issue(ca, f"magnetar-{c}", cluster_secrets.hosts("c", "ns", c)) for c in ("broker", "bookie")
+        issue(ca, f"magnetar-{c}", cluster_secrets.hosts("c", "ns", c)) for c in ("broker", "bookie")
     )
     key = b"k" * 32
     root = tmp_path / "secrets"
@@ -204,10 +217,10 @@ def test_a_cluster_gets_secrets_its_pods_mount_and_nothing_secret_leaks(
     for tls in (broker_tls, bookie_tls):
         assert set(tls) == {"tls.crt", "tls.key", "ca.crt"}
         assert tls["ca.crt"] == ca["tls.crt"]
-        assert pki.signed_by(tls["tls.crt"], ca["tls.crt"])
-        pki.check_pair(pki.KeyPair(tls["tls.crt"], tls["tls.key"]))
-    assert f"sec-broker.{ns}.svc" in pki.dns_names(broker_tls["tls.crt"])
-    assert f"*.sec-bookie.{ns}.svc" in pki.dns_names(bookie_tls["tls.crt"])
+        assert signed_by(tls["tls.crt"], ca["tls.crt"])
+        load_pair(KeyPair(tls["tls.crt"], tls["tls.key"]))
+    assert f"sec-broker.{ns}.svc" in dns_names(broker_tls["tls.crt"])
+    assert f"*.sec-bookie.{ns}.svc" in dns_names(bookie_tls["tls.crt"])
     assert cluster["status"]["adminUrl"] == f"https://sec-broker.{ns}.svc:8443"
     assert cluster["status"]["secrets"]["superUserToken"] == names.superuser_token
 
@@ -336,7 +349,7 @@ def test_with_auth_and_tls_off_no_secrets_are_made(
     assert "web_service_port_tls" not in settings
 
 
-def tls_secret(name: str, pair: pki.KeyPair, ca: pki.KeyPair, **drop: bool) -> dict[str, Any]:
+def tls_secret(name: str, pair: KeyPair, ca: KeyPair, **drop: bool) -> dict[str, Any]:
     contents = {"tls.crt": pair.certificate, "tls.key": pair.key, "ca.crt": ca.certificate}
     return {
         "metadata": {"name": name},
@@ -348,8 +361,8 @@ def tls_secret(name: str, pair: pki.KeyPair, ca: pki.KeyPair, **drop: bool) -> d
 def test_a_tls_secret_the_user_names_is_used_instead_of_generating(
     api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
 ) -> None:
-    ca = pki.new_ca("cert-manager's CA")
-    pair = pki.issue(ca, "mine", cluster_secrets.hosts("mine", k8s_namespace, "broker"))
+    ca = new_ca("cert-manager's CA")
+    pair = issue(ca, "mine", cluster_secrets.hosts("mine", k8s_namespace, "broker"))
     client.CoreV1Api(api).create_namespaced_secret(k8s_namespace, tls_secret("my-tls", pair, ca))
     start_operator()
     create_cluster(api, k8s_namespace, "mine", tls={"secretName": "my-tls"})
@@ -387,9 +400,9 @@ def test_a_second_region_signs_and_issues_with_the_first_regions_key_and_ca(
     }, "the first region's Secrets were changed"
     assert tokens.check(data(found["west-broker-token"])["token"].decode(), key).role == "magnetar-broker"
     west_tls = data(found["west-broker-tls"])
-    assert pki.signed_by(west_tls["tls.crt"], ca)
+    assert signed_by(west_tls["tls.crt"], ca)
     assert west_tls["ca.crt"] == ca
-    assert f"west-broker.{ns}.svc" in pki.dns_names(west_tls["tls.crt"])
+    assert f"west-broker.{ns}.svc" in dns_names(west_tls["tls.crt"])
     volumes = {v.name: v for v in pod_spec(api, ns, "west-broker").volumes}
     assert volumes["token-key"].secret.secret_name == "east-token-key"
 
@@ -414,7 +427,7 @@ def test_a_region_in_another_kubernetes_namespace_copies_the_key_and_issues_from
     core, ns = client.CoreV1Api(api), k8s_namespace
     east_ns = f"{ns}-east"[:63]
     core.create_namespace({"metadata": {"name": east_ns}})
-    key, ca = keys.new_secret_key(), pki.new_ca("jp-east's CA")
+    key, ca = keys.new_secret_key(), new_ca("jp-east's CA")
     for name, contents in (("east-token-key", {"secret.key": key}), ("east-ca", _tls_data(ca))):
         encoded = {k: base64.b64encode(v).decode() for k, v in contents.items()}
         core.create_namespaced_secret(east_ns, {"metadata": {"name": name}, "data": encoded})
@@ -428,7 +441,7 @@ def test_a_region_in_another_kubernetes_namespace_copies_the_key_and_issues_from
     assert "west-ca" not in found, "no CA of its own"
     assert tokens.check(data(found["west-broker-token"])["token"].decode(), key).role == "magnetar-broker"
     west_tls = data(found["west-broker-tls"])
-    assert pki.signed_by(west_tls["tls.crt"], ca.certificate)
+    assert signed_by(west_tls["tls.crt"], ca.certificate)
     assert west_tls["ca.crt"] == ca.certificate
     volumes = {v.name: v for v in pod_spec(api, ns, "west-broker").volumes}
     assert volumes["token-key"].secret.secret_name == "west-token-key"
@@ -449,15 +462,15 @@ def test_a_region_in_another_kubernetes_namespace_copies_the_key_and_issues_from
     assert tokens.check(token, rotated).role == "magnetar-broker", "the broker's token re-signed"
 
 
-def _tls_data(ca: pki.KeyPair) -> dict[str, bytes]:
+def _tls_data(ca: KeyPair) -> dict[str, bytes]:
     return {"tls.crt": ca.certificate, "tls.key": ca.key}
 
 
 def test_a_tls_secret_without_its_key_is_a_clear_condition(
     api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any]
 ) -> None:
-    ca = pki.new_ca("cert-manager's CA")
-    pair = pki.issue(ca, "half", ["half.example"])
+    ca = new_ca("cert-manager's CA")
+    pair = issue(ca, "half", ["half.example"])
     client.CoreV1Api(api).create_namespaced_secret(
         k8s_namespace, tls_secret("half-tls", pair, ca, **{"tls.key": True})
     )
@@ -488,9 +501,9 @@ def test_a_certificate_near_its_expiry_is_reissued_and_the_pods_restarted_onto_i
     before = wait_for("renew Ready", lambda: ready(api, ns, "renew"))
     core = client.CoreV1Api(api)
     ca_data = data(core.read_namespaced_secret("renew-ca", ns))
-    ca = pki.KeyPair(ca_data["tls.crt"], ca_data["tls.key"])
+    ca = KeyPair(ca_data["tls.crt"], ca_data["tls.key"])
     # A bookie certificate 3 days from expiry (the default renews 30 days before).
-    near = pki.issue(ca, "magnetar-bookie", cluster_secrets.hosts("renew", ns, "bookie"), validity=3 * DAY)
+    near = issue(ca, "magnetar-bookie", cluster_secrets.hosts("renew", ns, "bookie"), validity=3 * DAY)
     core.patch_namespaced_secret(
         "renew-bookie-tls", ns, {"data": {"tls.crt": base64.b64encode(near.certificate).decode(),
                                            "tls.key": base64.b64encode(near.key).decode()}},
@@ -502,9 +515,9 @@ def test_a_certificate_near_its_expiry_is_reissued_and_the_pods_restarted_onto_i
         return now if now["tls.crt"] != near.certificate else None
 
     fresh = wait_for("bookie certificate re-issued", renewed)
-    assert not pki.renewal_due(fresh["tls.crt"], 30 * DAY)
-    assert pki.signed_by(fresh["tls.crt"], ca.certificate)
-    pki.check_pair(pki.KeyPair(fresh["tls.crt"], fresh["tls.key"]))
+    assert not Certificate.load(fresh["tls.crt"]).renewal_due(30 * DAY)
+    assert signed_by(fresh["tls.crt"], ca.certificate)
+    load_pair(KeyPair(fresh["tls.crt"], fresh["tls.key"]))
 
     def rolled() -> dict[str, Any] | None:
         obj = ready(api, ns, "renew")
