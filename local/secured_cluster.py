@@ -14,6 +14,7 @@ probes, tests): the plugin and parameters of the super-user's credentials and th
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from magnetar.local.zookeeper import free_port
 SUPER_USER = "admin"
 #: the names a broker's certificate is valid for (brokers advertise 127.0.0.1)
 _HOSTS = ("127.0.0.1", "localhost")
+_CA_NAME = "magnetar-local-ca"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,12 @@ class ClusterSecrets:
     def ca_file(self) -> Path:
         return self.directory / "ca.cert.pem"
 
+    @functools.cached_property
+    def authority(self) -> CertificateAuthority:
+        """The cluster's CA, made on first use; one for all the brokers' certificates, so that it
+        is read and parsed once."""
+        return CertificateAuthority(self.directory, name=_CA_NAME)
+
     @classmethod
     def make(cls, directory: Path, spec: SecuritySpec) -> ClusterSecrets:
         """The key, the super-user's token and the CA (each made once: a restart reuses them)."""
@@ -63,7 +71,7 @@ class ClusterSecrets:
             secrets.token_file.write_text(tokens.create(keys.secret_key(str(secrets.key_file)), SUPER_USER))
             secrets.token_file.chmod(0o600)
         if spec.tls:
-            CertificateAuthority(directory, name="magnetar-local-ca")
+            CertificateAuthority(directory, name=_CA_NAME)  # its files now: clients trust ca.cert.pem
         return secrets
 
     def broker_settings(self, broker: str) -> dict[str, Any]:
@@ -84,7 +92,7 @@ class ClusterSecrets:
         return settings
 
     def _tls_settings(self, broker: str) -> dict[str, Any]:
-        issued = CertificateAuthority(self.directory).issue(broker, broker, hosts=_HOSTS)
+        issued = self.authority.issue(broker, broker, hosts=_HOSTS)
         return {
             # fixed when the configuration is written, so a restarted broker keeps its ports
             "broker_service_port_tls": free_port(),
