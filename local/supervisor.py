@@ -67,7 +67,7 @@ class ClusterState:
     configuration_store: str = ""
     regions: dict[str, dict[str, str]] = field(default_factory=dict)
     processes: list[ProcessRecord] = field(default_factory=list)
-    #: a secured cluster's client side (security.ClusterSecrets.client_settings); empty: open
+    #: a secured cluster's client side (secured_cluster.ClusterSecrets.client_settings); empty: open
     security: dict[str, str] = field(default_factory=dict)
 
     def save(self) -> None:

@@ -1,8 +1,8 @@
 """Reconciling a ``MagnetarCluster``: check the spec, apply the objects it becomes (owned by it),
 then restart or scale its pods in order, one step per call, until every pod is ready and current.
 
-Before anything else the cluster's Secrets are made or renewed (security.py); a TLS Secret the user
-names that cannot be used is a ``Degraded`` condition, looked at again every minute.
+Before anything else the cluster's Secrets are made or renewed (cluster_secrets.py); a TLS Secret
+the user names that cannot be used is a ``Degraded`` condition, looked at again every minute.
 
 A spec that cannot work (Qa > Qw > E broken, too few bookies, an unknown setting) sets the
 ``Degraded`` condition and a Warning Event and stops there: nothing is retried until the spec
