@@ -130,6 +130,23 @@ class LatencyCollector(Collector):
             yield histogram.family(name, documentation)
 
 
+def publish_latencies(
+    publish: LatencyHistogram, storage_write: LatencyHistogram
+) -> dict[str, tuple[LatencyHistogram, str]]:
+    """Where a publish spends its time: SEND to SEND_RECEIPT on this broker, and each
+    managed-ledger add to the acknowledgement of Qa bookies (Pulsar's metric names)."""
+    return {
+        "pulsar_broker_publish_latency_seconds": (
+            publish,
+            "A publish on this broker: SEND received to SEND_RECEIPT sent",
+        ),
+        "pulsar_storage_write_latency_seconds": (
+            storage_write,
+            "A managed-ledger add: to the acknowledgement of Qa bookies",
+        ),
+    }
+
+
 class MetricsServer:
     def __init__(
         self,
