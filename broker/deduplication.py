@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import logging
 
-from magnetar.broker.managed_ledger import ManagedCursor, ManagedLedger, Position
+from magnetar.broker.managed_ledger import ManagedCursor, Position, TopicLedger
 from magnetar.broker.protocol.frames import FrameError, read_metadata
 from magnetar.common.background import BackgroundTasks
 from magnetar.proto import PulsarApi_pb2 as api
@@ -72,7 +72,7 @@ def replicated_identity(metadata: api.MessageMetadata) -> tuple[str, int]:
 class Deduplication:
     def __init__(
         self,
-        ledger: ManagedLedger,
+        ledger: TopicLedger,
         *,
         snapshot_interval: int = 1000,
         cursor_name: str = CURSOR_NAME,

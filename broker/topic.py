@@ -17,7 +17,7 @@ from typing import Protocol
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_identity
-from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, ManagedLedger, Position
+from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, Position, TopicLedger
 from magnetar.broker.markers import REPLICATED_PROPERTY, SNAPSHOT, MarkerIndex
 from magnetar.broker.policies.topic_settings import TopicSettings
 from magnetar.broker.producer_access import ProducerAccess
@@ -156,7 +156,7 @@ def is_marker(data: bytes) -> bool:
 @dataclass
 class Topic:
     name: TopicName
-    ledger: ManagedLedger
+    ledger: TopicLedger
     #: set when deduplication is enabled (broker setting or namespace policy)
     deduplication: Deduplication | None = None
     producers: dict[str, Producer] = field(default_factory=dict)
@@ -191,7 +191,7 @@ class Topic:
         self.access = ProducerAccess(self.ledger)
 
     @classmethod
-    async def load(cls, name: TopicName, ledger: ManagedLedger, *, deduplication: bool) -> Topic:
+    async def load(cls, name: TopicName, ledger: TopicLedger, *, deduplication: bool) -> Topic:
         topic = cls(name, ledger)
         if deduplication:
             topic.deduplication = Deduplication(ledger)

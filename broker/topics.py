@@ -26,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
-from magnetar.broker.managed_ledger import ManagedLedger
+from magnetar.broker.managed_ledger import TopicLedger
 from magnetar.broker.namespace import Bundle, NamespacePolicies, topic_hash
 from magnetar.broker.ownership import BrokerInfo, NotServedError
 from magnetar.broker.topic import NON_PERSISTENT, PERSISTENT, Topic, TopicName
@@ -63,7 +63,7 @@ class Clients(Protocol):
 class LedgerCache(Protocol):
     """The managed-ledger factory's cache of open ledgers."""
 
-    def get(self, name: str) -> ManagedLedger | None: ...
+    def get(self, name: str) -> TopicLedger | None: ...
 
     def forget(self, name: str) -> None: ...
 

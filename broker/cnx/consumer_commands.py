@@ -13,9 +13,9 @@ from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.managed_ledger import (
     Entry,
     InitialPosition,
-    ManagedLedger,
     ManagedLedgerError,
     Position,
+    TopicLedger,
 )
 from magnetar.broker.managed_ledger.cursor import CompactedEntries
 from magnetar.broker.ownership import LookupUrls, NotServedError
@@ -47,7 +47,7 @@ class ConsumerSchemas(Protocol):
 class CompactedReads(Protocol):
     """Topic compaction, as read_compacted consumers meet it (broker/compaction)."""
 
-    async def holder(self, topic: str, ledger: ManagedLedger) -> CompactedEntries: ...
+    async def holder(self, topic: str, ledger: TopicLedger) -> CompactedEntries: ...
 
 
 class ConsumerCommands:

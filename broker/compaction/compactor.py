@@ -17,7 +17,7 @@ from magnetar.bookie.client import BKError, LedgerClient
 from magnetar.broker.compaction import compacted_ledger
 from magnetar.broker.compaction.keys import KeyedMessage, messages_of, rebatch
 from magnetar.broker.compaction.view import CompactedView
-from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedLedger, Position
+from magnetar.broker.managed_ledger import Entry, InitialPosition, Position, TopicLedger
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class CompactionError(Exception):
     """A compaction that cannot be done (nothing keyed to compact, storage unreachable)."""
 
 
-async def compact(ledger: ManagedLedger, client: LedgerClient, topic: str) -> CompactedView:
+async def compact(ledger: TopicLedger, client: LedgerClient, topic: str) -> CompactedView:
     """Compact the topic stored in ``ledger``; the new view."""
     horizon = ledger.last_confirmed_entry
     entries = await _read_through(ledger, horizon)
@@ -53,7 +53,7 @@ async def compact(ledger: ManagedLedger, client: LedgerClient, topic: str) -> Co
     return CompactedView(mark, ledger_id, kept)
 
 
-async def load(ledger: ManagedLedger, client: LedgerClient) -> CompactedView:
+async def load(ledger: TopicLedger, client: LedgerClient) -> CompactedView:
     """The view the ``__compaction`` cursor records (empty when the topic was never compacted)."""
     cursor = ledger.cursors.get(CURSOR)
     ledger_id = cursor.properties.get(LEDGER_PROPERTY) if cursor is not None else None
@@ -64,7 +64,7 @@ async def load(ledger: ManagedLedger, client: LedgerClient) -> CompactedView:
     )
 
 
-async def _read_through(ledger: ManagedLedger, last: Position | None) -> list[Entry]:
+async def _read_through(ledger: TopicLedger, last: Position | None) -> list[Entry]:
     found: list[Entry] = []
     position = ledger.first_position()
     while last is not None and position <= last:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from magnetar.bookie.client import BKError, LedgerClient
 from magnetar.broker.compaction import compactor
 from magnetar.broker.compaction.view import CompactedView
-from magnetar.broker.managed_ledger import Entry, ManagedLedger, ManagedLedgerError, Position
+from magnetar.broker.managed_ledger import Entry, ManagedLedgerError, Position, TopicLedger
 from magnetar.common.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class Compactions:
         self._status: dict[str, tuple[str, str]] = {}
         self._runs = BackgroundTasks()
 
-    async def holder(self, topic: str, ledger: ManagedLedger) -> CompactedHolder:
+    async def holder(self, topic: str, ledger: TopicLedger) -> CompactedHolder:
         """The view of ``topic`` (loaded from its compacted ledger when that changed, as after a
         compaction on another broker before a bundle moved here)."""
         holder = self._holders.setdefault(topic, CompactedHolder())
@@ -53,7 +53,7 @@ class Compactions:
             holder.view = await compactor.load(ledger, self._client)
         return holder
 
-    def start(self, topic: str, ledger: ManagedLedger) -> None:
+    def start(self, topic: str, ledger: TopicLedger) -> None:
         """Start compacting ``topic`` unless a run is under way."""
         if self._status.get(topic, ("",))[0] == "RUNNING":
             return
@@ -64,7 +64,7 @@ class Compactions:
         state, error = self._status.get(topic, ("NOT_RUN", ""))
         return {"status": state, "lastError": error}
 
-    async def _run(self, topic: str, ledger: ManagedLedger) -> None:
+    async def _run(self, topic: str, ledger: TopicLedger) -> None:
         try:
             view = await compactor.compact(ledger, self._client, topic)
         except (compactor.CompactionError, ManagedLedgerError, BKError) as exc:

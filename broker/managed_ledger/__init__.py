@@ -38,6 +38,7 @@ from magnetar.broker.managed_ledger.factory import ManagedLedgerFactory
 from magnetar.broker.managed_ledger.ledger import ManagedLedger
 from magnetar.broker.managed_ledger.meta_store import LedgerInfo
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
+from magnetar.broker.managed_ledger.topic_ledger import TopicLedger
 
 __all__ = [
     "Entry",
@@ -52,4 +53,5 @@ __all__ = [
     "ManagedLedgerFencedError",
     "ManagedLedgerTerminatedError",
     "Position",
+    "TopicLedger",
 ]

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from magnetar.broker.compaction.compactor import CURSOR as COMPACTION_CURSOR
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.managed_ledger import ManagedLedger
+from magnetar.broker.managed_ledger import TopicLedger
 from magnetar.broker.policies import message_expiry
 from magnetar.broker.policies.applied import PolicyUpdates
 from magnetar.broker.policies.backlog_quota import EVICTION, bytes_after, evict, exceeded
@@ -32,7 +32,7 @@ class ProducerCloser(Protocol):
 
 
 class CompactionStarter(Protocol):
-    def start(self, topic: str, ledger: ManagedLedger) -> None: ...
+    def start(self, topic: str, ledger: TopicLedger) -> None: ...
 
 
 class PolicyChecks:
