@@ -27,7 +27,8 @@ class WritableOpener:
         self._factory = factory
         self._policies = policies
         self._deduplication_default = deduplication_default
-        #: what a non-persistent topic's ledger is made with (None: enableNonPersistentTopics off)
+        #: set when enableNonPersistentTopics is on; a non-persistent topic's ledger is in memory
+        #: and uses neither the store nor the ledger client
         self._non_persistent = non_persistent
 
     async def open(self, name: TopicName, policies: NamespacePolicies) -> Topic:
@@ -45,8 +46,7 @@ class WritableOpener:
     async def _open_non_persistent(self, name: TopicName, policies: NamespacePolicies) -> Topic:
         if self._non_persistent is None:
             raise TopicNotAllowedError(f"{name}: non-persistent topics are disabled on this broker")
-        store, client = self._non_persistent
-        ledger = MemoryLedger(name.managed_ledger_name, store, client, self._factory.config)
+        ledger = MemoryLedger(name.managed_ledger_name, self._factory.config)
         await ledger.open()
         topic = NonPersistentTopic.open(name, ledger)
         await self._policies.loaded(topic, policies)

@@ -24,6 +24,10 @@ The model:
   metadata, then from the bookies) once ``retention_time_minutes`` / ``retention_size_mb``
   allow; checked at every ledger roll, when a cursor's mark-delete enters a new ledger, and every
   ``retention_check_interval_seconds``.
+* A **topic ledger** (``TopicLedger``) is what a topic needs of its log. ``ManagedLedger`` is the
+  owner's; a non-persistent topic's log in memory and a read-only owner's tail of the writable
+  owner's log are others, built from the same parts (``span``, ``reads``, ``ledger_readers``),
+  not from ``ManagedLedger``.
 """
 
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig

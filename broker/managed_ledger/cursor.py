@@ -58,11 +58,14 @@ class CompactedEntries(Protocol):
 
 
 class CursorLedger(Protocol):
-    """What a cursor uses of its managed ledger (writable, or PIP-63's read-only one)."""
+    """What a cursor uses of its managed ledger (writable, in memory, or PIP-63's read-only one).
+    A durable cursor's node is written through the store it is given, not through the ledger."""
 
-    name: str
-    store: MetadataStore
-    config: ManagedLedgerConfig
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> ManagedLedgerConfig: ...
 
     @property
     def is_fenced(self) -> bool: ...
@@ -102,10 +105,12 @@ _TAKEOVER_ATTEMPTS = 5
 
 class ManagedCursor:
     @classmethod
-    async def create_durable(cls, ledger: CursorLedger, name: str, initial: InitialPosition) -> ManagedCursor:
-        """A new durable cursor at ``initial``, persisted (or the one of that name that appeared
-        meanwhile, taken over)."""
-        cursor = cls(ledger, name, durable=True)
+    async def create_durable(
+        cls, ledger: CursorLedger, name: str, initial: InitialPosition, store: MetadataStore
+    ) -> ManagedCursor:
+        """A new durable cursor at ``initial``, persisted in ``store`` (or the one of that name
+        that appeared meanwhile, taken over)."""
+        cursor = cls(ledger, name, durable=True, store=store)
         last = ledger.last_confirmed_entry
         cursor.reset_to(
             ledger.before_first() if initial is InitialPosition.EARLIEST or last is None else last
@@ -130,7 +135,11 @@ class ManagedCursor:
         cursor.reset_to(mark_delete)
         return cursor
 
-    def __init__(self, ledger: CursorLedger, name: str, *, durable: bool) -> None:
+    def __init__(
+        self, ledger: CursorLedger, name: str, *, durable: bool, store: MetadataStore | None = None
+    ) -> None:
+        """``store``: where a durable cursor persists its state (None: it persists nothing
+        itself, as a reader's cursor or a read-only owner's cache of one)."""
         self.ledger = ledger
         self.name = name
         self.durable = durable
@@ -143,7 +152,8 @@ class ManagedCursor:
         self._read_position = Position(-1, 0)
         self._epoch = 0  # bumped whenever the read position is reset under a read in flight
         #: writes the persisted state; its content names this instance, so a takeover shows
-        self._node = NodeWriter(ledger.store, cursor_path(ledger.name, name))
+        self._store = store
+        self._node = NodeWriter(store, cursor_path(ledger.name, name)) if store is not None else None
         self._writer = uuid.uuid4().hex[:16]
         self._dirty = False
         self._flush_lock = asyncio.Lock()
@@ -344,8 +354,9 @@ class ManagedCursor:
             self._read_position = self.ledger.next_position(self._mark_delete)
 
     # -- persistence ----------------------------------------------------------------------------
-    def _path(self) -> str:
-        return cursor_path(self.ledger.name, self.name)
+    def _persisted_node(self) -> NodeWriter:
+        assert self._node is not None, f"{self!r} was given no store to persist in"
+        return self._node
 
     def _encode(self) -> bytes:
         limit = self.ledger.config.max_unacked_ranges_to_persist
@@ -377,19 +388,25 @@ class ManagedCursor:
             raise ManagedLedgerError(
                 f"cursor {self.name} of {self.ledger.name} is unreadable: {exc}"
             ) from exc
+        self.restore(mark_delete, ranges)
+        self.properties = properties
+
+    def restore(self, mark_delete: Position, ranges: Iterable[tuple[Position, Position]]) -> None:
+        """Take a persisted (or forwarded) state: ``mark_delete`` and the acknowledged ranges
+        after it, as inclusive (first, last) pairs; read from there."""
         self.reset_to(mark_delete)
         for first, last in sorted(ranges):
             if first > mark_delete:
                 self._acked.add_range(first, last)
-        self.properties = properties
 
     async def create(self) -> None:
         """Persist a new cursor; if one of that name appeared meanwhile, take that one over."""
         if not self.durable:
             return
+        node = self._persisted_node()
         try:
-            self._node.version = -1
-            await self._node.write(self._encode())
+            node.version = -1
+            await node.write(self._encode())
         except (NodeExistsError, BadVersionError):
             await self.load()
             return
@@ -400,17 +417,19 @@ class ManagedCursor:
 
     async def load(self) -> None:
         """Restore the persisted state and take the node over (rewrite it under our version)."""
+        node, store = self._persisted_node(), self._store
+        assert store is not None
         for _ in range(_TAKEOVER_ATTEMPTS):
             try:
-                data, stat = await self.ledger.store.get(self._path())
+                data, stat = await store.get(node.path)
             except NoNodeError:
                 self.reset_to(self.ledger.before_first())
                 await self.create()
                 return
             self._decode(data)
-            self._node.version = stat.version
+            node.version = stat.version
             try:  # rewritten as ours: a previous owner's next write conflicts and fences it
-                await self._node.write(self._encode())
+                await node.write(self._encode())
             except BadVersionError:
                 continue  # the previous owner wrote one last time: read that
             return
@@ -446,7 +465,7 @@ class ManagedCursor:
                 raise self.ledger.fenced(f"cursor {self.name} not persisted")
             self._dirty = False
             try:
-                await self._node.write(self._encode())
+                await self._persisted_node().write(self._encode())
             except (BadVersionError, NoNodeError) as exc:
                 self._dirty = True
                 raise self.ledger.fenced(f"cursor {self.name} was rewritten by another broker") from exc

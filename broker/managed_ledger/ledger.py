@@ -4,6 +4,11 @@ Metadata (the list of ledgers with their entry counts, sizes and close times) is
 at ``/managed-ledgers/<name>``, always written with compare-and-set on its version: a broker that
 lost the managed ledger to another one finds out at its next metadata write, and its writes to
 the (fenced) ledger fail before that.
+
+This class writes the log: adds, ledger rolls, retention, termination and close. It is helped,
+as Pulsar's ManagedLedgerImpl is, by ``LedgerRecord`` (the node), ``LedgerReaders`` (reads of
+the ledgers it does not write), ``DurableCursors``, ``ledger_recovery`` and ``ledger_deletion``.
+It is the owner's ``TopicLedger``.
 """
 
 from __future__ import annotations
@@ -14,17 +19,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from magnetar.bookie.client import (
-    BKError,
-    LedgerClient,
-    LedgerFencedError,
-    LedgerHandle,
-    NoSuchLedgerError,
-    ReadHandle,
-)
+from magnetar.bookie.client import BKError, LedgerClient, LedgerFencedError, LedgerHandle
 from magnetar.broker.managed_ledger import meta_store, reads, rollover
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
 from magnetar.broker.managed_ledger.cursor import ManagedCursor
+from magnetar.broker.managed_ledger.durable_cursors import DurableCursors
 from magnetar.broker.managed_ledger.entry_cache import EntryCache
 from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerClosedError,
@@ -32,20 +31,18 @@ from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
 )
-from magnetar.broker.managed_ledger.meta_store import LedgerInfo, ledger_path, validate_name
+from magnetar.broker.managed_ledger.ledger_deletion import delete_ledger
+from magnetar.broker.managed_ledger.ledger_readers import LedgerReaders
+from magnetar.broker.managed_ledger.ledger_record import LedgerRecord
+from magnetar.broker.managed_ledger.ledger_recovery import recover
+from magnetar.broker.managed_ledger.meta_store import LedgerInfo, validate_name
 from magnetar.broker.managed_ledger.new_entries import NewEntries
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
 from magnetar.broker.managed_ledger.retention import consumed_beyond_retention
 from magnetar.broker.managed_ledger.span import Span
 from magnetar.common.background import BackgroundTasks
 from magnetar.common.latency import LatencyHistogram
-from magnetar.common.metadata import (
-    BadVersionError,
-    MetadataError,
-    MetadataStore,
-    NodeExistsError,
-    NoNodeError,
-)
+from magnetar.common.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -71,23 +68,18 @@ class ManagedLedger:
         self.store = store
         self._client = client
         self.config = config
-        self._ledgers: list[LedgerInfo] = []
-        #: writes the ledger list by compare-and-set, riding out answers lost to a store blip
-        self._node = meta_store.NodeWriter(store, ledger_path(self.name))
-        self._terminated_at: Position | None = None
-        self._properties: dict[str, str] = {}
+        #: the ledger list, termination and properties, as recorded in the store
+        self._record = LedgerRecord(store, self.name, self.fenced)
         self._writer: LedgerHandle | None = None
         self._writer_failed = False
         self._writer_created = 0.0
         self._write_lock = asyncio.Lock()  # orders adds and ledger rolls
-        self._metadata_lock = asyncio.Lock()  # one metadata read-modify-CAS at a time
-        self._cursor_lock = asyncio.Lock()
         self._last_add: asyncio.Future[int] | None = None
         self._last_confirmed: Position | None = None
-        self._readers: dict[int, ReadHandle] = {}
+        self._readers = LedgerReaders(client, self.name)
         self._cache = EntryCache(config.cache_size_mb * MB)
         self._new_entries = NewEntries()
-        self.cursors: dict[str, ManagedCursor] = {}
+        self._cursors = DurableCursors(self, store, lambda: self.closed)
         self._closed = False
         self._fenced = False
         self._maintenance: asyncio.Task[None] | None = None
@@ -102,47 +94,23 @@ class ManagedLedger:
     # -- opening --------------------------------------------------------------------------------
     async def open(self) -> None:
         """Load the metadata, fence and close what a previous owner left open, start a new ledger."""
-        await self._load()
-        for info in self._ledgers:
+        record = self._record
+        await record.load()
+        for info in record.ledgers:
             if info.entries < 0:
                 await self._recover(info)
-        for info in [i for i in self._ledgers if i.entries == 0]:
-            self._ledgers.remove(info)
+        for info in [i for i in record.ledgers if i.entries == 0]:
+            record.ledgers.remove(info)
             self._delete_ledger_later(info.ledger_id)
-        last = next((i for i in reversed(self._ledgers) if i.entries > 0), None)
+        last = next((i for i in reversed(record.ledgers) if i.entries > 0), None)
         if last is not None:
             self._last_confirmed = Position(last.ledger_id, last.entries - 1)
-        if self._terminated_at is None:
+        if record.terminated_at is None:
             await self._start_ledger()
         else:
-            await self._save_locked()
-        for cursor_name in await meta_store.cursor_names(self.store, self.name):
-            cursor = ManagedCursor(self, cursor_name, durable=True)
-            await cursor.load()
-            self.cursors[cursor_name] = cursor
+            await record.save_locked()
+        await self._cursors.load()
         self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
-
-    async def _load(self) -> None:
-        listed = await meta_store.load(self.store, self.name)
-        self._ledgers, self._terminated_at = listed.ledgers, listed.terminated_at
-        self._properties = listed.properties
-        self._node.version = listed.version
-
-    async def _save_locked(self) -> None:
-        async with self._metadata_lock:
-            await self._save()
-
-    async def _save(self) -> None:
-        """Write the metadata; the caller holds the metadata lock."""
-        try:
-            listed = meta_store.LedgerList(
-                self._ledgers, self._terminated_at, self._node.version, self._properties
-            )
-            await self._node.write(meta_store.encode(listed))
-        except (BadVersionError, NodeExistsError, NoNodeError) as exc:
-            raise self.fenced(f"its metadata changed under it ({exc})") from exc
-        except MetadataError as exc:  # the store is unreachable: a later write tries again
-            raise ManagedLedgerError(f"cannot record the ledgers of {self.name}: {exc}") from exc
 
     def fenced(self, why: str) -> ManagedLedgerFencedError:
         """Mark this instance deposed (another broker owns the managed ledger now)."""
@@ -156,19 +124,9 @@ class ManagedLedger:
 
     async def _recover(self, info: LedgerInfo) -> None:
         """Fence a ledger left open (by a previous owner or a failed writer) and learn its end."""
-        try:
-            handle = await self._client.open_ledger(info.ledger_id)
-        except NoSuchLedgerError:
-            info.entries = 0
-            return
-        except BKError as exc:
-            raise ManagedLedgerError(
-                f"cannot recover ledger {info.ledger_id} of managed ledger {self.name}: {exc}"
-            ) from exc
-        info.entries = handle.last_add_confirmed + 1
-        info.size = max(info.size, handle.metadata.length)
-        info.timestamp_ms = _now_ms()
-        self._readers[info.ledger_id] = handle
+        handle = await recover(self._client, self.name, info)
+        if handle is not None:
+            self._readers.keep(info.ledger_id, handle)
 
     async def _start_ledger(self) -> None:
         writer = await self._take_prepared_writer()
@@ -182,16 +140,16 @@ class ManagedLedger:
                 )
         except BKError as exc:
             raise ManagedLedgerError(f"cannot create a ledger for {self.name}: {exc}") from exc
-        async with self._metadata_lock:
-            self._ledgers.append(LedgerInfo(writer.ledger_id, -1, 0, 0))
+        async with self._record.lock:
+            self._record.ledgers.append(LedgerInfo(writer.ledger_id, -1, 0, 0))
             try:
-                await self._save()
+                await self._record.save()
             except ManagedLedgerFencedError:
-                self._ledgers.pop()
+                self._record.ledgers.pop()
                 self._delete_ledger_later(writer.ledger_id)
                 raise
             except ManagedLedgerError:
-                self._ledgers.pop()
+                self._record.ledgers.pop()
                 self.prepared_writer = writer  # the next add records it again
                 raise
         self._writer, self._writer_failed, self._writer_created = writer, False, time.monotonic()
@@ -199,7 +157,7 @@ class ManagedLedger:
 
     async def _take_prepared_writer(self) -> LedgerHandle | None:
         writer, self.prepared_writer = self.prepared_writer, None
-        if writer is not None and any(i.ledger_id >= writer.ledger_id for i in self._ledgers):
+        if writer is not None and any(i.ledger_id >= writer.ledger_id for i in self._record.ledgers):
             # Positions order by ledger id: a ledger created before the last one cannot follow it
             # (the previous owner rolled after it was prepared).
             with contextlib.suppress(BKError):
@@ -243,9 +201,9 @@ class ManagedLedger:
             )
         if self._closed:
             raise ManagedLedgerClosedError(f"managed ledger {self.name} is closed")
-        if self._terminated_at is not None:
+        if self._record.terminated_at is not None:
             raise ManagedLedgerTerminatedError(
-                f"managed ledger {self.name} was terminated at {self._terminated_at}"
+                f"managed ledger {self.name} was terminated at {self._record.terminated_at}"
             )
 
     def _added(self, position: Position, data: bytes) -> None:
@@ -313,7 +271,7 @@ class ManagedLedger:
 
     @property
     def is_terminated(self) -> bool:
-        return self._terminated_at is not None
+        return self._record.terminated_at is not None
 
     @property
     def last_confirmed_entry(self) -> Position | None:
@@ -321,15 +279,15 @@ class ManagedLedger:
 
     @property
     def number_of_entries(self) -> int:
-        return sum(self._entries_of(i) for i in self._ledgers)
+        return sum(self._entries_of(i) for i in self._record.ledgers)
 
     @property
     def total_size(self) -> int:
-        return sum(i.size for i in self._ledgers)
+        return sum(i.size for i in self._record.ledgers)
 
     @property
     def ledgers(self) -> list[LedgerInfo]:
-        return list(self._ledgers)
+        return list(self._record.ledgers)
 
     def _info(self, ledger_id: int) -> LedgerInfo | None:
         return self._span().info(ledger_id)
@@ -343,7 +301,7 @@ class ManagedLedger:
 
     # -- positions (span.py) ----------------------------------------------------------------------
     def _span(self) -> Span:
-        return Span(self._ledgers, self._entries_of, self._last_confirmed)
+        return Span(self._record.ledgers, self._entries_of, self._last_confirmed)
 
     def first_position(self) -> Position:
         """Where reading from the earliest starts (an entry, or the next one to be written)."""
@@ -391,21 +349,14 @@ class ManagedLedger:
         cached = self._cache.get_range(ledger_id, first, last)
         if all(data is not None for data in cached):
             return [Entry(Position(ledger_id, first + i), d) for i, d in enumerate(cached) if d is not None]
+        writer = self._writer
+        if writer is None or ledger_id != writer.ledger_id:
+            return await self._readers.read(ledger_id, first, last)
         try:
-            if self._writer is not None and ledger_id == self._writer.ledger_id:
-                raw = await self._writer.read(first, last)
-            else:
-                raw = await (await self._reader(ledger_id)).read(first, last)
+            raw = await writer.read(first, last)
         except BKError as exc:
             raise ManagedLedgerError(f"cannot read {self.name} {ledger_id}:{first}..{last}: {exc}") from exc
         return [Entry(Position(ledger_id, e.entry_id), e.payload) for e in raw]
-
-    async def _reader(self, ledger_id: int) -> ReadHandle:
-        handle = self._readers.get(ledger_id)
-        if handle is None:
-            handle = await self._client.open_ledger_no_recovery(ledger_id)
-            self._readers[ledger_id] = handle
-        return handle
 
     def wait_for_new_entries(self) -> asyncio.Future[None]:
         """A future that resolves at the next add (each caller gets its own: cancelling it
@@ -422,17 +373,12 @@ class ManagedLedger:
     ) -> ManagedCursor:
         """The durable cursor ``name``; a new one starts at ``initial_position``, an existing one
         where it was left (also after a restart)."""
-        if not isinstance(name, str) or not name:
-            raise ManagedLedgerError(f"invalid cursor name {name!r}")
-        async with self._cursor_lock:
-            cursor = self.cursors.get(name)
-            if cursor is not None:
-                return cursor
-            if self.closed:
-                raise ManagedLedgerClosedError(f"managed ledger {self.name} is closed")
-            cursor = await ManagedCursor.create_durable(self, name, InitialPosition(initial_position))
-            self.cursors[name] = cursor
-            return cursor
+        return await self._cursors.open(name, initial_position)
+
+    @property
+    def cursors(self) -> dict[str, ManagedCursor]:
+        """The durable cursors, by name."""
+        return self._cursors.by_name
 
     def new_non_durable_cursor(
         self, start: Position | InitialPosition, *, inclusive: bool = True
@@ -442,11 +388,7 @@ class ManagedLedger:
         return ManagedCursor.reader(self, start, inclusive=inclusive)
 
     async def delete_cursor(self, name: str) -> None:
-        async with self._cursor_lock:
-            cursor = self.cursors.pop(name, None)
-            if cursor is not None:
-                await cursor.close(flush=False)
-            await meta_store.delete_cursor(self.store, self.name, name)
+        await self._cursors.delete(name)
         await self._trim_quietly()
 
     def cursor_moved_to_ledger(self) -> None:
@@ -460,18 +402,14 @@ class ManagedLedger:
         the consumed data kept exceeds the retention size. Returns the deleted ledger ids."""
         if self._fenced:
             return []
-        async with self._metadata_lock:
+
+        def consumed(ledgers: list[LedgerInfo]) -> list[LedgerInfo]:
             marks = [c.mark_delete_position for c in self.cursors.values()]
-            doomed = consumed_beyond_retention(self._ledgers, marks, self.config, _now_ms())
-            if not doomed:
-                return []
-            kept = [i for i in self._ledgers if i not in doomed]
-            previous, self._ledgers = self._ledgers, kept
-            try:
-                await self._save()
-            except ManagedLedgerFencedError:
-                self._ledgers = previous
-                raise
+            return consumed_beyond_retention(ledgers, marks, self.config, _now_ms())
+
+        doomed = await self._record.remove(consumed)
+        if not doomed:
+            return []
         for info in doomed:
             self._forget_ledger(info.ledger_id)
             self._delete_ledger_later(info.ledger_id)
@@ -479,7 +417,7 @@ class ManagedLedger:
         return [i.ledger_id for i in doomed]
 
     def _forget_ledger(self, ledger_id: int) -> None:
-        self._readers.pop(ledger_id, None)
+        self._readers.forget(ledger_id)
         self._cache.forget_ledger(ledger_id)
 
     async def _trim_quietly(self) -> None:
@@ -499,22 +437,14 @@ class ManagedLedger:
         try:
             if self._writer is not None and not self._write_lock.locked() and self._needs_roll():
                 async with self._write_lock:
-                    if not self.closed and self._terminated_at is None and self._needs_roll():
+                    if not self.closed and not self.is_terminated and self._needs_roll():
                         await self._roll()
             await self.trim()
         except ManagedLedgerError as exc:
             log.warning("%s: maintenance failed: %s", self.name, exc)
 
     def _delete_ledger_later(self, ledger_id: int) -> None:
-        async def delete() -> None:
-            try:
-                await self._client.delete_ledger(ledger_id)
-            except NoSuchLedgerError:
-                pass
-            except BKError as exc:  # an orphan: no managed ledger refers to it any more
-                log.warning("%s: could not delete ledger %d: %s", self.name, ledger_id, exc)
-
-        self._background.spawn(delete())
+        self._background.spawn(delete_ledger(self._client, self.name, ledger_id))
 
     async def settle(self) -> None:
         """Wait for background work (ledger deletions, trims) started so far."""
@@ -524,32 +454,22 @@ class ManagedLedger:
     @property
     def properties(self) -> dict[str, str]:
         """What the managed ledger's user keeps with it (a copy)."""
-        return dict(self._properties)
+        return dict(self._record.properties)
 
     async def set_property(self, key: str, value: str) -> None:
         """Keep ``key`` = ``value`` with the managed ledger, durably before this returns."""
         self._check_writable()
-        async with self._metadata_lock:
-            previous = self._properties.get(key)
-            self._properties[key] = value
-            try:
-                await self._save()
-            except ManagedLedgerError:
-                if previous is None:
-                    del self._properties[key]
-                else:
-                    self._properties[key] = previous
-                raise
+        await self._record.set_property(key, value)
 
     # -- closing --------------------------------------------------------------------------------
     async def terminate(self) -> Position | None:
         """No more entries may be added, ever (Pulsar's topic termination); returns the last one."""
         async with self._write_lock:
-            if self._terminated_at is None:
+            if self._record.terminated_at is None:
                 self._check_writable()
                 await self._close_writer()
-                self._terminated_at = self._last_confirmed or self.before_first()
-                await self._save_locked()
+                self._record.terminated_at = self._last_confirmed or self.before_first()
+                await self._record.save_locked()
         return self._last_confirmed
 
     async def close(self) -> None:
@@ -560,15 +480,11 @@ class ManagedLedger:
             self._closed = True
             if self._maintenance is not None:
                 self._maintenance.cancel()
-            for cursor in list(self.cursors.values()):
-                try:
-                    await cursor.close()
-                except ManagedLedgerError as exc:
-                    log.warning("%s: cursor %s not persisted at close: %s", self.name, cursor.name, exc)
+            await self._cursors.close()
             if not self._fenced:
                 try:
                     await self._close_writer()
-                    await self._save_locked()
+                    await self._record.save_locked()
                 except (ManagedLedgerError, BKError) as exc:
                     # The next owner recovers the open ledger: nothing confirmed is lost.
                     log.warning("%s: not closed cleanly: %s", self.name, exc)
@@ -578,7 +494,7 @@ class ManagedLedger:
     async def delete(self) -> None:
         """Remove the managed ledger: its ledgers, cursors and metadata."""
         await self.close()
-        for info in self._ledgers:
+        for info in self._record.ledgers:
             self._delete_ledger_later(info.ledger_id)
         await self.settle()
         await meta_store.delete(self.store, self.name)

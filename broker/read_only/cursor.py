@@ -25,12 +25,11 @@ class RemoteCursor(ManagedCursor):
     def apply(self, state: pb.CursorState) -> None:
         """Replace the cache with the writable owner's state."""
         mark = Position(state.mark_delete.ledger_id, state.mark_delete.entry_id)
-        self.reset_to(mark)
-        for acked in state.acked:
-            first = Position(acked.first.ledger_id, acked.first.entry_id)
-            last = Position(acked.last.ledger_id, acked.last.entry_id)
-            if first > mark:
-                self._acked.add_range(first, last)
+        acked = [
+            (Position(a.first.ledger_id, a.first.entry_id), Position(a.last.ledger_id, a.last.entry_id))
+            for a in state.acked
+        ]
+        self.restore(mark, acked)
 
     async def refresh(self) -> None:
         """Read the cursor from the writable owner (a consumer connects: acks made elsewhere count)."""
@@ -55,7 +54,7 @@ class RemoteCursor(ManagedCursor):
         self.reset_to(Position(target.ledger_id, target.entry_id - 1))
 
     def _changed(self) -> None:
-        self._dirty = False  # persisted by the writable owner, never from here
+        return  # persisted by the writable owner, never from here: nothing to schedule
 
     async def flush(self) -> None:
         return

@@ -1,4 +1,4 @@
-"""A managed ledger as a read-only owner sees it: the writable owner's ledgers, tailed.
+"""A topic ledger as a read-only owner sees it: the writable owner's ledgers, tailed.
 
 Nothing is fenced or recovered: ledgers are opened without recovery and read up to their LAC.
 When a cursor has read everything known and waits for more, the LAC of the ledger being written
@@ -9,6 +9,10 @@ whenever a long-poll interval passes without the LAC moving (``poll``, PIP-63 op
 metadata-store watch on it (``watch``, option A). Durable cursors are ``RemoteCursor`` caches of
 the writable owner's; readers' cursors are local as anywhere. Entries read are cached, so the
 subscriptions of one read-only owner read each entry from the bookies once.
+
+It is no ``ManagedLedger``: it reads the same metadata (``meta_store``) and ledgers (through
+``LedgerReaders``) and works out positions the same way (``Span``, ``reads``), but owns nothing
+it could write.
 """
 
 from __future__ import annotations
@@ -16,30 +20,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from magnetar.bookie.client import BKError, LedgerClient
 from magnetar.broker.managed_ledger import (
     Entry,
     InitialPosition,
     ManagedCursor,
-    ManagedLedger,
     ManagedLedgerConfig,
     ManagedLedgerError,
+    ManagedLedgerFencedError,
     Position,
+    meta_store,
+    reads,
 )
-from magnetar.broker.managed_ledger.meta_store import LedgerInfo, ledger_path
+from magnetar.broker.managed_ledger.entry_cache import EntryCache
+from magnetar.broker.managed_ledger.ledger_readers import LedgerReaders
+from magnetar.broker.managed_ledger.meta_store import LedgerInfo, LedgerList, ledger_path, validate_name
+from magnetar.broker.managed_ledger.new_entries import NewEntries
+from magnetar.broker.managed_ledger.span import Span
 from magnetar.broker.read_only.cursor import RemoteCursor
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.common.metadata import MetadataStore, WatchEvent
 
 log = logging.getLogger(__name__)
 
+MB = 1024 * 1024
+
 
 class ReadOnlyManagedLedgerError(ManagedLedgerError):
     """A write asked of a read-only owner."""
 
 
-class ReadOnlyManagedLedger(ManagedLedger):
+class ReadOnlyManagedLedger:
     def __init__(
         self,
         name: str,
@@ -52,7 +65,9 @@ class ReadOnlyManagedLedger(ManagedLedger):
         poll_interval_s: float = 1.0,
         watch: bool = False,
     ) -> None:
-        super().__init__(name, store, client, config)
+        self.name = validate_name(name)
+        self.config = config
+        self._store = store
         self.topic = topic
         self._rpc = cursors
         self._poll_interval_s = poll_interval_s
@@ -66,6 +81,20 @@ class ReadOnlyManagedLedger(ManagedLedger):
         self.metadata_refreshes = 0
         #: entries being read from the bookies, for other subscriptions asking for them meanwhile
         self._inflight: dict[Position, asyncio.Future[bytes]] = {}
+        #: the managed ledger's node as last read (the writable owner's ledgers and properties)
+        self._listed = LedgerList([], None, -1)
+        self._refresh_lock = asyncio.Lock()  # one re-read of the node at a time
+        self._readers = LedgerReaders(client, self.name)
+        self._cache = EntryCache(config.cache_size_mb * MB)
+        self._last_confirmed: Position | None = None
+        self._new_entries = NewEntries()
+        self._cursor_lock = asyncio.Lock()
+        #: the subscriptions' cursors, cached from the writable owner
+        self.cursors: dict[str, ManagedCursor] = {}
+        self._closed = False
+        #: nothing is added here (stats read zero, as they did for a read-only owner)
+        self.entries_added = 0
+        self.bytes_added = 0
 
     # -- opening and following ------------------------------------------------------------------
     async def open(self) -> None:
@@ -74,11 +103,11 @@ class ReadOnlyManagedLedger(ManagedLedger):
         log.info(
             "%s: following the writable owner read-only (ledgers %s, last entry %s)",
             self.name,
-            [i.ledger_id for i in self._ledgers],
+            [i.ledger_id for i in self._listed.ledgers],
             self._last_confirmed,
         )
         if self._watch:
-            self.store.watch(ledger_path(self.name), self._on_metadata_event)
+            self._store.watch(ledger_path(self.name), self._on_metadata_event)
         self._tail_task = asyncio.get_running_loop().create_task(self._tail(), name=f"tail-{self.name}")
 
     def _on_metadata_event(self, _event: WatchEvent) -> None:
@@ -86,19 +115,18 @@ class ReadOnlyManagedLedger(ManagedLedger):
 
     async def _refresh(self) -> None:
         """Re-read the managed-ledger metadata: new ledgers (rolls), closed ones, trimmed ones."""
-        async with self._metadata_lock:
+        async with self._refresh_lock:
             self.metadata_refreshes += 1
-            await self._load()
-            listed = {i.ledger_id for i in self._ledgers}
-            for ledger_id in [i for i in self._readers if i not in listed]:
-                self._forget_ledger(ledger_id)
-            for info in self._ledgers:
+            self._listed = await meta_store.load(self._store, self.name)
+            listed = {i.ledger_id for i in self._listed.ledgers}
+            for ledger_id in [i for i in self._readers.ledger_ids() if i not in listed]:
+                self._readers.forget(ledger_id)
+                self._cache.forget_ledger(ledger_id)
+            for info in self._listed.ledgers:
                 handle = self._readers.get(info.ledger_id)
                 try:
                     if handle is None and info.entries != 0:
-                        self._readers[info.ledger_id] = await self._client.open_ledger_no_recovery(
-                            info.ledger_id
-                        )
+                        await self._readers.open(info.ledger_id)
                     elif handle is not None and info.entries >= 0 and not handle.is_closed:
                         await handle.refresh_metadata()  # closed by the writer: read to its end
                 except BKError as exc:
@@ -118,7 +146,7 @@ class ReadOnlyManagedLedger(ManagedLedger):
         last = next(
             (
                 Position(i.ledger_id, self._entries_of(i) - 1)
-                for i in reversed(self._ledgers)
+                for i in reversed(self._listed.ledgers)
                 if self._entries_of(i) > 0
             ),
             None,
@@ -130,12 +158,13 @@ class ReadOnlyManagedLedger(ManagedLedger):
         self._new_entries.notify()
 
     def wait_for_new_entries(self) -> asyncio.Future[None]:
-        waiter = super().wait_for_new_entries()
+        """A future that resolves once more entries are readable; cancelled at the close."""
+        waiter = self._new_entries.wait(closed=self._closed)
         self._demand.set()  # a cursor asks past the known LAC: start long-polling it
         return waiter
 
     def _open_tail(self) -> LedgerInfo | None:
-        tail = self._ledgers[-1] if self._ledgers else None
+        tail = self._listed.ledgers[-1] if self._listed.ledgers else None
         return tail if tail is not None and tail.entries < 0 else None
 
     async def _tail(self) -> None:
@@ -193,7 +222,87 @@ class ReadOnlyManagedLedger(ManagedLedger):
             return True
         return False
 
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def is_fenced(self) -> bool:
+        return False  # a read-only owner is never taken over: it writes nothing
+
+    def fenced(self, why: str) -> ManagedLedgerFencedError:
+        """Never asked: only a durable cursor's own write asks, and the writable owner writes."""
+        return ManagedLedgerFencedError(f"{self.name} is owned read-only here ({why})")
+
+    @property
+    def is_terminated(self) -> bool:
+        return self._listed.terminated_at is not None
+
+    @property
+    def last_confirmed_entry(self) -> Position | None:
+        return self._last_confirmed
+
+    @property
+    def number_of_entries(self) -> int:
+        return sum(self._entries_of(i) for i in self._listed.ledgers)
+
+    @property
+    def total_size(self) -> int:
+        return sum(i.size for i in self._listed.ledgers)
+
+    @property
+    def ledgers(self) -> list[LedgerInfo]:
+        return list(self._listed.ledgers)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The writable owner's, as last read."""
+        return dict(self._listed.properties)
+
+    # -- positions (span.py) --------------------------------------------------------------------
+    def _span(self) -> Span:
+        return Span(self._listed.ledgers, self._entries_of, self._last_confirmed)
+
+    def first_position(self) -> Position:
+        return self._span().first_position()
+
+    def before_first(self) -> Position:
+        return self._span().before_first()
+
+    def valid_position(self, position: Position) -> Position:
+        return self._span().valid_position(position)
+
+    def next_position(self, position: Position) -> Position:
+        return self._span().next_position(position)
+
+    def previous_position(self, position: Position) -> Position | None:
+        return self._span().previous_position(position)
+
+    def has_entry(self, position: Position) -> bool:
+        return self._span().has_entry(position)
+
+    def count_entries_after(self, position: Position) -> int:
+        return self._span().count_entries_after(position)
+
+    def count_entries_between(self, first: Position, last: Position) -> int:
+        return self._span().count_entries_between(first, last)
+
     # -- reading --------------------------------------------------------------------------------
+    async def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None
+    ) -> list[Entry]:
+        return await reads.read_entries(self._span(), self._read_range, start, max_entries, max_bytes)
+
+    async def read_entry(self, position: Position) -> Entry | None:
+        return await reads.read_entry(self._span(), self._read_range, position)
+
+    async def read_positions(self, positions: list[Position]) -> list[Entry]:
+        return await reads.read_positions(self._span(), self._read_range, positions)
+
+    async def find_first_position(self, predicate: Callable[[Entry], bool]) -> Position | None:
+        return await reads.find_first(self._span(), self._read_range, predicate)
+
     async def _read_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
         """Entries from the cache, else from the bookies; an entry another subscription is
         already reading is waited for, not read again (the subscriptions of a read-only owner
@@ -213,7 +322,7 @@ class ReadOnlyManagedLedger(ManagedLedger):
                 mine[position] = self._inflight[position] = loop.create_future()
         try:
             for start, end in _runs(sorted(mine)):
-                for entry in await super()._read_range(ledger_id, start.entry_id, end.entry_id):
+                for entry in await self._from_bookies(ledger_id, start.entry_id, end.entry_id):
                     self._cache.put(entry.position, entry.data)
                     found[entry.position] = entry.data
                     future = mine.get(entry.position)
@@ -231,6 +340,12 @@ class ReadOnlyManagedLedger(ManagedLedger):
         for position, future in waiting.items():
             found[position] = await asyncio.shield(future)
         return [Entry(p, found[p]) for p in wanted if p in found]
+
+    async def _from_bookies(self, ledger_id: int, first: int, last: int) -> list[Entry]:
+        cached = self._cache.get_range(ledger_id, first, last)
+        if all(data is not None for data in cached):
+            return [Entry(Position(ledger_id, first + i), d) for i, d in enumerate(cached) if d is not None]
+        return await self._readers.read(ledger_id, first, last)
 
     # -- cursors (forwarded to the writable owner) ----------------------------------------------
     async def open_cursor(
@@ -250,6 +365,12 @@ class ReadOnlyManagedLedger(ManagedLedger):
             cursor.apply(state)
             return cursor
 
+    def new_non_durable_cursor(
+        self, start: Position | InitialPosition, *, inclusive: bool = True
+    ) -> ManagedCursor:
+        """A reader's cursor: local, as on any broker."""
+        return ManagedCursor.reader(self, start, inclusive=inclusive)
+
     async def delete_cursor(self, name: str) -> None:
         if self._rpc is None:
             raise ReadOnlyManagedLedgerError(f"{self.name}: durable cursors need the writable owner's RPCs")
@@ -265,9 +386,6 @@ class ReadOnlyManagedLedger(ManagedLedger):
             f"{self.name} is owned read-only here: produce to its writable owner"
         )
 
-    async def trim(self) -> list[int]:
-        return []  # retention is the writable owner's
-
     def cursor_moved_to_ledger(self) -> None:
         return
 
@@ -277,12 +395,15 @@ class ReadOnlyManagedLedger(ManagedLedger):
     async def delete(self) -> None:
         raise ReadOnlyManagedLedgerError(f"{self.name} is owned read-only here")
 
+    async def set_property(self, key: str, value: str) -> None:
+        raise ReadOnlyManagedLedgerError(f"{self.name} is owned read-only here")
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         if self._watch:
-            self.store.unwatch(ledger_path(self.name), self._on_metadata_event)
+            self._store.unwatch(ledger_path(self.name), self._on_metadata_event)
         if self._tail_task is not None:
             self._tail_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -290,7 +411,6 @@ class ReadOnlyManagedLedger(ManagedLedger):
         for cursor in list(self.cursors.values()):
             await cursor.close(flush=False)
         self._new_entries.cancel_all()
-        await self.settle()
 
 
 def _runs(positions: list[Position]) -> list[tuple[Position, Position]]:

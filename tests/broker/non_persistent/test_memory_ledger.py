@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from magnetar.bookie.client import LedgerClient, LedgerClientConfig
 from magnetar.broker.managed_ledger import InitialPosition, ManagedLedgerConfig
 from magnetar.broker.non_persistent.memory_ledger import MemoryLedger, NotStoredError
 from magnetar.common.metadata import MetadataStore, NoNodeError, open_store
@@ -22,15 +21,14 @@ async def store(memory_url: str) -> AsyncIterator[MetadataStore]:
     await store.close()
 
 
-async def _ledger(store: MetadataStore) -> MemoryLedger:
-    client = LedgerClient(store, LedgerClientConfig(ensemble_size=1, write_quorum=1, ack_quorum=1))
-    ledger = MemoryLedger("public/default/non-persistent/t", store, client, ManagedLedgerConfig())
+async def _ledger() -> MemoryLedger:
+    ledger = MemoryLedger("public/default/non-persistent/t", ManagedLedgerConfig())
     await ledger.open()
     return ledger
 
 
 async def test_entries_are_read_until_forgotten_and_nothing_is_stored(store: MetadataStore) -> None:
-    ledger = await _ledger(store)
+    ledger = await _ledger()
     cursor = ledger.new_non_durable_cursor(InitialPosition.LATEST)
     positions = [await ledger.add_entry(b"m%d" % i) for i in range(5)]
     assert [p.entry_id for p in positions] == [0, 1, 2, 3, 4]
@@ -52,18 +50,18 @@ async def test_entries_are_read_until_forgotten_and_nothing_is_stored(store: Met
     await ledger.close()
 
 
-async def test_positions_grow_across_loads(store: MetadataStore) -> None:
-    first = await _ledger(store)
+async def test_positions_grow_across_loads() -> None:
+    first = await _ledger()
     before = await first.add_entry(b"x")
     await first.close()
     await asyncio.sleep(0.002)
-    again = await _ledger(store)
+    again = await _ledger()
     assert await again.add_entry(b"y") > before, "a client never takes a new message for one it has seen"
     await again.close()
 
 
-async def test_what_needs_storage_is_refused(store: MetadataStore) -> None:
-    ledger = await _ledger(store)
+async def test_what_needs_storage_is_refused() -> None:
+    ledger = await _ledger()
     with pytest.raises(NotStoredError, match="no durable cursor"):
         await ledger.open_cursor("s")
     with pytest.raises(NotStoredError, match="cannot be terminated"):

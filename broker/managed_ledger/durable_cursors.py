@@ -1,0 +1,67 @@
+"""A managed ledger's durable cursors (architecture §4, "Managed ledgers and cursors"): loaded from
+their nodes at the open (and so taken over from a previous owner), created when a subscription
+first asks, persisted one last time at the close and deleted with their node."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from magnetar.broker.managed_ledger import meta_store
+from magnetar.broker.managed_ledger.cursor import CursorLedger, ManagedCursor
+from magnetar.broker.managed_ledger.errors import ManagedLedgerClosedError, ManagedLedgerError
+from magnetar.broker.managed_ledger.position import InitialPosition
+from magnetar.common.metadata import MetadataStore
+
+log = logging.getLogger(__name__)
+
+
+class DurableCursors:
+    def __init__(self, ledger: CursorLedger, store: MetadataStore, closed: Callable[[], bool]) -> None:
+        self._ledger = ledger
+        self._store = store
+        #: whether the managed ledger closed (no cursor is created then)
+        self._closed = closed
+        self.by_name: dict[str, ManagedCursor] = {}
+        #: a cursor is opened or deleted once, not twice at the same time
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> None:
+        """Every cursor the store holds for the managed ledger, taken over."""
+        for name in await meta_store.cursor_names(self._store, self._ledger.name):
+            cursor = ManagedCursor(self._ledger, name, durable=True, store=self._store)
+            await cursor.load()
+            self.by_name[name] = cursor
+
+    async def open(self, name: str, initial_position: InitialPosition) -> ManagedCursor:
+        """The cursor ``name``; a new one starts at ``initial_position``, an existing one where it
+        was left (also after a restart)."""
+        if not isinstance(name, str) or not name:
+            raise ManagedLedgerError(f"invalid cursor name {name!r}")
+        async with self._lock:
+            cursor = self.by_name.get(name)
+            if cursor is not None:
+                return cursor
+            if self._closed():
+                raise ManagedLedgerClosedError(f"managed ledger {self._ledger.name} is closed")
+            initial = InitialPosition(initial_position)
+            cursor = await ManagedCursor.create_durable(self._ledger, name, initial, self._store)
+            self.by_name[name] = cursor
+            return cursor
+
+    async def delete(self, name: str) -> None:
+        """Forget the cursor ``name`` and delete its node."""
+        async with self._lock:
+            cursor = self.by_name.pop(name, None)
+            if cursor is not None:
+                await cursor.close(flush=False)
+            await meta_store.delete_cursor(self._store, self._ledger.name, name)
+
+    async def close(self) -> None:
+        """Persist every cursor one last time; one that cannot be is left to what it last wrote."""
+        for cursor in list(self.by_name.values()):
+            try:
+                await cursor.close()
+            except ManagedLedgerError as exc:
+                log.warning("%s: cursor %s not persisted at close: %s", self._ledger.name, cursor.name, exc)
