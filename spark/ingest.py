@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from magnetar.common.run_directory import EVENTS, SCHEMA_VERSION, Layout
+from magnetar.common.run_directory import EVENTS, READABLE_VERSIONS, Layout
 from magnetar.spark.errors import BadInputError
 from magnetar.spark.location import Location, Where
 from magnetar.spark.schema import CORRUPT, EVENT_SCHEMA, KEPT, PARTITION, REQUIRED
@@ -25,6 +25,8 @@ from magnetar.spark.schema import CORRUPT, EVENT_SCHEMA, KEPT, PARTITION, REQUIR
 #: the longest excerpt of a bad line kept for the report
 EXCERPT = 160
 OK, BLANK, BAD, NEWER = 0, 1, 2, 3
+#: the majors this reader knows, for the message refusing another
+KNOWN = " and ".join(str(v) for v in READABLE_VERSIONS)
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,12 @@ def _judge() -> tuple[Column, Column]:
     """Each line's status (OK, BLANK, BAD, NEWER) and, for bad ones, why."""
     e = F.col("e")
     major = F.split(F.trim(e["v"]), r"\.").getItem(0)
+    unknown = e["v"].isNotNull() & ~major.isin(*[str(v) for v in READABLE_VERSIONS])
     missing = [F.when(e[name].isNull(), F.lit(name)) for name in REQUIRED]
     status = (
         F.when(F.trim(F.col("value")) == "", BLANK)
         .when(e[CORRUPT].isNotNull() & e["ts"].isNull() & e["client"].isNull() & e["event"].isNull(), BAD)
-        .when(e["v"].isNotNull() & (major != str(SCHEMA_VERSION)), NEWER)
+        .when(unknown, NEWER)
         .when(e[CORRUPT].isNotNull(), BAD)
         .when(F.greatest(*[e[name].isNull() for name in REQUIRED]), BAD)
         .when(~e["event"].isin(*EVENTS), BAD)
@@ -116,11 +119,11 @@ def _judge() -> tuple[Column, Column]:
             F.lit("not a JSON object of the event schema"),
         )
         .when(
-            e["v"].isNotNull() & (major != str(SCHEMA_VERSION)),
+            unknown,
             F.concat(
                 F.lit("event schema version "),
                 e["v"],
-                F.lit(f" is not supported (this reader knows major version {SCHEMA_VERSION})"),
+                F.lit(f" is not supported (this reader knows major versions {KNOWN})"),
             ),
         )
         .when(e[CORRUPT].isNotNull(), F.lit("a field has the wrong type"))

@@ -32,12 +32,31 @@ EVENT_FIELDS = StructType(
         StructField("msg_id", StringType()),
         StructField("latency_ms", DoubleType()),
         StructField("error", StringType()),
+        # version 2: the subscription's type, the payload's digest, the client's redelivery count
+        StructField("sub_type", StringType()),
+        StructField("digest", StringType()),
+        StructField("redelivery", LongType()),
     ]
 )
 EVENT_SCHEMA = StructType([*EVENT_FIELDS.fields, StructField(CORRUPT, StringType())])
 
-#: the columns the metrics use; the rest (run, msg_id, error, v) are not kept in memory
-KEPT = ("ts", "client", "role", "cluster", "topic", "subscription", "event", "uid", "key", "latency_ms")
+#: the columns the metrics and checkers use; the rest (run, error, v) are not kept in memory
+KEPT = (
+    "ts",
+    "client",
+    "role",
+    "cluster",
+    "topic",
+    "subscription",
+    "event",
+    "uid",
+    "key",
+    "latency_ms",
+    "msg_id",
+    "sub_type",
+    "digest",
+    "redelivery",
+)
 #: derived at ingest: the partition a message was stored in (the third field of ``msg_id``; -1 for
 #: a non-partitioned topic and for events without a message id)
 PARTITION = "partition"

@@ -1,7 +1,8 @@
 """The run directory and its event log (architecture §6): the contract between the chaos lab, which
 writes a run, and the post-mortem, which reads it. Neither owns it; both import it from here.
 
-- the event log's names and version: ``EVENTS``, ``SCHEMA_VERSION``;
+- the event log's names and version: ``EVENTS``, ``SCHEMA_VERSION``, ``READABLE_VERSIONS``, and
+  how a payload is digested (``payload_digest``);
 - the layout: ``Layout``, the names of what a run directory holds, and ``RUNS``, the default
   parent of run directories;
 - the making of a run directory: ``make_run_dir``;
@@ -15,17 +16,40 @@ Only the standard library and pydantic: the workload, the lab and Spark's driver
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-#: major version of the event schema; a line without ``v`` is version 1, and a reader refuses a
-#: major it does not know
-SCHEMA_VERSION: Final = 1
+#: major version of the event schema the workload writes; a line without ``v`` is version 1, and a
+#: reader refuses a major it does not know. Version 2 adds the events ``seek`` and ``nack`` (a
+#: version-1 reader would count them as bad lines) and the fields ``sub_type``, ``digest`` and
+#: ``redelivery``, without which the post-mortem's checkers cannot tell a subscription's ordering
+#: promise, a payload's identity or an explained redelivery
+SCHEMA_VERSION: Final = 2
+#: the majors a reader of this contract understands: every version-2 line reads as version 1
+#: plus optional fields and events, so old logs still parse
+READABLE_VERSIONS: Final = (1, 2)
 #: the values of an event line's ``event``
-EVENTS: Final = ("send", "send_ok", "send_err", "receive", "ack", "connect", "disconnect", "switch_cluster")
+EVENTS: Final = (
+    "send",
+    "send_ok",
+    "send_err",
+    "receive",
+    "ack",
+    "connect",
+    "disconnect",
+    "switch_cluster",
+    "seek",
+    "nack",
+)
+#: the subscription types a consumer event's ``sub_type`` names (the Pulsar client's names)
+SUBSCRIPTION_TYPES: Final = ("Exclusive", "Failover", "Shared", "KeyShared")
+#: how many hex digits of a payload's SHA-256 the event log keeps: enough that two payloads of a
+#: run never share one by chance, short enough to keep the lines small
+DIGEST_HEX: Final = 16
 
 #: where run directories are made when nobody names one (relative to the working directory)
 RUNS: Final = Path("runs")
@@ -35,6 +59,12 @@ RUNS: Final = Path("runs")
 WORKLOAD_ACTIONS_MODULE: Final = "magnetar.chaos.workload.actions"
 #: the provider modules whose actions are the workload's, not faults
 WORKLOAD_MODULES: Final = frozenset({WORKLOAD_ACTIONS_MODULE})
+
+
+def payload_digest(payload: bytes) -> str:
+    """The event log's ``digest`` of a message's payload: the writer and any checker of a log
+    must agree on it, so it lives in the contract."""
+    return hashlib.sha256(payload).hexdigest()[:DIGEST_HEX]
 
 
 class Layout:

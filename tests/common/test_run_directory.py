@@ -13,8 +13,10 @@ import pytest
 from magnetar.common import run_directory
 from magnetar.common.run_directory import (
     EVENTS,
+    READABLE_VERSIONS,
     RUNS,
     SCHEMA_VERSION,
+    SUBSCRIPTION_TYPES,
     ExpectedSubscription,
     Layout,
     RunDirectoryExistsError,
@@ -27,7 +29,10 @@ from magnetar.common.run_directory import (
 
 
 def test_the_event_log_names_and_version() -> None:
-    assert SCHEMA_VERSION == 1
+    # version 2 added seek and nack and the fields the checkers need; version-1 logs still read
+    assert SCHEMA_VERSION == 2
+    assert READABLE_VERSIONS == (1, 2)
+    assert SUBSCRIPTION_TYPES == ("Exclusive", "Failover", "Shared", "KeyShared")
     assert EVENTS == (
         "send",
         "send_ok",
@@ -37,8 +42,17 @@ def test_the_event_log_names_and_version() -> None:
         "connect",
         "disconnect",
         "switch_cluster",
+        "seek",
+        "nack",
     )
     assert Path("runs") == RUNS
+
+
+def test_a_payload_digest_is_short_stable_and_tells_payloads_apart() -> None:
+    digest = run_directory.payload_digest(b"w-p0:1 xxxx")
+    assert digest == run_directory.payload_digest(b"w-p0:1 xxxx")
+    assert re.fullmatch("[0-9a-f]{16}", digest)
+    assert digest != run_directory.payload_digest(b"w-p0:2 xxxx")
 
 
 def test_the_workload_writes_with_the_contracts_names() -> None:

@@ -64,9 +64,23 @@ def test_bad_lines_are_counted_and_located(spark: SparkSession, tmp_path: Path) 
 def test_an_unknown_major_version_is_refused_naming_the_file(spark: SparkSession, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     synthetic.write(CLEAN, run_dir)
-    insert_lines(run_dir / "events" / "p.jsonl", {5: '{"v": 2, "ts": 5, "client": "p", "event": "send"}'})
-    with pytest.raises(BadInputError, match=r"p\.jsonl: event schema version 2 is not supported"):
+    insert_lines(run_dir / "events" / "p.jsonl", {5: '{"v": 3, "ts": 5, "client": "p", "event": "send"}'})
+    with pytest.raises(BadInputError, match=r"p\.jsonl: event schema version 3 is not supported"):
         postmortem.run(run_dir, spark)
+
+
+def test_version_1_and_version_2_lines_are_read_side_by_side(spark: SparkSession, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    expected = synthetic.write(CLEAN, run_dir)
+    insert_lines(
+        run_dir / "events" / "p.jsonl",
+        {5: '{"v": 2, "ts": 5, "client": "p", "event": "seek", "sub_type": "Exclusive", "redelivery": 0}'},
+    )
+    result = postmortem.run(run_dir, spark, html=False)
+    assert (result.summary["headline"]["events"], result.summary["headline"]["bad_lines"]) == (
+        expected.events + 1,
+        0,
+    )
 
 
 def test_a_minor_version_of_our_major_is_read(spark: SparkSession, tmp_path: Path) -> None:
