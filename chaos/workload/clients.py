@@ -2,7 +2,9 @@
 
 Every message carries properties ``uid`` (producer id and sequence number, the message's
 identity across regions) and ``publish_ns`` (the producer's clock when it sent), so a consumer
-in any region can name the message and measure end-to-end latency.
+in any region can name the message and measure end-to-end latency. Its payload starts with its
+uid, so no two payloads are alike, and both ends log the payload's digest: a consumer given
+another message's bytes under a uid shows in the post-mortem (inconsistent-offsets).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pulsar
 
-from magnetar.chaos.workload.events import EventLog, message_id_text, now_ns
+from magnetar.chaos.workload.events import EventLog, digest, message_id_text, message_payload, now_ns
 from magnetar.common.authentication.client import ClientCredentials
 
 log = logging.getLogger(__name__)
@@ -119,11 +121,10 @@ class ProducerWorker(threading.Thread):
             client.close()
             return
         self.events.write("connect", self.endpoint.cluster)
-        payload = b"x" * self.settings.size
         interval = 1.0 / self.settings.rate if self.settings.rate > 0 else 0.0
         next_send = time.monotonic()
         while not self.stopping.is_set():
-            self._send_one(producer, payload)
+            self._send_one(producer)
             next_send += interval
             delay = next_send - time.monotonic()
             if delay > 0:
@@ -135,13 +136,15 @@ class ProducerWorker(threading.Thread):
         producer.close()
         client.close()
 
-    def _send_one(self, producer: pulsar.Producer, payload: bytes) -> None:
+    def _send_one(self, producer: pulsar.Producer) -> None:
         sequence = self.sequence
         self.sequence += 1
         uid = f"{self.client_id}:{sequence}"
         key = f"k{sequence % self.settings.keys}" if self.settings.keys else None
+        payload = message_payload(uid, self.settings.size)
+        sent_digest = digest(payload)
         started = now_ns()
-        self.events.write("send", self.endpoint.cluster, uid=uid, key=key)
+        self.events.write("send", self.endpoint.cluster, uid=uid, key=key, digest=sent_digest)
         with self._lock:
             self.in_flight += 1
 
@@ -149,11 +152,12 @@ class ProducerWorker(threading.Thread):
             latency = (now_ns() - started) / 1e6
             if result == pulsar.Result.Ok:
                 self.events.write(
-                    "send_ok", self.endpoint.cluster, uid=uid, key=key,
+                    "send_ok", self.endpoint.cluster, uid=uid, key=key, digest=sent_digest,
                     msg_id=message_id_text(message_id), latency_ms=round(latency, 3),
                 )  # fmt: skip
             else:
-                self.events.write("send_err", self.endpoint.cluster, uid=uid, key=key, error=str(result))
+                self.events.write("send_err", self.endpoint.cluster, uid=uid, key=key, digest=sent_digest,
+                                  error=str(result))  # fmt: skip
             with self._lock:
                 self.in_flight -= 1
 
@@ -161,7 +165,8 @@ class ProducerWorker(threading.Thread):
         try:
             producer.send_async(payload, sent, properties=properties, partition_key=key)
         except pulsar.PulsarException as exc:
-            self.events.write("send_err", self.endpoint.cluster, uid=uid, key=key, error=str(exc))
+            self.events.write("send_err", self.endpoint.cluster, uid=uid, key=key, digest=sent_digest,
+                              error=str(exc))  # fmt: skip
             with self._lock:
                 self.in_flight -= 1
 
@@ -218,7 +223,16 @@ class ConsumerWorker(threading.Thread):
             "key": message.partition_key() or None,
             "msg_id": message_id_text(message.message_id()),
         }
-        self.events.write("receive", self.endpoint.cluster, latency_ms=latency, **common)
+        # the payload's digest and the client's redelivery count only on the receipt: they tell
+        # another message's bytes, and a redelivery the consumer was told of, from a fault
+        self.events.write(
+            "receive",
+            self.endpoint.cluster,
+            latency_ms=latency,
+            digest=digest(message.data()),
+            redelivery=message.redelivery_count(),
+            **common,
+        )
         self.last_receive = time.monotonic()
         try:
             consumer.acknowledge(message)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from magnetar.common.run_directory import EVENTS, SCHEMA_VERSION, Layout
+from magnetar.common.run_directory import EVENTS, SCHEMA_VERSION, Layout, payload_digest
 
 
 def now_ns() -> int:
@@ -26,13 +26,39 @@ def message_id_text(message_id: Any) -> str:
     return f"{m.ledger_id()}:{m.entry_id()}:{m.partition()}:{m.batch_index()}"
 
 
+def message_payload(uid: str, size: int) -> bytes:
+    """A message's payload: its uid, padded to ``size`` bytes (longer if the uid needs it). Each
+    payload is its own, so a digest tells them apart: a message served with another's payload is
+    seen, not just one served under another's uid."""
+    return f"{uid} ".encode().ljust(size, b"x")
+
+
+def digest(payload: bytes) -> str:
+    """The ``digest`` field of a payload (the contract's)."""
+    return payload_digest(payload)
+
+
 class EventLog:
-    def __init__(self, events_dir: Path, run: str, client: str, role: str, topic: str) -> None:
+    def __init__(
+        self,
+        events_dir: Path,
+        run: str,
+        client: str,
+        role: str,
+        topic: str,
+        *,
+        sub_type: str | None = None,
+    ) -> None:
+        """``sub_type``: a consumer's subscription type, on every line it writes (what order the
+        post-mortem may expect of its subscription)."""
         events_dir.mkdir(parents=True, exist_ok=True)
         self.path = events_dir / f"{client}{Layout.EVENT_LOG_SUFFIX}"
         self._file = self.path.open("a", buffering=1)
         self._lock = threading.Lock()
-        self._base = {"v": SCHEMA_VERSION, "run": run, "client": client, "role": role, "topic": topic}
+        self._base: dict[str, Any] = {"v": SCHEMA_VERSION, "run": run, "client": client, "role": role}
+        self._base["topic"] = topic
+        if sub_type is not None:
+            self._base["sub_type"] = sub_type
         self.counts: dict[str, int] = dict.fromkeys(EVENTS, 0)
 
     def write(self, event: str, cluster: str, **fields: Any) -> None:

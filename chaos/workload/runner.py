@@ -81,7 +81,14 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
                 Layout.control(spec.run_dir, f"{spec.prefix}-c{i}"),
                 endpoints,
             ),
-            EventLog(events_dir, spec.run_id, f"{spec.prefix}-c{i}", "consumer", spec.topic),
+            EventLog(
+                events_dir,
+                spec.run_id,
+                f"{spec.prefix}-c{i}",
+                "consumer",
+                spec.topic,
+                sub_type=spec.subscription_type,
+            ),
         )
         for i in range(spec.consumers)
     ]
