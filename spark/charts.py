@@ -100,3 +100,31 @@ def latency(rows: list[dict[str, Any]]) -> str:
     axes[0].legend(fontsize=8)
     figure.tight_layout()
     return _png(figure)
+
+
+#: at most this many subscriptions get a line in the unseen-messages chart
+CURVES = 8
+
+
+def unseen(
+    curves: dict[tuple[str, str], list[dict[str, Any]]],
+    faults: list[Fault],
+    origin_ns: int,
+) -> str:
+    """Acknowledged-but-not-yet-received messages per subscription over time (a step per second),
+    fault activities shaded."""
+    figure, axis = plt.subplots(figsize=(11, 3.2))
+    for (topic, subscription), points in sorted(curves.items())[:CURVES]:
+        xs = [(p["second"] * NS - origin_ns) / NS for p in points]
+        axis.step(xs, [p["unseen"] for p in points], where="post", lw=1.3, label=f"{subscription} ({topic})")
+    for fault in faults:
+        start, end = (fault.start_ns - origin_ns) / NS, (fault.end_ns - origin_ns) / NS
+        axis.axvspan(start, max(end, start + 0.05), color=FAULT_COLOUR, alpha=0.35, lw=0)
+        axis.text(start, 0.97, f" {fault.name}", transform=axis.get_xaxis_transform(), fontsize=8, va="top",
+                  color="#5c3c00")  # fmt: skip
+    axis.set_ylabel("unseen messages")
+    axis.set_xlabel("seconds since the first event")
+    axis.grid(alpha=0.3)
+    axis.legend(loc="upper right", fontsize=8)
+    figure.tight_layout()
+    return _png(figure)

@@ -32,15 +32,28 @@ from magnetar.spark import (
     tables,
     throughput,
     unavailability,
+    unseen,
     windows,
 )
+from magnetar.spark.checkers import verdicts
 from magnetar.spark.ingest import read_events
 from magnetar.spark.journal import read_faults
 from magnetar.spark.location import Location, Where
 from magnetar.spark.runinfo import read_run_info
 from magnetar.spark.summary import summarize
 
-TABLES = ("windows", "duplicates", "losses", "reorders", "latency", "throughput", "gaps", "bad_lines")
+TABLES = (
+    "windows",
+    "duplicates",
+    "losses",
+    "reorders",
+    "findings",
+    "unseen",
+    "latency",
+    "throughput",
+    "gaps",
+    "bad_lines",
+)
 #: up to this many lines, a log is sorted whole (see intervals)
 SORTED_WHOLE = 1_000_000
 #: up to this many lines, Spark is set for little data (see session)
@@ -122,6 +135,10 @@ def run(
         loss_df = saved("losses", losses.losses(acked, finished, firsts))
         reorder_df = saved("reorders", ordering.reorders(firsts))
 
+        status("checkers")
+        finding_df = saved("findings", verdicts.findings(events, numbered, loss_df, duplicate_df, faults))
+        unseen_rows = tables.rows(save("unseen", unseen.unseen(acked, finished, firsts)))
+
         status("latency and throughput")
         impact: dict[str, int] = {}
         for w in window_rows:
@@ -145,6 +162,7 @@ def run(
             duplicates=duplicate_df,
             losses=loss_df,
             reorders=reorder_df,
+            findings=finding_df,
             latency=latency_rows,
             bad_lines=bad_lines,
             bad=log.bad,
@@ -152,7 +170,9 @@ def run(
         (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         if html:
             status("report.html")
-            details = report.Details.collect(throughput_rows, window_rows, duplicate_df, loss_df, bad_lines)
+            details = report.Details.collect(
+                throughput_rows, window_rows, duplicate_df, loss_df, bad_lines, finding_df, unseen_rows
+            )
             (out / "report.html").write_text(report.render(summary, faults, details))
         for cached in (numbered, acked, available, lives):
             cached.unpersist()

@@ -7,13 +7,26 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
 
 from magnetar.spark import charts
+from magnetar.spark.checkers.verdicts import NAMES as CHECKERS
 from magnetar.spark.journal import Fault
+from magnetar.spark.summary import headline_key
 
 #: at most this many topics get a timeline, and this many rows a table
 TOPICS, ROWS = 8, 25
+#: the findings table lists at most this many of each checker (the first ones)
+PER_CHECKER = 10
+#: what a finding of each checker means, for the report's table of checkers
+MEANINGS = {
+    "lost-write": "acknowledged to its producer, never received by a subscription that ran to the end",
+    "duplicate": "received more than once by one subscription",
+    "poll-skip": "an ordered subscription delivered past messages still due before it",
+    "nonmonotonic-poll": "a consumer went back in an ordered stream with no seek or redelivery to explain it",
+    "inconsistent-offsets": "one message with two payloads, or one message id with two messages",
+}
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;
@@ -43,6 +56,10 @@ class Details:
     duplicates: list[dict[str, Any]]
     losses: list[dict[str, Any]]
     bad_lines: list[dict[str, Any]]
+    #: the first findings of each checker, in time order
+    findings: list[dict[str, Any]]
+    #: (topic, subscription) -> its unseen-message counts per second
+    unseen: dict[tuple[str, str], list[dict[str, Any]]]
 
     @staticmethod
     def collect(
@@ -51,12 +68,19 @@ class Details:
         duplicates: DataFrame,
         losses: DataFrame,
         bad_lines: DataFrame,
+        findings: DataFrame,
+        unseen: Sequence[dict[str, Any]],
     ) -> Details:
-        """The small tables (throughput, windows) come as rows, the others as Spark tables."""
+        """The small tables (throughput, windows, unseen) come as rows, the others as Spark tables."""
         series: dict[str, list[dict[str, Any]]] = {}
         for row in sorted(throughput, key=lambda r: (r["topic"], r["second"])):
             series.setdefault(row["topic"], []).append(row)
         longest = sorted(windows, key=lambda w: -w["duration_ms"])
+        curves: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in sorted(unseen, key=lambda r: (r["topic"], r["subscription"], r["second"])):
+            curves.setdefault((row["topic"], row["subscription"]), []).append(row)
+        first = Window.partitionBy("checker").orderBy("ts", F.col("uids")[0])
+        firsts = findings.withColumn("nth", F.row_number().over(first)).where(F.col("nth") <= PER_CHECKER)
         return Details(
             throughput=series,
             windows=longest[:5000],
@@ -64,6 +88,8 @@ class Details:
             duplicates=[r.asDict() for r in duplicates.orderBy("ts").limit(ROWS).collect()],
             losses=[r.asDict() for r in losses.orderBy("acked_ts", "uid").limit(ROWS).collect()],
             bad_lines=[r.asDict() for r in bad_lines.orderBy("file", "line").limit(ROWS).collect()],
+            findings=[r.asDict() for r in firsts.drop("nth").orderBy("ts", "checker").collect()],
+            unseen=curves,
         )
 
 
@@ -122,6 +148,14 @@ def render(summary: dict[str, Any], faults: list[Fault], details: Details) -> st
                 " / ".join(f"{head.get(f'reorders_{s}', 0):,}" for s in ("producer", "key", "partition")),
             ),
             _card("bad log lines", head["bad_lines"], "bad" if head["bad_lines"] else ""),
+            *[
+                _card(
+                    name,
+                    head.get(headline_key(name), 0),
+                    "bad" if head.get(headline_key(name), 0) else "good",
+                )
+                for name in CHECKERS
+            ],
         ]
     )
     parts = [
@@ -143,7 +177,10 @@ def render(summary: dict[str, Any], faults: list[Fault], details: Details) -> st
         )
     if not details.throughput:
         parts.append(_none("No acknowledged sends or receives."))
-    parts += _latency(summary) + _windows(details, origin) + _deliveries(summary, details, origin)
+    parts += (
+        _unseen(details, faults, origin) + _windows(details, origin) + _checkers(summary, details, origin)
+    )
+    parts += _latency(summary) + _deliveries(summary, details, origin)
     parts += _bad_lines(summary, details)
     body = "\n".join(parts)
     return (
@@ -233,6 +270,75 @@ def _windows(details: Details, origin: int) -> list[str]:
         "<h2>Longest disruption windows</h2>",
         _table(["kind", "topic", "client", "starts at", "ms", "open", "fault"], rows, numeric=(4,)),
     ]
+
+
+def _unseen(details: Details, faults: list[Fault], origin: int) -> list[str]:
+    head = [
+        "<h2>Unseen messages over time</h2>",
+        '<p class="muted">Per subscription that ran to the end: messages acknowledged to their producer '
+        "and not yet received. A fault that holds messages back is a hump that drains; a loss, a step "
+        "that stays.</p>",
+    ]
+    if not details.unseen:
+        return [*head, _none("No subscription ran to the end with acknowledged messages.")]
+    return [
+        *head,
+        f'<img alt="unseen messages over time" src="data:image/png;base64,'
+        f'{charts.unseen(details.unseen, faults, origin)}">',
+    ]
+
+
+def _checkers(summary: dict[str, Any], details: Details, origin: int) -> list[str]:
+    part = summary["checkers"]
+    counts = _table(
+        ["checker", "findings", "by fault", "what a finding means"],
+        [
+            (
+                name,
+                part[name]["count"],
+                ", ".join(f"{fault}: {n:,}" for fault, n in part[name]["by_fault"].items()),
+                MEANINGS[name],
+            )
+            for name in CHECKERS
+        ],
+        numeric=(1,),
+    )
+    parts = ["<h2>Checkers</h2>", counts]
+    if details.findings:
+        parts.append(f'<p class="muted">The first {PER_CHECKER} findings of each checker.</p>')
+        parts.append(
+            _table(
+                [
+                    "checker",
+                    "subscription",
+                    "client",
+                    "stream",
+                    "message ids",
+                    "messages",
+                    "at",
+                    "fault",
+                    "detail",
+                ],
+                [
+                    (
+                        f["checker"],
+                        f["subscription"],
+                        f["client"],
+                        f["scope"],
+                        list(f["uids"])[:8],
+                        f["messages"],
+                        _at(f["ts"], origin),
+                        f["fault"],
+                        f["detail"],
+                    )
+                    for f in details.findings
+                ],
+                numeric=(5,),
+            )
+        )
+    else:
+        parts.append(_none("No checker found anything."))
+    return parts
 
 
 def _deliveries(summary: dict[str, Any], details: Details, origin: int) -> list[str]:
@@ -327,6 +433,7 @@ COMPARED = (
     "reorders_key",
     "reorders_partition",
     "bad_lines",
+    *[headline_key(name) for name in CHECKERS],
 )
 
 

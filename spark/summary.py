@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from magnetar.spark.checkers.verdicts import NAMES as CHECKERS
 from magnetar.spark.journal import Fault
 from magnetar.spark.schema import SUMMARY_SCHEMA
 
@@ -55,6 +56,7 @@ def summarize(
     duplicates: DataFrame,
     losses: DataFrame,
     reorders: DataFrame,
+    findings: DataFrame,
     latency: Sequence[Mapping[str, Any]],
     bad_lines: DataFrame,
     bad: int,
@@ -69,6 +71,7 @@ def summarize(
     reorder_counts = {
         r["scope"]: r["n"] for r in reorders.groupBy("scope").agg(F.count("*").alias("n")).collect()
     }
+    checker_part = _checkers(findings)
     all_durations = [r["duration_ms"] for r in window_rows]
     fault_part = [_fault(f, window_rows, longest.get(f.name, 0.0)) for f in faults]
     return {
@@ -101,6 +104,7 @@ def summarize(
             "reorders_key": reorder_counts.get("key", 0),
             "reorders_partition": reorder_counts.get("partition", 0),
             "bad_lines": bad,
+            **{headline_key(name): checker_part[name]["count"] for name in CHECKERS},
         },
         "windows": {
             **{kind: stats([r["duration_ms"] for r in window_rows if r["kind"] == kind]) for kind in KINDS},
@@ -116,6 +120,7 @@ def summarize(
             "partition": reorder_counts.get("partition", 0),
             "examples": _examples(reorders.where(F.col("scope") == "producer"), "uid"),
         },
+        "checkers": checker_part,
         "latency": [
             {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "position"}
             for r in sorted(latency, key=lambda r: (r["position"], r["measure"]))
@@ -125,6 +130,34 @@ def summarize(
             "examples": [r.asDict() for r in bad_lines.orderBy("file", "line").limit(EXAMPLES).collect()],
         },
     }
+
+
+def headline_key(checker: str) -> str:
+    """The headline's key for a checker's count: ``checker_lost_write`` for lost-write."""
+    return "checker_" + checker.replace("-", "_")
+
+
+def _checkers(findings: DataFrame) -> dict[str, Any]:
+    """Per checker: how many findings, how many per fault, and the first findings' message ids."""
+    grouped = (
+        findings.groupBy("checker", "fault")
+        .agg(
+            F.count("*").alias("count"),
+            F.slice(
+                F.sort_array(F.collect_list(F.struct("ts", F.col("uids")[0].alias("uid")))), 1, EXAMPLES
+            ).alias("first"),
+        )
+        .collect()
+    )
+    part: dict[str, Any] = {name: {"count": 0, "by_fault": {}, "examples": []} for name in CHECKERS}
+    for r in sorted(grouped, key=lambda r: (r["checker"], r["fault"])):
+        entry = part.setdefault(r["checker"], {"count": 0, "by_fault": {}, "examples": []})
+        entry["count"] += r["count"]
+        entry["by_fault"][r["fault"]] = r["count"]
+        entry["examples"] = [(f["ts"], f["uid"]) for f in r["first"]] + entry["examples"]
+    for entry in part.values():
+        entry["examples"] = [uid for _, uid in sorted(entry["examples"])[:EXAMPLES]]
+    return part
 
 
 def _fault(fault: Fault, window_rows: Iterable[Any], longest_gap: float) -> dict[str, Any]:

@@ -13,6 +13,10 @@ Disturbances are declared, not random, so every answer follows from the scenario
   region the consumer switched to at ``switch_at``; ``lose`` seqs are never received; ``swap``
   pairs exchange their receipt times; ``stop_after`` ends a consumer early.
 
+A topic with ``digests`` and a consumer with ``sub_type`` write version-2 lines: the payload's
+digest on sends and receipts, the subscription's type on the consumer's lines (what the checkers
+judge order by). Without them the lines are version 1, as the old golden logs were.
+
 Times in a scenario are milliseconds from ``t0``. Also: ``bulk``, fast writing of big logs for the
 benchmark.
 """
@@ -27,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from magnetar.common.run_directory import WORKLOAD_ACTIONS_MODULE, Layout
+from magnetar.common.run_directory import WORKLOAD_ACTIONS_MODULE, Layout, payload_digest
 
 T0 = 1_800_000_000_000_000_000
 MS = 1_000_000
@@ -57,6 +61,7 @@ class ConsumerSpec:
     lose: tuple[int, ...] = ()
     swap: tuple[tuple[int, int], ...] = ()
     stop_after: int | None = None
+    sub_type: str | None = None  # the subscription's type, logged on its lines (version 2)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,7 @@ class TopicSpec:
     keys: int = 4
     stalls: tuple[Stall, ...] = ()
     cluster: str = "east"
+    digests: bool = False  # sends and receipts carry the payload's digest (version 2)
 
     @property
     def topic(self) -> str:
@@ -124,14 +130,22 @@ def build(scenario: Scenario) -> tuple[list[dict[str, Any]], Expected]:
     return events, expected
 
 
+def digest(uid: str) -> str:
+    """The digest of the payload a synthetic producer sends as ``uid``."""
+    return payload_digest(uid.encode())
+
+
 def _topic(run: str, spec: TopicSpec, events: list[dict[str, Any]], expected: Expected) -> None:
-    base = {"v": 1, "run": run, "topic": spec.topic}
+    version = 2 if spec.digests or any(c.sub_type for c in spec.consumers) else 1
+    base = {"v": version, "run": run, "topic": spec.topic}
     sent = [ns(i * spec.interval_ms) for i in range(spec.messages)]
     acked = _release(sent, [s + round(PUBLISH_MS * MS) for s in sent], spec.stalls)
     producer = {**base, "client": spec.producer, "role": "producer", "cluster": spec.cluster}
     events.append({**producer, "ts": sent[0] - 10 * MS, "event": "connect"})
     for i, (s, a) in enumerate(zip(sent, acked, strict=True)):
         common = {"uid": f"{spec.producer}:{i}", "key": f"k{i % spec.keys}"}
+        if spec.digests:
+            common["digest"] = digest(common["uid"])
         events.append({**producer, **common, "ts": s, "event": "send"})
         ok = {**producer, **common, "ts": a, "event": "send_ok", "msg_id": f"1:{i}:-1:-1"}
         events.append({**ok, "latency_ms": (a - s) / MS})
@@ -173,6 +187,8 @@ def _consumer(
     expected: Expected,
 ) -> None:
     me = {**base, "client": c.client, "role": "consumer", "subscription": c.subscription}
+    if c.sub_type is not None:
+        me["sub_type"] = c.sub_type
     due = [a + round(DELIVER_MS * MS) for a in acked]
     received = _release(due, due, c.stalls)
     for i, j in c.swap:
@@ -187,9 +203,10 @@ def _consumer(
     def receive(i: int, ts: int, cluster: str) -> None:
         common = {**me, "cluster": cluster, "uid": f"{spec.producer}:{i}", "key": f"k{i % spec.keys}"}
         latency = (ts - sent[i]) / MS
-        events.append(
-            {**common, "ts": ts, "event": "receive", "latency_ms": latency, "msg_id": f"1:{i}:-1:-1"}
-        )
+        receipt = {**common, "ts": ts, "event": "receive", "latency_ms": latency, "msg_id": f"1:{i}:-1:-1"}
+        if spec.digests:
+            receipt |= {"digest": digest(common["uid"]), "redelivery": 0}
+        events.append(receipt)
         events.append({**common, "ts": ts + round(ACK_MS * MS), "event": "ack", "msg_id": f"1:{i}:-1:-1"})
 
     for i in kept:
@@ -270,6 +287,20 @@ def write(scenario: Scenario, run_dir: Path, *, files: int = 0, shuffle: int | N
     """Write the run: one log per client (``files=0``) or the events dealt over ``files`` logs;
     lines in time order, or shuffled with seed ``shuffle``."""
     events, expected = build(scenario)
+    write_events(scenario, events, run_dir, files=files, shuffle=shuffle)
+    return expected
+
+
+def write_events(
+    scenario: Scenario,
+    events: list[dict[str, Any]],
+    run_dir: Path,
+    *,
+    files: int = 0,
+    shuffle: int | None = None,
+) -> None:
+    """Write ``events`` (the scenario's, perhaps changed) and the scenario's journal as a run."""
+    events = list(events)
     events.sort(key=lambda e: (e["ts"], e["client"], e["event"]))
     if shuffle is not None:
         random.Random(shuffle).shuffle(events)
@@ -282,4 +313,3 @@ def write(scenario: Scenario, run_dir: Path, *, files: int = 0, shuffle: int | N
         Layout.event_log(run_dir, name).write_text("\n".join(lines) + "\n")
     times = [e["ts"] for e in events]
     (run_dir / Layout.JOURNAL).write_text(json.dumps(journal(scenario, min(times), max(times)), indent=1))
-    return expected

@@ -85,3 +85,27 @@ REGION_OUTAGE = Scenario(
     ),
     faults=(FaultSpec(OUTAGE, 5000, 5010), FaultSpec(RESTORE, 6000, 6020)),
 )
+
+CHECKED_FAULT = "unload"
+
+#: nothing goes wrong, on a version-2 log: one subscription of each type on one topic, payload
+#: digests on every send and receipt. The checkers' mutation tests plant one fault each in it.
+CHECKED = Scenario(
+    run="checked",
+    topics=(
+        TopicSpec(
+            "orders",
+            "p-orders",
+            200,
+            keys=4,
+            digests=True,
+            consumers=(
+                ConsumerSpec("c-ex", "sub-ex", sub_type="Exclusive"),
+                ConsumerSpec("c-fo", "sub-fo", sub_type="Failover"),
+                ConsumerSpec("c-ks", "sub-ks", sub_type="KeyShared"),
+                ConsumerSpec("c-sh", "sub-sh", sub_type="Shared"),
+            ),
+        ),
+    ),
+    faults=(FaultSpec(CHECKED_FAULT, 800, 820),),
+)

@@ -86,6 +86,8 @@ def test_summary_is_versioned_with_stable_headline(golden: Analysed) -> None:
             "events", "faults", "windows", "window_p50_ms", "window_p99_ms", "window_max_ms",
             "max_unavailability_ms", "duplicates_same_region", "duplicates_cross_region", "losses",
             "reorders_producer", "reorders_key", "reorders_partition", "bad_lines",
+            "checker_lost_write", "checker_duplicate", "checker_poll_skip", "checker_nonmonotonic_poll",
+            "checker_inconsistent_offsets",
         ]
     )  # fmt: skip
     assert on_disk["headline"]["events"] == golden.expected.events
