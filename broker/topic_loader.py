@@ -22,13 +22,12 @@ class WritableOpener:
         policies: PolicyUpdates,
         *,
         deduplication_default: bool,
-        non_persistent: tuple[MetadataStore, LedgerClient] | None = None,
+        non_persistent: bool = False,
     ) -> None:
         self._factory = factory
         self._policies = policies
         self._deduplication_default = deduplication_default
-        #: set when enableNonPersistentTopics is on; a non-persistent topic's ledger is in memory
-        #: and uses neither the store nor the ledger client
+        #: enableNonPersistentTopics: a non-persistent topic's ledger is in memory
         self._non_persistent = non_persistent
 
     async def open(self, name: TopicName, policies: NamespacePolicies) -> Topic:
@@ -44,7 +43,7 @@ class WritableOpener:
         return topic
 
     async def _open_non_persistent(self, name: TopicName, policies: NamespacePolicies) -> Topic:
-        if self._non_persistent is None:
+        if not self._non_persistent:
             raise TopicNotAllowedError(f"{name}: non-persistent topics are disabled on this broker")
         ledger = MemoryLedger(name.managed_ledger_name, self._factory.config)
         await ledger.open()

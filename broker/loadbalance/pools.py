@@ -73,12 +73,11 @@ def join_pool(
     """The parts of ``config``'s pool for the broker ``me``; ``bundle_of`` finds a topic's
     namespace and bundle (the read-only pool asks the bundle's writable owner for cursors)."""
     if not config.read_only_broker:
-        in_memory = (store, ledger_client) if config.enable_non_persistent_topics else None
         opener = WritableOpener(
             factory,
             policies,
             deduplication_default=config.broker_deduplication_enabled,
-            non_persistent=in_memory,
+            non_persistent=config.enable_non_persistent_topics,
         )
         return Pool(Ownership(store, me), store.election(LEADER_PATH, me.broker_id), opener)
     # The read-only pool registers and owns bundles among itself; the writable pool is only
