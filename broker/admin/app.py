@@ -25,6 +25,7 @@ from magnetar.broker.admin.http import (
     probe,
     query_flag,
 )
+from magnetar.broker.admin.namespace_body import apply_body
 from magnetar.broker.admin.permissions import PermissionAdminApi
 from magnetar.broker.admin.policies import PolicyAdminApi
 from magnetar.broker.admin.schemas import SchemaAdminApi
@@ -199,6 +200,7 @@ class AdminApi:
         key = "replication_clusters" if "replication_clusters" in body else "replicationClusters"
         policies.replication_clusters = cluster_names(body, key, []) or [self._deps.cluster_name]
         await self._check_clusters(policies.replication_clusters)
+        apply_body(policies, body, self._deps.cluster_name)
         await self._namespaces.create(namespace_of(request), policies)
         return web.Response(status=204)
 

@@ -310,6 +310,69 @@ def test_roles_produce_and_consume_only_where_granted(authorized: Standalone, ke
     assert "role app may not produce or consume" in json.loads(refused.value.read())["reason"]
 
 
+def _put_as(server: Standalone, keys: Path, role: str, path: str, body: object) -> tuple[int, str]:
+    request = urllib.request.Request(
+        f"{server.web_service_url}{path}",
+        data=json.dumps(body).encode(),
+        method="PUT",
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {(keys / f'{role}.token').read_text()}",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_namespace_created_with_auth_policies_grants_them(authorized: Standalone, keys: Path) -> None:
+    """The PUT that creates a namespace carries Pulsar's Policies, and its auth_policies hold at once:
+    the official client's own test setup creates its token-authenticated namespace this way."""
+    assert _put_as(authorized, keys, "admin", "/admin/v2/tenants/private",
+                   {"adminRoles": [], "allowedClusters": ["standalone"]})[0] == 204  # fmt: skip
+    body = {
+        "auth_policies": {
+            "namespace_auth": {"app": ["produce", "consume"]},
+            "destination_auth": {"persistent://private/auth/audit": {"reader": ["consume"]}},
+            "subscription_auth_roles": {},
+        },
+        "replication_clusters": ["standalone"],
+    }
+    assert _put_as(authorized, keys, "admin", "/admin/v2/namespaces/private/auth", body) == (204, "")
+    topic = "persistent://private/auth/orders"
+
+    app = _as(authorized, keys, "app")
+    consumer = app.subscribe(topic, "s")
+    app.create_producer(topic).send(b"granted at creation")
+    assert consumer.receive(5000).data() == b"granted at creation"
+    app.close()
+    writer = _as(authorized, keys, "writer")
+    with pytest.raises(pulsar.AuthorizationError):
+        writer.create_producer(topic)
+    with pytest.raises(pulsar.AuthorizationError):
+        writer.subscribe(topic, "s")
+    writer.close()
+    reader = _as(authorized, keys, "reader")  # a topic grant from the same body
+    reader.subscribe("persistent://private/auth/audit", "s").close()
+    with pytest.raises(pulsar.AuthorizationError):
+        reader.subscribe(topic, "s")
+    reader.close()
+    status, shown = _admin(authorized, keys, "admin", "namespaces", "permissions", "private/auth")
+    assert status == 0
+    assert json.loads(shown) == {"app": ["consume", "produce"]}
+
+    unknown = {"auth_policies": {"namespace_auth": {"app": ["produce", "everything"]}}}
+    status, reason = _put_as(authorized, keys, "admin", "/admin/v2/namespaces/private/other", unknown)
+    assert status == 400
+    assert "unknown action 'everything'" in reason
+    restricted = {"auth_policies": {"subscription_auth_roles": {"s": ["app"]}}}
+    status, reason = _put_as(authorized, keys, "admin", "/admin/v2/namespaces/private/other", restricted)
+    assert status == 412
+    assert "subscription permissions are not supported" in reason
+
+
 def test_tenant_admins_administer_their_tenant_and_super_users_the_rest(
     authorized: Standalone, keys: Path
 ) -> None:
