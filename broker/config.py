@@ -251,6 +251,10 @@ class StorageSettings(BaseModel):
     managed_ledger_max_ledger_rollover_time_minutes: float = Field(default=240, ge=0)
     managed_ledger_max_size_per_ledger_mbytes: int = Field(default=2048, ge=1)
     managed_ledger_cache_size_mb: int = Field(default=64, ge=0)
+    #: a cursor ledger (a durable cursor's acknowledgements) is replaced at this many entries ...
+    managed_ledger_cursor_max_entries_per_ledger: int = Field(default=50_000, ge=1)
+    #: ... or at this age (0: no age limit)
+    managed_ledger_cursor_rollover_time_in_seconds: float = Field(default=14_400, ge=0)
     default_retention_time_in_minutes: float = 0
     default_retention_size_in_mb: float = 0
 
@@ -287,6 +291,8 @@ class StorageSettings(BaseModel):
             max_ledger_rollover_time_minutes=self.managed_ledger_max_ledger_rollover_time_minutes,
             max_size_per_ledger_mb=self.managed_ledger_max_size_per_ledger_mbytes,
             cache_size_mb=self.managed_ledger_cache_size_mb,
+            cursor_max_entries_per_ledger=self.managed_ledger_cursor_max_entries_per_ledger,
+            cursor_rollover_time_seconds=self.managed_ledger_cursor_rollover_time_in_seconds,
             retention_time_minutes=self.default_retention_time_in_minutes,
             retention_size_mb=self.default_retention_size_in_mb,
         )

@@ -28,9 +28,15 @@ class ManagedLedgerConfig(BaseModel):
     retention_check_interval_seconds: float = Field(default=120, gt=0)
     #: managedLedgerCacheSizeMB: recent entries kept in memory for tailing readers
     cache_size_mb: int = Field(default=64, ge=0)
-    #: how long a cursor change (acknowledgement) may wait before it is persisted; acks within
-    #: this window are written together (Pulsar: managedLedgerDefaultMarkDeleteRateLimit)
+    #: how long a cursor change (acknowledgement) may wait before it is persisted (an entry of the
+    #: cursor ledger); acks within this window are written together (Pulsar:
+    #: managedLedgerDefaultMarkDeleteRateLimit)
     cursor_flush_interval_ms: int = Field(default=100, ge=0)
+    #: managedLedgerCursorMaxEntriesPerLedger / managedLedgerCursorRolloverTimeInSeconds: a cursor
+    #: ledger is replaced by a new one once it has this many entries or is this old (0: no age
+    #: limit). Cursor ledgers use the ensemble and quorums above, as Pulsar's default to them.
+    cursor_max_entries_per_ledger: int = Field(default=50_000, ge=1)
+    cursor_rollover_time_seconds: float = Field(default=14_400, ge=0)
     #: managedLedgerMaxUnackedRangesToPersist: beyond this many individually-acknowledged ranges
     #: only the first ones are persisted (later acked entries may be redelivered after a restart,
     #: never lost)
