@@ -2,11 +2,11 @@
 
 State is the mark-delete position (everything at or before it is acknowledged), the ranges
 individually acknowledged after it, and the read position (the next entry to dispatch). A durable
-cursor persists the first two (and the mark-delete properties) at
-``/managed-ledgers/<ledger>/cursors/<cursor>``, at most ``cursor_flush_interval_ms`` after every
-change and at close, always with compare-and-set: the broker that opens the managed ledger
-rewrites every cursor node once, so a deposed owner's later write fails instead of clobbering it.
-The read position is not persisted: after a restart reading resumes after the mark-delete
+cursor persists the first two (and the mark-delete properties) through its ``CursorStorage``
+(cursor_storage.py; an owner's is the cursor ledger of cursor_ledger.py), at most
+``cursor_flush_interval_ms`` after every change, at once at a seek, and at close. The broker that
+opens the managed ledger takes every cursor over, so a deposed owner's later write fails instead
+of clobbering it. The read position is not persisted: after a restart reading resumes after the mark-delete
 position, skipping acknowledged ranges, so unacknowledged entries are redelivered and
 acknowledged ones are not.
 """
@@ -15,28 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
-import uuid
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 from magnetar.broker.managed_ledger.acked_ranges import AckedRanges
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
+from magnetar.broker.managed_ledger.cursor_storage import CursorState, CursorStorage
 from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerClosedError,
     ManagedLedgerError,
     ManagedLedgerFencedError,
 )
-from magnetar.broker.managed_ledger.meta_store import NodeWriter, cursor_path
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
-from magnetar.common.metadata import (
-    BadVersionError,
-    MetadataError,
-    MetadataStore,
-    NodeExistsError,
-    NoNodeError,
-)
 
 _reader_ids = itertools.count(1)
 
@@ -59,7 +50,7 @@ class CompactedEntries(Protocol):
 
 class CursorLedger(Protocol):
     """What a cursor uses of its managed ledger (writable, in memory, or PIP-63's read-only one).
-    A durable cursor's node is written through the store it is given, not through the ledger."""
+    A durable cursor's state is persisted through the storage it is given, not through this."""
 
     @property
     def name(self) -> str: ...
@@ -100,17 +91,15 @@ class CursorLedger(Protocol):
 
 log = logging.getLogger(__name__)
 
-_TAKEOVER_ATTEMPTS = 5
-
 
 class ManagedCursor:
     @classmethod
     async def create_durable(
-        cls, ledger: CursorLedger, name: str, initial: InitialPosition, store: MetadataStore
+        cls, ledger: CursorLedger, name: str, initial: InitialPosition, storage: CursorStorage
     ) -> ManagedCursor:
-        """A new durable cursor at ``initial``, persisted in ``store`` (or the one of that name
+        """A new durable cursor at ``initial``, persisted in ``storage`` (or the one of that name
         that appeared meanwhile, taken over)."""
-        cursor = cls(ledger, name, durable=True, store=store)
+        cursor = cls(ledger, name, durable=True, storage=storage)
         last = ledger.last_confirmed_entry
         cursor.reset_to(
             ledger.before_first() if initial is InitialPosition.EARLIEST or last is None else last
@@ -136,9 +125,9 @@ class ManagedCursor:
         return cursor
 
     def __init__(
-        self, ledger: CursorLedger, name: str, *, durable: bool, store: MetadataStore | None = None
+        self, ledger: CursorLedger, name: str, *, durable: bool, storage: CursorStorage | None = None
     ) -> None:
-        """``store``: where a durable cursor persists its state (None: it persists nothing
+        """``storage``: where a durable cursor persists its state (None: it persists nothing
         itself, as a reader's cursor or a read-only owner's cache of one)."""
         self.ledger = ledger
         self.name = name
@@ -151,10 +140,7 @@ class ManagedCursor:
         self._acked = AckedRanges(ledger.next_position)
         self._read_position = Position(-1, 0)
         self._epoch = 0  # bumped whenever the read position is reset under a read in flight
-        #: writes the persisted state; its content names this instance, so a takeover shows
-        self._store = store
-        self._node = NodeWriter(store, cursor_path(ledger.name, name)) if store is not None else None
-        self._writer = uuid.uuid4().hex[:16]
+        self.storage = storage
         self._dirty = False
         self._flush_lock = asyncio.Lock()
         self._flush_task: asyncio.Task[None] | None = None
@@ -353,12 +339,12 @@ class ManagedCursor:
         if self._read_position <= self._mark_delete:
             self._read_position = self.ledger.next_position(self._mark_delete)
 
-    # -- persistence ----------------------------------------------------------------------------
-    def _persisted_node(self) -> NodeWriter:
-        assert self._node is not None, f"{self!r} was given no store to persist in"
-        return self._node
+    # -- persistence (cursor_storage.py) --------------------------------------------------------
+    def _persisted(self) -> CursorStorage:
+        assert self.storage is not None, f"{self!r} was given no storage to persist in"
+        return self.storage
 
-    def _encode(self) -> bytes:
+    def _state(self) -> CursorState:
         limit = self.ledger.config.max_unacked_ranges_to_persist
         if len(self._acked) > limit and not self._warned_truncation:
             self._warned_truncation = True
@@ -369,27 +355,11 @@ class ManagedCursor:
                 len(self._acked),
                 limit,
             )
-        doc: dict[str, Any] = {
-            "mark_delete": [self._mark_delete.ledger_id, self._mark_delete.entry_id],
-            "ranges": self._acked.encode(limit),
-            "properties": self.properties,
-            "writer": self._writer,
-        }
-        return json.dumps(doc, separators=(",", ":")).encode()
+        return CursorState(self._mark_delete, self._acked.ranges()[:limit], dict(self.properties))
 
-    def _decode(self, data: bytes) -> None:
-        try:
-            doc = json.loads(data)
-            mark_delete = Position(*doc["mark_delete"])
-            ranges = [(Position(a, b), Position(c, d)) for a, b, c, d in doc.get("ranges", [])]
-            ranges += [(Position(*p), Position(*p)) for p in doc.get("deleted", [])]  # older format
-            properties = {str(k): int(v) for k, v in doc.get("properties", {}).items()}
-        except (ValueError, TypeError, KeyError) as exc:
-            raise ManagedLedgerError(
-                f"cursor {self.name} of {self.ledger.name} is unreadable: {exc}"
-            ) from exc
-        self.restore(mark_delete, ranges)
-        self.properties = properties
+    def _take(self, state: CursorState) -> None:
+        self.restore(state.mark_delete, state.ranges)
+        self.properties = dict(state.properties)
 
     def restore(self, mark_delete: Position, ranges: Iterable[tuple[Position, Position]]) -> None:
         """Take a persisted (or forwarded) state: ``mark_delete`` and the acknowledged ranges
@@ -403,37 +373,18 @@ class ManagedCursor:
         """Persist a new cursor; if one of that name appeared meanwhile, take that one over."""
         if not self.durable:
             return
-        node = self._persisted_node()
-        try:
-            node.version = -1
-            await node.write(self._encode())
-        except (NodeExistsError, BadVersionError):
-            await self.load()
-            return
-        except MetadataError as exc:
-            raise ManagedLedgerError(
-                f"cannot create cursor {self.name} of {self.ledger.name}: {exc}"
-            ) from exc
+        existing = await self._persisted().create(self._state())
+        if existing is not None:
+            self._take(existing)
 
     async def load(self) -> None:
-        """Restore the persisted state and take the node over (rewrite it under our version)."""
-        node, store = self._persisted_node(), self._store
-        assert store is not None
-        for _ in range(_TAKEOVER_ATTEMPTS):
-            try:
-                data, stat = await store.get(node.path)
-            except NoNodeError:
-                self.reset_to(self.ledger.before_first())
-                await self.create()
-                return
-            self._decode(data)
-            node.version = stat.version
-            try:  # rewritten as ours: a previous owner's next write conflicts and fences it
-                await node.write(self._encode())
-            except BadVersionError:
-                continue  # the previous owner wrote one last time: read that
+        """Restore the persisted state, taking it over from a previous owner."""
+        state = await self._persisted().load()
+        if state is None:
+            self.reset_to(self.ledger.before_first())
+            await self.create()
             return
-        raise ManagedLedgerError(f"cursor {self.name} of {self.ledger.name} keeps changing under us")
+        self._take(state)
 
     def _changed(self) -> None:
         self._dirty = True
@@ -465,22 +416,27 @@ class ManagedCursor:
                 raise self.ledger.fenced(f"cursor {self.name} not persisted")
             self._dirty = False
             try:
-                await self._persisted_node().write(self._encode())
-            except (BadVersionError, NoNodeError) as exc:
+                await self._persisted().save(self._state())
+            except BaseException:
                 self._dirty = True
-                raise self.ledger.fenced(f"cursor {self.name} was rewritten by another broker") from exc
-            except BaseException as exc:
-                self._dirty = True
-                if isinstance(exc, MetadataError):
-                    raise ManagedLedgerError(f"cannot persist cursor {self.name}: {exc}") from exc
                 raise
 
     async def close(self, *, flush: bool = True) -> None:
-        """Persist what changed (unless the cursor is being deleted) and stop."""
+        """Persist the state one last time (unless the cursor is being deleted) and stop."""
         self.closed = True
         try:
-            if flush:
-                await self.flush()
+            if flush and self.durable and self.storage is not None:
+                async with self._flush_lock:
+                    if self.ledger.is_fenced:
+                        if self._dirty:
+                            raise self.ledger.fenced(f"cursor {self.name} not persisted")
+                        return
+                    changed, self._dirty = self._dirty, False
+                    try:
+                        await self.storage.close(self._state(), changed)
+                    except BaseException:
+                        self._dirty = changed
+                        raise
         finally:
             if self._flush_task is not None:
                 self._flush_task.cancel()

@@ -1,6 +1,7 @@
 """A managed ledger's durable cursors (architecture §4, "Managed ledgers and cursors"): loaded from
-their nodes at the open (and so taken over from a previous owner), created when a subscription
-first asks, persisted one last time at the close and deleted with their node."""
+their nodes and cursor ledgers at the open (and so taken over from a previous owner), created
+when a subscription first asks, persisted one last time at the close and deleted with their node
+and ledger."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from magnetar.bookie.client import LedgerClient
 from magnetar.broker.managed_ledger import meta_store
 from magnetar.broker.managed_ledger.cursor import CursorLedger, ManagedCursor
+from magnetar.broker.managed_ledger.cursor_ledger import LedgerCursorStorage
 from magnetar.broker.managed_ledger.errors import ManagedLedgerClosedError, ManagedLedgerError
 from magnetar.broker.managed_ledger.position import InitialPosition
 from magnetar.common.metadata import MetadataStore
@@ -18,19 +21,30 @@ log = logging.getLogger(__name__)
 
 
 class DurableCursors:
-    def __init__(self, ledger: CursorLedger, store: MetadataStore, closed: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        ledger: CursorLedger,
+        store: MetadataStore,
+        client: LedgerClient,
+        closed: Callable[[], bool],
+    ) -> None:
         self._ledger = ledger
         self._store = store
+        self._client = client
         #: whether the managed ledger closed (no cursor is created then)
         self._closed = closed
         self.by_name: dict[str, ManagedCursor] = {}
         #: a cursor is opened or deleted once, not twice at the same time
         self._lock = asyncio.Lock()
 
+    def _storage(self, name: str) -> LedgerCursorStorage:
+        ledger = self._ledger
+        return LedgerCursorStorage(self._store, self._client, ledger.name, name, ledger.config, ledger.fenced)
+
     async def load(self) -> None:
         """Every cursor the store holds for the managed ledger, taken over."""
         for name in await meta_store.cursor_names(self._store, self._ledger.name):
-            cursor = ManagedCursor(self._ledger, name, durable=True, store=self._store)
+            cursor = ManagedCursor(self._ledger, name, durable=True, storage=self._storage(name))
             await cursor.load()
             self.by_name[name] = cursor
 
@@ -46,17 +60,18 @@ class DurableCursors:
             if self._closed():
                 raise ManagedLedgerClosedError(f"managed ledger {self._ledger.name} is closed")
             initial = InitialPosition(initial_position)
-            cursor = await ManagedCursor.create_durable(self._ledger, name, initial, self._store)
+            cursor = await ManagedCursor.create_durable(self._ledger, name, initial, self._storage(name))
             self.by_name[name] = cursor
             return cursor
 
     async def delete(self, name: str) -> None:
-        """Forget the cursor ``name`` and delete its node."""
+        """Forget the cursor ``name`` and delete its node and its ledger."""
         async with self._lock:
             cursor = self.by_name.pop(name, None)
             if cursor is not None:
                 await cursor.close(flush=False)
-            await meta_store.delete_cursor(self._store, self._ledger.name, name)
+            storage = cursor.storage if cursor is not None else None
+            await (storage or self._storage(name)).delete()
 
     async def close(self) -> None:
         """Persist every cursor one last time; one that cannot be is left to what it last wrote."""

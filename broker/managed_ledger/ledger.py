@@ -79,7 +79,7 @@ class ManagedLedger:
         self._readers = LedgerReaders(client, self.name)
         self._cache = EntryCache(config.cache_size_mb * MB)
         self._new_entries = NewEntries()
-        self._cursors = DurableCursors(self, store, lambda: self.closed)
+        self._cursors = DurableCursors(self, store, client, lambda: self.closed)
         self._closed = False
         self._fenced = False
         self._maintenance: asyncio.Task[None] | None = None

@@ -1,6 +1,6 @@
 """The managed ledger's metadata in the metadata store (Pulsar's ``MetaStore``): where it lives, the
 list of a topic's ledgers, whether it was terminated and its properties (string pairs its user
-keeps with it, as ManagedLedgerInfo's), and where each cursor's state lives.
+keeps with it, as ManagedLedgerInfo's), and where each cursor's node lives (what it holds: cursor_ledger.py).
 
 One node per managed ledger (``/managed-ledgers/<tenant>/<ns>/persistent/<topic>``), written
 with compare-and-set so that a deposed owner's write fails instead of overwriting; one child node
@@ -101,11 +101,6 @@ async def cursor_names(store: MetadataStore, name: str) -> list[str]:
         return [unquote(n) for n in await store.children(f"{ledger_path(name)}/cursors")]
     except NoNodeError:
         return []
-
-
-async def delete_cursor(store: MetadataStore, name: str, cursor: str) -> None:
-    with contextlib.suppress(NoNodeError):
-        await store.delete(cursor_path(name, cursor))
 
 
 async def names(store: MetadataStore, prefix: str = "") -> list[str]:
