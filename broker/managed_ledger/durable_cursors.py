@@ -73,6 +73,13 @@ class DurableCursors:
             storage = cursor.storage if cursor is not None else None
             await (storage or self._storage(name)).delete()
 
+    async def delete_all(self) -> None:
+        """Every cursor's node and ledger (the managed ledger is being deleted): the ledgers are
+        named only in the nodes, so they are deleted first."""
+        names = set(self.by_name) | set(await meta_store.cursor_names(self._store, self._ledger.name))
+        for name in sorted(names):
+            await self.delete(name)
+
     async def close(self) -> None:
         """Persist every cursor one last time; one that cannot be is left to what it last wrote."""
         for cursor in list(self.by_name.values()):

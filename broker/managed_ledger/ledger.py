@@ -496,5 +496,6 @@ class ManagedLedger:
         await self.close()
         for info in self._record.ledgers:
             self._delete_ledger_later(info.ledger_id)
+        await self._cursors.delete_all()
         await self.settle()
         await meta_store.delete(self.store, self.name)

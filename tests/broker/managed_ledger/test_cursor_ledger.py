@@ -212,3 +212,16 @@ async def test_a_node_written_before_cursor_ledgers_still_loads(storage: Storage
     await again.mark_delete(p[5])
     await reopened.close()
     assert (await node(storage, "t/ns/persistent/old-node"))["mark_delete"] == [p[5].ledger_id, p[5].entry_id]
+
+
+async def test_deleting_the_managed_ledger_deletes_its_cursor_ledgers(storage: Storage) -> None:
+    factory = ManagedLedgerFactory(storage.store, storage.client, CONFIG)
+    ledger = await factory.open("t/ns/persistent/drop")
+    cursor = await ledger.open_cursor("sub", InitialPosition.EARLIEST)
+    await cursor.mark_delete(await ledger.add_entry(data(0)))
+    await cursor.flush()
+    cursor_ledger = (await node(storage, "t/ns/persistent/drop"))["cursors_ledger"]
+    await factory.delete("t/ns/persistent/drop")
+    with pytest.raises(NoSuchLedgerError):
+        await storage.client.ledger_metadata(cursor_ledger)
+    assert await factory.list("t/ns/persistent") == []
