@@ -15,9 +15,11 @@ The model:
   it is acknowledged) plus the ranges individually acknowledged after it (Pulsar's
   individuallyDeletedMessages); ranges that continue the mark-delete position fold into it. A
   durable cursor's state (and the properties stored with its mark-delete, which deduplication
-  uses) is JSON at ``/managed-ledgers/<name>/cursors/<cursor>``, written
-  ``cursor_flush_interval_ms`` (100 ms) at most after every acknowledgement, at ``seek`` and at
-  close, with compare-and-set. At most ``max_unacked_ranges_to_persist`` ranges are persisted.
+  uses) is appended to a cursor ledger of its own on the bookies ``cursor_flush_interval_ms``
+  (100 ms) at most after every acknowledgement and at ``seek``; its node
+  ``/managed-ledgers/<name>/cursors/<cursor>`` holds only that ledger's id and a snapshot,
+  written with compare-and-set when the ledger changes, at the takeover of an open and at close
+  (``cursor_ledger.py``). At most ``max_unacked_ranges_to_persist`` ranges are persisted.
   The read position lives in memory only: after a restart a cursor reads from its mark-delete
   position on, skipping acknowledged ranges. Non-durable cursors (readers) persist nothing.
 * **Retention**: closed ledgers that every durable cursor has passed are deleted (from the
