@@ -45,6 +45,7 @@ async def test_a_cursor_write_whose_answer_was_lost_does_not_fence_the_topic(
     cursor = await ledger.open_cursor("sub", InitialPosition.EARLIEST)
     positions = [await ledger.add_entry(b"m%d" % i) for i in range(12)]
     hit = lose_answers(storage, monkeypatch, 2, "/managed-ledgers/t/ns/persistent/blip/cursors")
+    # Each flush below writes the node: until one is answered, none has recorded a cursor ledger.
     await cursor.mark_delete(positions[3])
     with pytest.raises(ManagedLedgerError, match="connection lost"):
         await cursor.flush()
