@@ -12,12 +12,14 @@ import click
 
 from magnetar.bookie.config import BookieConfig
 from magnetar.common.config import ConfigError
-from magnetar.common.process import parse_sets, run, setup_logging
+from magnetar.common.process import exit_after, parse_sets, run, setup_logging
 
 log = logging.getLogger("magnetar.bookie")
 
 #: the line a harness waits for; the address is the one clients use (the actual port with port 0)
 READY_PREFIX = "bookie ready"
+#: past shutdown_timeout_ms, how long the process may take to exit before it is ended
+_EXIT_MARGIN_S = 5.0
 
 
 @click.command(
@@ -77,8 +79,16 @@ async def _serve(config: BookieConfig) -> None:
         log.error("bookie failed to start: %s", exc)
         raise SystemExit(1) from exc
     loop = asyncio.get_running_loop()
+    bound_s = config.shutdown_timeout_ms / 1000
+
+    def stop() -> None:
+        if not server.stopping:
+            # BookieServer.stop keeps within the bound; this covers what it cannot see
+            exit_after(bound_s + _EXIT_MARGIN_S, "bookie")
+        server.request_stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, server.request_stop)
+        loop.add_signal_handler(sig, stop)
     if server.metrics_port:
         click.echo(f"bookie metrics http://{config.listen_address}:{server.metrics_port}/metrics")
     click.echo(f"{READY_PREFIX} {server.address} id={server.bookie_id}")

@@ -58,6 +58,10 @@ class BookieConfig(ComponentConfig):
     prometheus_stats_http_port: int = Field(default=8000, ge=0, le=65535)
     #: metadata-store session timeout (ms): how long a killed bookie stays registered (zkTimeout)
     zk_timeout: int = Field(default=10_000, gt=0)
+    #: ms a SIGTERM may take: unregistering and closing the metadata-store session give up
+    #: when it runs out (a store that does not answer), the journal's flush and close still run
+    #: (Magnetar's own: BookKeeper has none; the broker's is brokerShutdownTimeoutMs)
+    shutdown_timeout_ms: int = Field(default=10_000, ge=1_000)
     # -- auto-recovery (BookKeeper's AutoRecovery settings) ------------------------------------
     #: run the auditor election and a replication worker in this bookie
     auto_recovery_daemon_enabled: bool = True

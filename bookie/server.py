@@ -13,7 +13,6 @@ with what was wrong instead of gRPC's generic UNKNOWN.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 import time
@@ -360,9 +359,12 @@ class BookieServer:
             await self._stopped.wait()
             return
         self._stopping = True
+        loop = asyncio.get_running_loop()
+        # What talks to the metadata store must be done by here, so the gRPC grace and the
+        # journal's flush still fit in shutdown_timeout_ms.
+        deadline = loop.time() + self.config.shutdown_timeout_ms / 1000 - grace_s - _FLUSH_RESERVE_S
         for service in reversed(self._services):
-            with contextlib.suppress(Exception):
-                await service.stop()
+            await _stop_service(service, max(deadline - loop.time(), _MIN_STEP_S))
         if self._grpc is not None:
             await self._grpc.stop(grace_s)
         try:
@@ -370,6 +372,10 @@ class BookieServer:
         finally:
             self._stopped.set()
         log.info("bookie %s stopped", self.bookie_id)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping or self._stop_task is not None
 
     async def wait_stopped(self) -> None:
         """Return once the bookie has stopped and flushed everything."""
@@ -383,6 +389,29 @@ class BookieServer:
 
 class _Service(Protocol):
     async def stop(self) -> None: ...
+
+
+#: of shutdown_timeout_ms, kept for the journal's flush and close after the services stop
+_FLUSH_RESERVE_S = 2.0
+#: the least each service is given, however late
+_MIN_STEP_S = 0.2
+
+
+async def _stop_service(service: _Service, timeout_s: float) -> None:
+    """Stop ``service``, giving up after ``timeout_s``: registration and the store session wait on
+    the metadata store, which may never answer. The step is cancelled, not awaited, since a
+    cancelled step may itself wait on the store."""
+    step = asyncio.ensure_future(service.stop())
+    done, _ = await asyncio.wait({step}, timeout=timeout_s)
+    if not done:
+        step.cancel()
+        log.warning(
+            "shutdown: %s did not stop within %.1fs (metadata store unreachable?); going on without it",
+            type(service).__name__.lstrip("_"),
+            timeout_s,
+        )
+    elif not step.cancelled() and step.exception() is not None:
+        log.warning("shutdown: %s failed to stop: %s", type(service).__name__.lstrip("_"), step.exception())
 
 
 class _StoreSession:

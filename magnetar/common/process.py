@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
+import threading
 from collections.abc import Coroutine
 from typing import Any
 
@@ -37,3 +39,20 @@ def run(main: Coroutine[Any, Any, None]) -> None:
         asyncio.run(main)
     else:
         uvloop.run(main)
+
+
+def exit_after(seconds: float, what: str) -> None:
+    """The last resort behind a bounded shutdown: end the process with status 1 if it is still
+    there ``seconds`` from now (a step the bound missed, a thread that holds the interpreter).
+    A daemon timer, so a process that exits in time is not held by it."""
+
+    def overrun() -> None:
+        logging.getLogger("magnetar").error(
+            "%s did not exit within %.0fs of being asked to stop: exiting now", what, seconds
+        )
+        sys.stderr.flush()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, overrun)
+    timer.daemon = True
+    timer.start()

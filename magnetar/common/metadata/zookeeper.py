@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -47,6 +48,11 @@ T = TypeVar("T")
 #: ZooKeeper's return expires every client's session at once and kazoo opens a new one within
 #: milliseconds; failing reads in between made lookups refuse clients, who then backed off.
 READ_RESUME_S = 1.0
+
+#: How long ``close`` waits for kazoo to end the session. With ZooKeeper gone kazoo's stop waits
+#: out its connection attempts (up to the session timeout, then joins its thread without a bound):
+#: past this the client is left to its daemon threads, which do not keep the process alive.
+CLOSE_TIMEOUT_S = 5.0
 
 
 class ConnectionLossError(MetadataError):
@@ -90,6 +96,9 @@ class ZooKeeperStore(MetadataStore):
         self._closed = False
         #: set while connected; reads that met an expiry or a lost connection wait on it
         self._session_open = asyncio.Event()
+        #: requests kazoo has not answered: it keeps a request made while disconnected until it
+        #: reconnects, so ``close`` fails them rather than leave their callers waiting for ever
+        self._pending: set[asyncio.Future[Any]] = set()
         if client.connected:
             self._session_open.set()
         client.add_listener(self._on_state)
@@ -113,6 +122,8 @@ class ZooKeeperStore(MetadataStore):
             else:
                 self._loop.call_soon_threadsafe(_settle_result, future, value)
 
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
         result.rawlink(settle)
         return await future
 
@@ -325,11 +336,35 @@ class ZooKeeperStore(MetadataStore):
     def election(self, path: str, identity: str) -> LeaderElection:
         return StoreLeaderElection(self, path, identity)
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """End the session; within ``timeout_s`` whatever ZooKeeper does (a session not closed
+        expires on the server after the session timeout, its ephemerals with it)."""
         if self._closed:
             return
         self._closed = True
-        await asyncio.to_thread(_stop, self._client)
+        for future in list(self._pending):
+            _settle_exception(future, SessionExpiredError("/", "the metadata store is closed"))
+        stopped = self._loop.create_future()
+
+        def stop() -> None:
+            try:
+                _stop(self._client)
+            except Exception as exc:  # kazoo's WriterNotClosedException among others
+                log.warning("ZooKeeper client did not stop cleanly: %s", exc)
+            with contextlib.suppress(RuntimeError):  # the loop may be gone by then
+                self._loop.call_soon_threadsafe(_settle_result, stopped, None)
+
+        # A daemon thread, not asyncio.to_thread: the default executor's threads are waited for
+        # when the loop shuts down, so a kazoo stop that never returns would hold the process.
+        threading.Thread(target=stop, name="kazoo-stop", daemon=True).start()
+        try:
+            await asyncio.wait_for(stopped, timeout_s)
+        except TimeoutError:
+            log.warning(
+                "ZooKeeper session not closed within %.1fs (ZooKeeper unreachable?): giving up; "
+                "the server expires it after the session timeout",
+                timeout_s,
+            )
         await self._watchers.drain()
 
 
