@@ -7,17 +7,27 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.common.config import ConfigError
-from magnetar.common.process import parse_sets, run, setup_logging
+from magnetar.common.metadata import MetadataStore
+from magnetar.common.process import exit_after, parse_sets, run, setup_logging
+
+if TYPE_CHECKING:  # the service is imported when a broker runs, not for --help
+    from magnetar.broker.service import BrokerService
 
 log = logging.getLogger("magnetar.broker")
 
 #: the line a harness waits for
 READY_PREFIX = "broker ready"
+#: of broker_shutdown_timeout_ms, kept for closing the metadata-store sessions when the graceful
+#: steps overrun
+_CLOSE_RESERVE_S = 3.0
+#: past broker_shutdown_timeout_ms, how long the process may take to exit before it is ended
+_EXIT_MARGIN_S = 5.0
 
 
 @click.command(
@@ -94,4 +104,28 @@ async def serve(config: BrokerConfig) -> None:
     click.echo(f"{READY_PREFIX} {address} {urls}")
     sys.stdout.flush()
     await stop.wait()
-    await service.stop()
+    bound_s = config.broker_shutdown_timeout_ms / 1000
+    exit_after(bound_s + _EXIT_MARGIN_S, "broker")  # covers what the bounded stop cannot see
+    await _stop_within(service, bound_s)
+
+
+async def _stop_within(service: BrokerService, bound_s: float) -> None:
+    """The graceful stop, given up after ``bound_s`` less the reserve: with the metadata store
+    gone its steps wait on requests it never answers. The stores are then closed, which fails
+    those requests, so what is left of the stop unwinds instead of holding the process."""
+    graceful = asyncio.ensure_future(service.stop())
+    done, _ = await asyncio.wait({graceful}, timeout=max(bound_s - _CLOSE_RESERVE_S, 1.0))
+    if done:
+        graceful.result()
+        return
+    log.warning(
+        "broker shutdown did not finish within %.1fs (metadata store unreachable?): "
+        "giving it up and closing the metadata-store sessions",
+        bound_s - _CLOSE_RESERVE_S,
+    )
+    graceful.cancel()
+    stores: list[MetadataStore] = [s for s in (service.configuration_store, service.store) if s is not None]
+    closing = [asyncio.ensure_future(store.close()) for store in dict.fromkeys(stores)]
+    _, late = await asyncio.wait(closing, timeout=_CLOSE_RESERVE_S)
+    for each in late:
+        each.cancel()

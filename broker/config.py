@@ -40,6 +40,11 @@ class ServiceSettings(BaseModel):
     #: session timeout of the metadata store (metadataStoreSessionTimeoutMillis): how long a
     #: crashed broker keeps its bundles and leadership before others take over
     metadata_store_session_timeout_millis: int = Field(default=30_000, gt=0)
+    #: ms a SIGTERM may take (brokerShutdownTimeoutMs): past it the graceful steps (leaving the
+    #: cluster, moving bundles away, closing topics) are given up, the metadata-store sessions
+    #: closed without waiting for a store that does not answer, and the process exits. Pulsar's
+    #: 60 s would use all of a pod's 60 s termination grace period; half of it leaves room.
+    broker_shutdown_timeout_ms: int = Field(default=30_000, ge=1_000)
     bind_address: str = "127.0.0.1"
     advertised_address: str = "127.0.0.1"
     #: more addresses of this broker, by listener name (advertisedListeners):
