@@ -145,7 +145,8 @@ async def test_deleting_the_cursor_deletes_its_ledger(storage: Storage) -> None:
     await factory.close()
 
 
-async def test_after_a_crash_the_last_entry_of_the_cursor_ledger_wins(storage: Storage) -> None:
+async def test_after_a_crash_the_last_entry_of_the_cursor_ledger_wins(storage_any: Storage) -> None:
+    storage = storage_any
     factory = ManagedLedgerFactory(storage.store, storage.client, CONFIG)
     ledger = await factory.open("t/ns/persistent/crash")
     cursor = await ledger.open_cursor("sub", InitialPosition.EARLIEST)
