@@ -7,7 +7,9 @@ allowed. On:
 * a tenant's ``adminRoles`` administer its namespaces and topics, and may produce and consume;
 * other roles produce and consume where a namespace grant (``namespaces grant-permission``) or a
   topic grant (``topics grant-permission``) gives them the action; a lookup needs either action,
-  listing a namespace's topics either one at the namespace level.
+  listing a namespace's topics either one at the namespace level;
+* a subscription the namespace keeps to some roles (``subscription_auth_roles``) is used only by
+  them, even among roles that may consume.
 
 A refusal is an AuthorizationError naming the role and the action.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from magnetar.broker.namespace import NamespacePolicies
+from magnetar.broker.namespace import AuthPolicies, NamespacePolicies
 from magnetar.broker.topic import TopicName
 
 #: the actions a grant may hold (Pulsar's AuthAction)
@@ -74,24 +76,32 @@ class Authorization:
         if not await self.is_tenant_admin(role, tenant):
             raise AuthorizationError(f"role {role} may not {what}: not an admin of tenant {tenant}")
 
-    async def check_topic(self, role: str | None, topic: TopicName, *actions: str) -> None:
-        """Allowed when the role holds any of ``actions`` on the topic (or administers its tenant)."""
+    async def check_topic(
+        self, role: str | None, topic: TopicName, *actions: str, subscription: str | None = None
+    ) -> None:
+        """Allowed when the role holds any of ``actions`` on the topic (or administers its tenant)
+        and, for a ``subscription`` that lists the roles allowed to use it, is one of them."""
         if await self.is_tenant_admin(role, topic.tenant):
             return
-        granted = await self._granted(role, topic.namespace_name, topic)
-        if not granted.intersection(actions):
+        auth = (await self._policies.policies(topic.namespace_name)).auth_policies
+        if subscription:
+            allowed = auth.subscription_auth_roles.get(subscription)
+            if allowed and role not in allowed:
+                raise AuthorizationError(f"role {role} may not use subscription {subscription} on {topic}")
+        if not _granted(auth, role, topic).intersection(actions):
             raise AuthorizationError(f"role {role} may not {' or '.join(actions)} on {topic}")
 
     async def check_namespace(self, role: str | None, namespace: str, *actions: str) -> None:
         """Allowed when a namespace-level grant gives the role any of ``actions``."""
         if await self.is_tenant_admin(role, namespace.split("/", 1)[0]):
             return
-        if not (await self._granted(role, namespace, None)).intersection(actions):
+        auth = (await self._policies.policies(namespace)).auth_policies
+        if not _granted(auth, role, None).intersection(actions):
             raise AuthorizationError(f"role {role} may not {' or '.join(actions)} in namespace {namespace}")
 
-    async def _granted(self, role: str | None, namespace: str, topic: TopicName | None) -> set[str]:
-        auth = (await self._policies.policies(namespace)).auth_policies
-        granted = set(auth.namespace_auth.get(str(role), []))
-        if topic is not None:
-            granted |= set(auth.destination_auth.get(topic_key(topic), {}).get(str(role), []))
-        return granted
+
+def _granted(auth: AuthPolicies, role: str | None, topic: TopicName | None) -> set[str]:
+    granted = set(auth.namespace_auth.get(str(role), []))
+    if topic is not None:
+        granted |= set(auth.destination_auth.get(topic_key(topic), {}).get(str(role), []))
+    return granted

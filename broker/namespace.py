@@ -79,12 +79,14 @@ def even_boundaries(count: int) -> list[int]:
 
 
 class AuthPolicies(BaseModel):
-    """Pulsar's auth_policies: actions granted per role on the namespace, and per topic."""
+    """Pulsar's auth_policies: actions granted per role on the namespace, and per topic; the roles
+    that alone may consume from a subscription (none listed: any role that may consume)."""
 
     model_config = ConfigDict(extra="ignore")
 
     namespace_auth: dict[str, list[str]] = Field(default_factory=dict)
     destination_auth: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+    subscription_auth_roles: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class NamespacePolicies(BaseModel):

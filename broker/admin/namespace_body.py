@@ -5,8 +5,7 @@ and ignored, as Pulsar's own clients send every field with its default.
 
 Pulsar's names and what they become here:
 
-    auth_policies                 namespace_auth and destination_auth grants (subscription_auth_roles:
-                                  only empty, subscription permissions are not implemented)
+    auth_policies                 namespace_auth and destination_auth grants, subscription_auth_roles
     deduplicationEnabled          deduplication_enabled
     autoTopicCreationOverride     auto_topic_creation
     retention_policies, message_ttl_in_seconds, backlog_quota_map (destination_storage),
@@ -72,12 +71,6 @@ def apply_body(policies: NamespacePolicies, body: dict[str, Any], cluster: str) 
 def _auth_policies(value: object) -> AuthPolicies:
     if not isinstance(value, dict):
         raise NamespaceError(f"auth_policies must be an object, not {value!r}", 400)
-    if value.get("subscription_auth_roles"):
-        # Stored but not enforced, they would let every role holding consume use a subscription
-        # the body means to restrict: refusing is the safe answer.
-        raise NamespaceError(
-            "auth_policies.subscription_auth_roles: subscription permissions are not supported", 412
-        )
     namespace_auth = _grants("auth_policies.namespace_auth", value.get("namespace_auth") or {})
     destinations = value.get("destination_auth") or {}
     if not isinstance(destinations, dict):
@@ -86,7 +79,20 @@ def _auth_policies(value: object) -> AuthPolicies:
         str(topic): _grants(f"auth_policies.destination_auth[{topic}]", grants)
         for topic, grants in destinations.items()
     }
-    return AuthPolicies(namespace_auth=namespace_auth, destination_auth=destination_auth)
+    subscriptions = value.get("subscription_auth_roles") or {}
+    if not isinstance(subscriptions, dict) or not all(
+        isinstance(roles, list) and all(isinstance(role, str) for role in roles)
+        for roles in subscriptions.values()
+    ):
+        raise NamespaceError(
+            f"auth_policies.subscription_auth_roles must map subscriptions to roles, not {subscriptions!r}",
+            400,
+        )
+    return AuthPolicies(
+        namespace_auth=namespace_auth,
+        destination_auth=destination_auth,
+        subscription_auth_roles={str(name): sorted(set(roles)) for name, roles in subscriptions.items()},
+    )
 
 
 def _grants(where: str, value: object) -> dict[str, list[str]]:

@@ -1,7 +1,9 @@
 """The admin REST API's permissions, as Pulsar's: grants of actions (produce, consume, …) to
 roles on a namespace (``namespaces grant-permission / revoke-permission / permissions``) and on
 a topic (``topics grant-permission / …``), kept in the namespace's ``auth_policies``. A partitioned
-topic's grants hold for its partitions."""
+topic's grants hold for its partitions. A subscription may be kept to some roles
+(``namespaces grant-subscription-permission / revoke-subscription-permission``): only they, of
+those that may consume, use it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from aiohttp import web
 
 from magnetar.broker.admin.http import DOMAIN, AdminDeps, error, namespace_of, topic_of
 from magnetar.broker.authorization import check_actions, topic_key
+from magnetar.broker.namespace import AuthPolicies
 
 
 class PermissionAdminApi:
@@ -22,6 +25,10 @@ class PermissionAdminApi:
         r.add_get(ns, self.namespace_permissions)
         r.add_post(f"{ns}/{{role}}", self.grant_on_namespace)
         r.add_delete(f"{ns}/{{role}}", self.revoke_on_namespace)
+        subscription = "/admin/v2/namespaces/{tenant}/{namespace}/permission/{subscription}"
+        r.add_get(f"{ns}/subscription", self.subscription_permissions)
+        r.add_post(subscription, self.grant_on_subscription)
+        r.add_delete(f"{subscription}/{{role}}", self.revoke_on_subscription)
         r.add_get(topic, self.topic_permissions)
         r.add_post(f"{topic}/{{role}}", self.grant_on_topic)
         r.add_delete(f"{topic}/{{role}}", self.revoke_on_topic)
@@ -45,6 +52,33 @@ class PermissionAdminApi:
         await self._namespaces.edit_auth_policies(
             namespace_of(request), lambda auth: auth.namespace_auth.pop(role, None)
         )
+        return web.Response(status=204)
+
+    async def subscription_permissions(self, request: web.Request) -> web.Response:
+        policies = await self._namespaces.policies(namespace_of(request))
+        return web.json_response(policies.auth_policies.subscription_auth_roles)
+
+    async def grant_on_subscription(self, request: web.Request) -> web.Response:
+        """Pulsar's: the body's roles replace the subscription's."""
+        roles = await request.json()
+        if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
+            return error(400, f'expected a list of roles, e.g. ["app"], not {roles!r}')
+        name = request.match_info["subscription"]
+        await self._namespaces.edit_auth_policies(
+            namespace_of(request),
+            lambda auth: auth.subscription_auth_roles.update({name: sorted(set(roles))}),
+        )
+        return web.Response(status=204)
+
+    async def revoke_on_subscription(self, request: web.Request) -> web.Response:
+        name, role = request.match_info["subscription"], request.match_info["role"]
+
+        def revoke(auth: AuthPolicies) -> None:
+            roles = auth.subscription_auth_roles.get(name, [])
+            if role in roles:
+                roles.remove(role)
+
+        await self._namespaces.edit_auth_policies(namespace_of(request), revoke)
         return web.Response(status=204)
 
     async def topic_permissions(self, request: web.Request) -> web.Response:

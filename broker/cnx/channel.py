@@ -17,8 +17,9 @@ class CommandChannel(ConsumerChannel, Protocol):
         """Run ``work`` beside the read loop (the connection waits for it at its close)."""
         ...
 
-    async def authorize(self, topic: str, *actions: str) -> None:
-        """AuthorizationError unless the connection's role may do one of ``actions`` on ``topic``."""
+    async def authorize(self, topic: str, *actions: str, subscription: str | None = None) -> None:
+        """AuthorizationError unless the connection's role may do one of ``actions`` on ``topic``
+        (and use ``subscription``, when the namespace names who may)."""
         ...
 
 

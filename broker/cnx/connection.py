@@ -377,9 +377,11 @@ class ServerConnection:
     async def _ping(self, frame: Frame) -> None:
         self.send(commands.pong())
 
-    async def authorize(self, topic: str, *actions: str) -> None:
+    async def authorize(self, topic: str, *actions: str, subscription: str | None = None) -> None:
         if self._deps.authorization is not None:
-            await self._deps.authorization.check_topic(self.role, TopicName.parse(topic), *actions)
+            await self._deps.authorization.check_topic(
+                self.role, TopicName.parse(topic), *actions, subscription=subscription
+            )
 
     async def _partitioned_metadata(self, frame: Frame) -> None:
         request = frame.command.partitionMetadata

@@ -66,7 +66,7 @@ class ConsumerCommands:
 
     async def subscribe(self, frame: Frame) -> None:
         request = frame.command.subscribe
-        await self._channel.authorize(request.topic, "consume")
+        await self._channel.authorize(request.topic, "consume", subscription=request.subscription)
         existing = self._consumers.get(request.consumer_id)
         if existing is not None:
             if not existing[2].closed:

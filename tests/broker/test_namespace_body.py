@@ -17,6 +17,7 @@ def test_the_settings_of_the_body_are_taken() -> None:
             "auth_policies": {
                 "namespace_auth": {"app": ["consume", "produce"]},
                 "destination_auth": {"persistent://t/n/x": {"reader": ["consume"]}},
+                "subscription_auth_roles": {"audit": ["reader", "app", "app"]},
             },
             "deduplicationEnabled": True,
             "autoTopicCreationOverride": {"allowAutoTopicCreation": False},
@@ -33,6 +34,7 @@ def test_the_settings_of_the_body_are_taken() -> None:
     )
     assert policies.auth_policies.namespace_auth == {"app": ["consume", "produce"]}
     assert policies.auth_policies.destination_auth == {"persistent://t/n/x": {"reader": ["consume"]}}
+    assert policies.auth_policies.subscription_auth_roles == {"audit": ["app", "reader"]}
     assert policies.deduplication_enabled is True
     assert policies.auto_topic_creation is not None
     assert policies.auto_topic_creation.allowAutoTopicCreation is False
@@ -74,7 +76,7 @@ def test_the_defaults_a_java_client_sends_change_nothing() -> None:
     [
         ({"auth_policies": {"namespace_auth": {"app": ["everything"]}}}, 400),
         ({"auth_policies": {"namespace_auth": {"app": "produce"}}}, 400),
-        ({"auth_policies": {"subscription_auth_roles": {"s": ["app"]}}}, 412),
+        ({"auth_policies": {"subscription_auth_roles": {"s": "app"}}}, 400),
         ({"message_ttl_in_seconds": -5}, 412),
         ({"backlog_quota_map": {"message_age": {"limitTime": 5}}}, 412),
         ({"retention_policies": "forever"}, 400),

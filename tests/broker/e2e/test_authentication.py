@@ -310,11 +310,13 @@ def test_roles_produce_and_consume_only_where_granted(authorized: Standalone, ke
     assert "role app may not produce or consume" in json.loads(refused.value.read())["reason"]
 
 
-def _put_as(server: Standalone, keys: Path, role: str, path: str, body: object) -> tuple[int, str]:
+def _call_as(
+    server: Standalone, keys: Path, role: str, method: str, path: str, body: object = None
+) -> tuple[int, str]:
     request = urllib.request.Request(
         f"{server.web_service_url}{path}",
-        data=json.dumps(body).encode(),
-        method="PUT",
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
         headers={
             "Content-Type": "application/json",
             "Authorization": f"Bearer {(keys / f'{role}.token').read_text()}",
@@ -330,17 +332,17 @@ def _put_as(server: Standalone, keys: Path, role: str, path: str, body: object) 
 def test_a_namespace_created_with_auth_policies_grants_them(authorized: Standalone, keys: Path) -> None:
     """The PUT that creates a namespace carries Pulsar's Policies, and its auth_policies hold at once:
     the official client's own test setup creates its token-authenticated namespace this way."""
-    assert _put_as(authorized, keys, "admin", "/admin/v2/tenants/private",
+    assert _call_as(authorized, keys, "admin", "PUT", "/admin/v2/tenants/private",
                    {"adminRoles": [], "allowedClusters": ["standalone"]})[0] == 204  # fmt: skip
     body = {
         "auth_policies": {
             "namespace_auth": {"app": ["produce", "consume"]},
             "destination_auth": {"persistent://private/auth/audit": {"reader": ["consume"]}},
-            "subscription_auth_roles": {},
+            "subscription_auth_roles": {"billing": ["app"]},
         },
         "replication_clusters": ["standalone"],
     }
-    assert _put_as(authorized, keys, "admin", "/admin/v2/namespaces/private/auth", body) == (204, "")
+    assert _call_as(authorized, keys, "admin", "PUT", "/admin/v2/namespaces/private/auth", body) == (204, "")
     topic = "persistent://private/auth/orders"
 
     app = _as(authorized, keys, "app")
@@ -354,23 +356,42 @@ def test_a_namespace_created_with_auth_policies_grants_them(authorized: Standalo
     with pytest.raises(pulsar.AuthorizationError):
         writer.subscribe(topic, "s")
     writer.close()
+    audit = "persistent://private/auth/audit"
     reader = _as(authorized, keys, "reader")  # a topic grant from the same body
-    reader.subscribe("persistent://private/auth/audit", "s").close()
+    reader.subscribe(audit, "s").close()
     with pytest.raises(pulsar.AuthorizationError):
         reader.subscribe(topic, "s")
+    with pytest.raises(pulsar.AuthorizationError):  # a subscription kept to app
+        reader.subscribe(audit, "billing")
     reader.close()
+    app = _as(authorized, keys, "app")
+    app.subscribe(topic, "billing").close()
+    app.close()
     status, shown = _admin(authorized, keys, "admin", "namespaces", "permissions", "private/auth")
     assert status == 0
     assert json.loads(shown) == {"app": ["consume", "produce"]}
 
+    # namespaces grant-subscription-permission / revoke-subscription-permission, Pulsar's REST
+    permission = "/admin/v2/namespaces/private/auth/permission/billing"
+    assert _call_as(authorized, keys, "admin", "POST", permission, ["app", "reader"])[0] == 204
+    reader = _as(authorized, keys, "reader")
+    reader.subscribe(audit, "billing").close()
+    reader.close()
+    assert _call_as(authorized, keys, "admin", "DELETE", f"{permission}/reader")[0] == 204
+    status, shown = _call_as(
+        authorized, keys, "admin", "GET", "/admin/v2/namespaces/private/auth/permissions/subscription"
+    )
+    assert status == 200
+    assert json.loads(shown) == {"billing": ["app"]}
+    reader = _as(authorized, keys, "reader")
+    with pytest.raises(pulsar.AuthorizationError):
+        reader.subscribe(audit, "billing")
+    reader.close()
+
     unknown = {"auth_policies": {"namespace_auth": {"app": ["produce", "everything"]}}}
-    status, reason = _put_as(authorized, keys, "admin", "/admin/v2/namespaces/private/other", unknown)
+    status, reason = _call_as(authorized, keys, "admin", "PUT", "/admin/v2/namespaces/private/other", unknown)
     assert status == 400
     assert "unknown action 'everything'" in reason
-    restricted = {"auth_policies": {"subscription_auth_roles": {"s": ["app"]}}}
-    status, reason = _put_as(authorized, keys, "admin", "/admin/v2/namespaces/private/other", restricted)
-    assert status == 412
-    assert "subscription permissions are not supported" in reason
 
 
 def test_tenant_admins_administer_their_tenant_and_super_users_the_rest(
