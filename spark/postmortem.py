@@ -130,7 +130,7 @@ def run(
         gap_rows = tables.rows(save("gaps", gaps), ["fault", "gap_ms"])
 
         status("duplicates, losses, reorders")
-        duplicate_df = saved("duplicates", duplicates.duplicates(numbered))
+        duplicate_df = saved("duplicates", duplicates.duplicates(numbered, events))
         finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions, log.last_ts)
         loss_df = saved("losses", losses.losses(acked, finished, firsts))
         reorder_df = saved("reorders", ordering.reorders(firsts))

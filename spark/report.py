@@ -142,6 +142,11 @@ def render(summary: dict[str, Any], faults: list[Fault], details: Details) -> st
             _card("max unavailability (ms)", head["max_unavailability_ms"]),
             _card("same-region duplicates", head["duplicates_same_region"]),
             _card("cross-region duplicates", head["duplicates_cross_region"]),
+            _card(
+                "redelivered after their ack",
+                head.get("redeliveries_after_ack", 0),
+                "bad" if head.get("redeliveries_after_ack") else "",
+            ),
             _card("lost messages", head["losses"], "bad" if head["losses"] else "good"),
             _card(
                 "reorders (producer / key / partition)",
@@ -428,6 +433,7 @@ COMPARED = (
     "max_unavailability_ms",
     "duplicates_same_region",
     "duplicates_cross_region",
+    "redeliveries_after_ack",
     "losses",
     "reorders_producer",
     "reorders_key",

@@ -99,6 +99,7 @@ def summarize(
             ),
             "duplicates_same_region": duplicate_part["same_region"],
             "duplicates_cross_region": duplicate_part["cross_region"],
+            "redeliveries_after_ack": duplicate_part["after_ack"],
             "losses": loss_part["count"],
             "reorders_producer": reorder_counts.get("producer", 0),
             "reorders_key": reorder_counts.get("key", 0),
@@ -206,6 +207,7 @@ def _duplicates(duplicates: DataFrame) -> dict[str, Any]:
     return {
         "same_region": sum(e["same_region"] for e in subscriptions.values()),
         "cross_region": sum(e["cross_region"] for e in subscriptions.values()),
+        "after_ack": duplicates.where(F.col("after_ack")).count(),
         "by_subscription": list(subscriptions.values()),
     }
 

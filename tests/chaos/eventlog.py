@@ -27,6 +27,30 @@ def duplicates(logged: list[dict[str, Any]]) -> tuple[int, int]:
     return same, cross
 
 
+def redeliveries_after_ack(logged: list[dict[str, Any]], grace_ns: int = 1_000_000_000) -> int:
+    """Repeat receipts of a message its consumer had acknowledged at least ``grace_ns`` before the
+    last new message it received ahead of the repeat (spark/duplicates.py's ``after_ack``)."""
+    acked: dict[tuple[str, str], int] = {}
+    for e in logged:
+        if e["event"] == "ack" and e.get("uid"):
+            key = (str(e["subscription"]), str(e["uid"]))
+            acked[key] = min(int(e["ts"]), acked.get(key, int(e["ts"])))
+    seen: set[tuple[str, str]] = set()
+    last_new: dict[tuple[str, str], int] = {}
+    count = 0
+    for e in sorted(
+        (e for e in logged if e["event"] == "receive" and e.get("uid")), key=lambda e: int(e["ts"])
+    ):
+        key = (str(e["subscription"]), str(e["uid"]))
+        consumer = (str(e["subscription"]), str(e["client"]))
+        if key not in seen:
+            seen.add(key)
+            last_new[consumer] = int(e["ts"])
+        elif key in acked and consumer in last_new and acked[key] <= last_new[consumer] - grace_ns:
+            count += 1
+    return count
+
+
 def postmortem_headline(run_dir: Path) -> dict[str, Any]:
     headline: dict[str, Any] = json.loads((run_dir / "report" / "summary.json").read_text())["headline"]
     return headline

@@ -221,3 +221,19 @@ def test_a_loss_stays_in_the_unseen_count(spark: SparkSession, clean: Events, tm
     last = {r["subscription"]: r["unseen"] for r in sorted(unseen, key=lambda r: r["second"])}
     assert last == {"sub-ex": 0, "sub-fo": 0, "sub-ks": 0, "sub-sh": 2}
     assert result.losses == 2
+
+
+def test_a_message_redelivered_long_after_its_ack_counts_as_a_lost_acknowledgement(
+    spark: SparkSession, clean: Events, tmp_path: Path
+) -> None:
+    """A repeat of a message acknowledged over a second before its consumer's last new receipt
+    is a lost acknowledgement; one acknowledged just before (still in flight) is not."""
+    events = back(clean, "c-sh", 60, 190)
+    events = back(events, "c-ex", 185, 190)
+    assert receipt(events, "c-sh", 190)["ts"] - receipt(events, "c-sh", 60, "ack")["ts"] > 1_000 * MS
+    assert receipt(events, "c-ex", 190)["ts"] - receipt(events, "c-ex", 185, "ack")["ts"] < 1_000 * MS
+    result = analyse(spark, tmp_path / "lost-ack", events)
+    assert result.summary["headline"]["redeliveries_after_ack"] == 1
+    repeats = pq.read_table(result.out / "duplicates.parquet").to_pylist()
+    assert {(r["subscription"], r["uid"]) for r in repeats if r["after_ack"]} == {("sub-sh", uid(60))}
+    assert {(r["subscription"], r["uid"]) for r in repeats} == {("sub-sh", uid(60)), ("sub-ex", uid(185))}

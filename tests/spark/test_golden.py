@@ -35,6 +35,9 @@ def test_duplicates_split_into_same_region_and_cross_region(golden: Analysed) ->
     assert {(r["subscription"], r["uid"], r["kind"]) for r in rows} == golden.expected.duplicate_uids
     head = golden.result.summary["headline"]
     assert (head["duplicates_same_region"], head["duplicates_cross_region"]) == (2, 3)
+    # a broker kill and a failover: every repeat's acknowledgement was still in flight, none lost
+    assert not [r["uid"] for r in rows if r["after_ack"]]
+    assert head["redeliveries_after_ack"] == 0
 
 
 def test_losses_count_only_subscriptions_that_ran_to_the_end(golden: Analysed) -> None:
@@ -84,8 +87,9 @@ def test_summary_is_versioned_with_stable_headline(golden: Analysed) -> None:
     assert list(on_disk["headline"]) == sorted(
         [
             "events", "faults", "windows", "window_p50_ms", "window_p99_ms", "window_max_ms",
-            "max_unavailability_ms", "duplicates_same_region", "duplicates_cross_region", "losses",
-            "reorders_producer", "reorders_key", "reorders_partition", "bad_lines",
+            "max_unavailability_ms", "duplicates_same_region", "duplicates_cross_region",
+            "redeliveries_after_ack", "losses", "reorders_producer", "reorders_key", "reorders_partition",
+            "bad_lines",
             "checker_lost_write", "checker_duplicate", "checker_poll_skip", "checker_nonmonotonic_poll",
             "checker_inconsistent_offsets",
         ]
