@@ -181,6 +181,7 @@ class TopicAdminApi:
                         "markDeletePosition": str(c.mark_delete_position),
                         "readPosition": str(c.read_position),
                         "individuallyDeletedMessages": str([str(p) for p in c.individually_deleted]),
+                        "cursorLedger": c.cursor_ledger,
                     }
                     for name, c in ledger.cursors.items()
                 },

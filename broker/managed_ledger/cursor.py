@@ -159,6 +159,11 @@ class ManagedCursor:
         return self.ledger.valid_position(self._read_position)
 
     @property
+    def cursor_ledger(self) -> int:
+        """The ledger a durable cursor persists its state in (-1: none, or not yet)."""
+        return self.storage.ledger_id if self.storage is not None else -1
+
+    @property
     def individually_deleted_ranges(self) -> list[tuple[Position, Position]]:
         """Acknowledged ranges after the mark-delete position, as inclusive (first, last) pairs."""
         return self._acked.ranges()

@@ -63,6 +63,11 @@ class CursorStorage(Protocol):
     ManagedLedgerFencedError once another broker took the cursor over, ManagedLedgerError when
     the state could not be persisted (yet)."""
 
+    @property
+    def ledger_id(self) -> int:
+        """The ledger the state is persisted in (-1: none yet), as internal stats report it."""
+        ...
+
     async def create(self, state: CursorState) -> CursorState | None:
         """Persist a new cursor at ``state``; the state of one of that name that appeared
         meanwhile (taken over) instead, if one did."""

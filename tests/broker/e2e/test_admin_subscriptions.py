@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 
 import pulsar
 
@@ -70,4 +71,28 @@ def test_subscriptions_are_created_cleared_reset_and_deleted(standalone: Standal
     assert b"m0" not in expected
     assert received[0].message_id() == ids[0]
     assert _call(standalone, "POST", f"{BASE}/subscription/again/resetcursor/soon")[0] == 412
+    client.close()
+
+
+def test_internal_stats_name_the_ledger_a_subscriptions_acknowledgements_are_persisted_in(
+    standalone: Standalone,
+) -> None:
+    topic, base = f"{TOPIC}-cursor-ledger", f"{BASE}-cursor-ledger"
+    client = standalone.client()
+    producer = client.create_producer(topic, batching_enabled=False)
+    consumer = client.subscribe(topic, "persisted")
+    producer.send(b"m")
+    consumer.acknowledge(consumer.receive(10_000))
+    deadline = time.monotonic() + 10
+    while True:
+        status, stats = _call(standalone, "GET", f"{base}/internalStats")
+        assert status == 200
+        assert isinstance(stats, dict)
+        cursor_ledger = stats["cursors"]["persisted"]["cursorLedger"]
+        if cursor_ledger != -1:
+            break
+        assert time.monotonic() < deadline, "the acknowledgement was never persisted in a cursor ledger"
+        time.sleep(0.05)
+    # a ledger of its own, not one of the topic's
+    assert cursor_ledger not in {ledger["ledgerId"] for ledger in stats["ledgers"]}
     client.close()
