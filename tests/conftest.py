@@ -8,6 +8,8 @@ nodes; ``store_url`` runs a test against every backend (memory, sqlite file, Zoo
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +32,18 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
     server.start()
     yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper of the test's own, for a test that freezes or kills it (the session's one would
+    take other tests' clients down with it); thawed before it is stopped."""
+    server = ZooKeeperServer(tmp_path / "zookeeper")
+    server.start()
+    yield server
+    if server.pid is not None:
+        os.kill(server.pid, signal.SIGCONT)
     server.stop()
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,17 +19,6 @@ pytestmark = pytest.mark.zookeeper
 BOUND_S = 10.0
 #: for the interpreter's own exit after the bounded shutdown
 EXIT_SLACK_S = 2.0
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    """This test's own ZooKeeper: it freezes or kills it, which would break other tests' clients."""
-    server = ZooKeeperServer(tmp_path / "zookeeper")
-    server.start()
-    yield server
-    if server.pid is not None:
-        os.kill(server.pid, signal.SIGCONT)
-    server.stop()
 
 
 @pytest.mark.parametrize("gone", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "frozen"])

@@ -26,17 +26,6 @@ EXIT_SLACK_S = 2.0
 
 
 @pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    """This test's own ZooKeeper: it freezes or kills it, which would break other tests' clients."""
-    server = ZooKeeperServer(tmp_path / "zookeeper")
-    server.start()
-    yield server
-    if server.pid is not None:
-        os.kill(server.pid, signal.SIGCONT)
-    server.stop()
-
-
-@pytest.fixture
 def broker_process(
     own_zookeeper: ZooKeeperServer, tmp_path: Path
 ) -> Iterator[tuple[subprocess.Popen[str], Path]]:

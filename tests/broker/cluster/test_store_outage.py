@@ -7,8 +7,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -18,17 +17,6 @@ from magnetar.broker.service import BrokerService
 from magnetar.local.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.zookeeper
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    """A ZooKeeper of this test's own: freezing the session's one would stall other tests' brokers."""
-    server = ZooKeeperServer(tmp_path / "zookeeper")
-    server.start()
-    yield server
-    if server.pid is not None:
-        os.kill(server.pid, signal.SIGCONT)
-    server.stop()
 
 
 @pytest.fixture
