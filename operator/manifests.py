@@ -217,9 +217,15 @@ def _container(
 _READY = {"bookie": ("/api/v1/bookie/is_ready", "metrics"), "broker": ("/status.html", "http")}
 
 
+#: how often the kubelet probes: a pod that starts serving is ready (and the operator's next step
+#: can follow) within 2 s, and a ready pod is marked not ready only after 16 s of failed probes, as
+#: long as the default 3 failures 5 s apart took
+PROBE_TIMING = {"periodSeconds": 2, "failureThreshold": 8}
+
+
 def _health(component: str) -> dict[str, Any]:
     path, port = _READY[component]
-    return {"httpGet": {"path": path, "port": port}, "periodSeconds": 5}
+    return {"httpGet": {"path": path, "port": port}, **PROBE_TIMING}
 
 
 def _zookeeper(spec: ClusterSpec, name: str) -> list[Manifest]:
@@ -242,7 +248,7 @@ def _zookeeper(spec: ClusterSpec, name: str) -> list[Manifest]:
             {"name": "ZOO_4LW_COMMANDS_WHITELIST", "value": "ruok"},
         ],
         "ports": [{"name": n, "containerPort": p} for n, p in zk_ports.items()],
-        "readinessProbe": {"tcpSocket": {"port": configs.ZOOKEEPER_PORT}, "periodSeconds": 5},
+        "readinessProbe": {"tcpSocket": {"port": configs.ZOOKEEPER_PORT}, **PROBE_TIMING},
         "volumeMounts": [{"name": "data", "mountPath": "/data"}],
         "resources": zk.resources.render(),
     }

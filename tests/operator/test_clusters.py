@@ -218,3 +218,22 @@ def test_an_object_the_api_server_refuses_is_a_condition_and_an_event_not_a_retr
     assert "HTTP 403" in degraded["message"]
     assert ("Warning", "Refused") in {(t, r) for t, r, _ in events(api, k8s_namespace, "quota")}
     assert op.error is None
+
+
+def test_every_pod_is_probed_often_enough_to_be_ready_soon_and_tolerates_as_many_failures() -> None:
+    """A pod that starts serving is ready within 2 s (the kubelet's next probe; the operator's next
+    step waits on it), and a ready one is taken out of its Services only after 16 s of failed
+    probes, no sooner than the 3 failures 5 s apart Kubernetes' defaults allowed."""
+    from magnetar.operator.manifests import render_cluster
+    from magnetar.operator.validation import parse_cluster
+
+    spec = parse_cluster({"brokers": {"readOnlyReplicas": 1}}, "c")
+    probes = {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+        for o in render_cluster(spec, "c", "ns")
+        if o["kind"] == "StatefulSet"
+    }
+    assert set(probes) == {"c-zookeeper", "c-bookie", "c-broker", "c-broker-readonly"}
+    for name, probe in probes.items():
+        assert probe["periodSeconds"] <= 2, name
+        assert probe["periodSeconds"] * probe["failureThreshold"] >= 15, name
