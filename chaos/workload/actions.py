@@ -9,6 +9,7 @@ cluster's super-user token).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -29,6 +30,9 @@ __all__ = ["start_workload", "stop_workload", "stop_workloads"]
 #: how long a stop waits for the workload to exit: its own shutdown takes at most 60 s for the
 #: producers' last receipts, 30 s of draining and 30 s for the consumers' close (runner.py)
 STOP_TIMEOUT_S = 150.0
+#: how long a start waits for the workload to flow: its process's start, its clients' lookups and
+#: connections, every producer's first acknowledged send and a first message received
+READY_TIMEOUT_S = 60.0
 
 
 def start_workload(
@@ -48,13 +52,16 @@ def start_workload(
     replicate_subscription_state: bool = False,
     batching: bool = False,
     partitions: int = 0,
+    ready_timeout_s: float = READY_TIMEOUT_S,
     configuration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start producers and consumers (official client) that log every send, receipt, receive and
     ack to ``runs/<id>/events/``; they run until ``stop_workload`` (or ``duration`` seconds).
     With ``region``, the clients start in that region of a multi-region local cluster and know
     the others (``move_consumers`` sends the consumers there). With ``partitions``, the topic is
-    created partitioned first. What it returns (in the journal) names the workload's topic, its
+    created partitioned first. It returns once the workload flows (every producer had a send
+    acknowledged and a consumer received a message), and fails if that does not happen within
+    ``ready_timeout_s``. What it returns (in the journal) names the workload's topic, its
     subscription (None without consumers) and the clusters its clients may talk to: the run's
     ``run.json`` is made of it (magnetar.chaos.run)."""
     run_dir = _run_dir(configuration)
@@ -93,12 +100,14 @@ def start_workload(
         *(["--partitions", str(partitions), "--admin-url", admin_url(None, cluster_dir, configuration)]
           if partitions else []),
     ]  # fmt: skip
+    # Each client's event log is read from where it ends now: a log of an earlier workload with
+    # the same prefix in this run directory does not count as this one flowing.
+    producer_logs = [_EventTail(Layout.event_log(run_dir, f"{prefix}-p{i}")) for i in range(producers)]
+    consumer_logs = [_EventTail(Layout.event_log(run_dir, f"{prefix}-c{i}")) for i in range(consumers)]
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     Layout.workload(run_dir, prefix, ".pid").write_text(str(process.pid))
-    time.sleep(2)  # connected and flowing before the fault
-    if process.poll() is not None:
-        raise ActivityFailed(f"workload exited at once ({process.returncode}); see {log}")
+    _wait_flowing(process, producer_logs, consumer_logs, ready_timeout_s, log)
     return {
         "pid": process.pid,
         "service_url": url,
@@ -109,6 +118,59 @@ def start_workload(
         "at": time.time(),
         "run_dir": str(run_dir),
     }
+
+
+class _EventTail:
+    """The lines a client's event log gains from now on, read as they come."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.position = path.stat().st_size if path.exists() else 0
+        self.seen: set[str] = set()
+
+    def read(self) -> set[str]:
+        """The events logged so far (since this tail began), by name."""
+        try:
+            with self.path.open("rb") as file:
+                file.seek(self.position)
+                chunk = file.read()
+        except FileNotFoundError:
+            return self.seen
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written waits for the next read
+        self.position += len(complete)
+        for line in complete.splitlines():
+            try:
+                self.seen.add(str(json.loads(line).get("event")))
+            except ValueError:
+                continue
+        return self.seen
+
+
+def _wait_flowing(
+    process: subprocess.Popen[bytes],
+    producers: list[_EventTail],
+    consumers: list[_EventTail],
+    timeout_s: float,
+    log: Path,
+) -> None:
+    """Wait until every producer had a send acknowledged and one of the consumers (any: a
+    Failover or Exclusive subscription feeds only one) received a message, so the fault that
+    follows meets clients that are connected and flowing rather than still starting."""
+    started = time.monotonic()
+    while True:
+        waiting = [t.path.stem for t in producers if "send_ok" not in t.read()]
+        if consumers and not any("receive" in t.read() for t in consumers):
+            waiting.append(" or ".join(t.path.stem for t in consumers))
+        if not waiting:
+            return
+        if process.poll() is not None:
+            raise ActivityFailed(f"workload exited ({process.returncode}) before it flowed{_log_tail(log)}")
+        if time.monotonic() - started > timeout_s:
+            raise ActivityFailed(
+                f"workload {process.pid} not flowing {timeout_s:.0f} s after its start: no first send "
+                f"acknowledged or message received by {', '.join(waiting)}{_log_tail(log)}"
+            )
+        time.sleep(0.05)
 
 
 def _listener(region: str, cluster_dir: str | None, configuration: dict[str, Any] | None) -> str:
