@@ -23,7 +23,7 @@ from chaoslib.exceptions import ChaosException, InvalidExperiment
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
 from chaoslib.loader import load_experiment
 
-from magnetar.chaos.pods import target as pod_target
+from magnetar.chaos.pods import is_kube
 from magnetar.chaos.workload.actions import start_workload
 from magnetar.common.run_directory import (
     RUNS,
@@ -82,7 +82,9 @@ def configure(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict
     if target.cluster_dir is not None:
         configuration["magnetar_cluster_dir"] = str(target.cluster_dir.resolve())
         state = target.cluster_dir / "state.json"
-        if pod_target.is_kube(target.cluster_dir):
+        if is_kube(target.cluster_dir):
+            from magnetar.chaos.pods import target as pod_target  # the operator's and Kubernetes' modules
+
             regions = list(pod_target.live_state(target.cluster_dir).regions)
             if regions:
                 configuration.setdefault("magnetar_cluster_name", regions[0])
@@ -104,7 +106,9 @@ def execute(experiment: dict[str, Any], run_dir: Path, target: Target) -> dict[s
     journal: dict[str, Any] = run_experiment(experiment)
     (run_dir / Layout.JOURNAL).write_text(json.dumps(journal, indent=2, default=str))
     write_run_info(run_dir, run_info(run_dir, journal))
-    if target.cluster_dir is not None and pod_target.is_kube(target.cluster_dir):
+    if target.cluster_dir is not None and is_kube(target.cluster_dir):
+        from magnetar.chaos.pods import target as pod_target
+
         pod_target.pod_logs(target.cluster_dir, run_dir / Layout.CLUSTER)
     elif target.cluster_dir is not None:
         collect_cluster_logs(target.cluster_dir, run_dir / Layout.CLUSTER)

@@ -18,8 +18,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.pods import links as pod_links
-from magnetar.chaos.pods import target as pod_target
+from magnetar.chaos.pods import is_kube
 from magnetar.chaos.process import targets
 from magnetar.local.supervisor import alive
 
@@ -37,7 +36,9 @@ def _links(
 ) -> dict[str, Any]:
     """Cut or heal: iptables rules between pods, or the link proxies' signals locally."""
     path = targets.cluster_dir(cluster_dir, configuration)
-    if pod_target.is_kube(path):
+    if is_kube(path):
+        from magnetar.chaos.pods import links as pod_links  # pods only: the operator's modules
+
         act = pod_links.cut if cut else pod_links.heal
         links = act(targets.load(path), regions, from_regions)
     else:

@@ -10,3 +10,17 @@ stop and freeze containers (a signal to that PID, from the host), and where a lo
 start a process again, the kubelet restarts the container and the activity waits for it
 (``target.wait_restarted``).
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: the file that makes a cluster directory a Kubernetes target (``target.write``)
+KUBE_FILE = "kube.json"
+
+
+def is_kube(directory: Path) -> bool:
+    """Whether ``directory`` is a Kubernetes target. Here rather than in ``target``, which loads
+    the operator and the Kubernetes client: asked by every activity, it must not cost a local
+    run those imports."""
+    return (directory / KUBE_FILE).exists()

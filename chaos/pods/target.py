@@ -15,6 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from chaoslib.exceptions import ActivityFailed
 
+from magnetar.chaos.pods import KUBE_FILE as KUBE_FILE
+from magnetar.chaos.pods import is_kube as is_kube
 from magnetar.kube.control_plane import BIN
 from magnetar.local.supervisor import ClusterState, ProcessRecord
 from magnetar.operator.configs import BROKER_PORT, BROKER_WEB_PORT, ZOOKEEPER_PORT
@@ -22,7 +24,6 @@ from magnetar.operator.kube_api import api_client
 from magnetar.operator.manifests import COMPONENT, INSTANCE, POD_IP_LISTENER
 from magnetar.operator.resources import GROUP, VERSION
 
-KUBE_FILE = "kube.json"
 CLUSTERS = "magnetarclusters"
 
 
@@ -51,10 +52,6 @@ class KubeTarget:
     def load(cls, directory: Path) -> KubeTarget:
         doc = json.loads((directory / KUBE_FILE).read_text())
         return cls(doc["kubeconfig"], doc["containerd_socket"], [ClusterRef(**c) for c in doc["clusters"]])
-
-
-def is_kube(directory: Path) -> bool:
-    return (directory / KUBE_FILE).exists()
 
 
 def discover(kubeconfig: Path) -> list[ClusterRef]:

@@ -16,8 +16,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.pods import rolling
-from magnetar.chaos.pods import target as pod_target
+from magnetar.chaos.pods import is_kube
 from magnetar.chaos.process import targets
 from magnetar.local.supervisor import LocalClusterError, Supervisor, alive, process_state
 
@@ -101,7 +100,9 @@ def stop_bookie(
 def _start(role: str, region: str | None, index: int | None, name: str | None, directory: str | None,
            configuration: dict[str, Any] | None, timeout_s: float) -> Result:  # fmt: skip
     path = targets.cluster_dir(directory, configuration)
-    if pod_target.is_kube(path):  # the kubelet starts a pod's container again: wait for it
+    if is_kube(path):  # the kubelet starts a pod's container again: wait for it
+        from magnetar.chaos.pods import target as pod_target  # pods only: the operator's modules
+
         record = targets.pick(targets.load(path), role, name=name, region=region, index=index, running=None)
         started = pod_target.wait_running(path, record.name, timeout_s)
         return {"name": started.name, "pid": started.pid, "address": started.address, "at": time.time()}
@@ -191,7 +192,9 @@ def rolling_restart(
                       "func": "rolling_restart", "arguments": {"role": "broker"}}}
     """
     path = targets.cluster_dir(cluster_dir, configuration)
-    if pod_target.is_kube(path):
+    if is_kube(path):
+        from magnetar.chaos.pods import rolling  # pods only: the operator's modules
+
         return rolling.restart(path, role, region, timeout_s)
     state = targets.load(path)
     regions = sorted({p.region for p in state.processes if p.role == role})
@@ -318,7 +321,9 @@ def restore_region(
     for record in sorted(records, key=lambda p: p.role != "bookie"):
         if alive(record.pid):
             os.kill(record.pid, signal.SIGCONT)
-        elif pod_target.is_kube(path):
+        elif is_kube(path):
+            from magnetar.chaos.pods import target as pod_target  # pods only: the operator's modules
+
             pod_target.wait_running(path, record.name, timeout_s)
         else:
             try:

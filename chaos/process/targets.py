@@ -9,7 +9,7 @@ from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from magnetar.chaos.pods import target as pod_target
+from magnetar.chaos.pods import is_kube
 from magnetar.local.supervisor import ClusterState, LocalClusterError, ProcessRecord, alive
 
 CONFIGURATION_KEY = "magnetar_cluster_dir"
@@ -22,7 +22,7 @@ def cluster_dir(explicit: str | None, configuration: dict[str, Any] | None) -> P
     a local cluster's (``state.json``) or pods' (``pod_target.json``, magnetar.chaos.pods)."""
     chosen = explicit or (configuration or {}).get(CONFIGURATION_KEY) or os.environ.get(ENVIRONMENT_KEY)
     path = Path(chosen) if chosen else LATEST
-    if not (path / "state.json").exists() and not pod_target.is_kube(path):
+    if not (path / "state.json").exists() and not is_kube(path):
         raise ActivityFailed(
             f"no local cluster at {path}: start one with `magnetar local up`, or set cluster_dir, the "
             f"configuration key {CONFIGURATION_KEY} or {ENVIRONMENT_KEY}"
@@ -31,7 +31,11 @@ def cluster_dir(explicit: str | None, configuration: dict[str, Any] | None) -> P
 
 
 def load(directory: Path) -> ClusterState:
-    if pod_target.is_kube(directory):
+    if is_kube(directory):
+        # imported for pods only: it loads the operator and the Kubernetes client, seconds of a
+        # local run's every activity process otherwise
+        from magnetar.chaos.pods import target as pod_target
+
         return pod_target.live_state(directory)
     try:
         return ClusterState.load(directory)

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from magnetar.admin.client import AdminClient, AdminError
 from magnetar.chaos.workload.clients import (
     ConsumerSettings,
     ConsumerWorker,
@@ -21,7 +20,6 @@ from magnetar.chaos.workload.clients import (
 )
 from magnetar.chaos.workload.events import EventLog
 from magnetar.common.run_directory import Layout
-from magnetar.common.tls import client_context
 
 
 @dataclass
@@ -52,6 +50,11 @@ class WorkloadSpec:
 def create_partitioned_topic(admin_url: str, topic: str, partitions: int, home: Endpoint) -> None:
     """Create ``topic`` with ``partitions`` partitions (one that exists already is kept as it is),
     with the credentials and trusted CAs of the home cluster's clients."""
+    # Imported here, for partitioned workloads only: the admin client's HTTP stack is about a
+    # second of the workload's start, which every experiment waits for before its fault.
+    from magnetar.admin.client import AdminClient, AdminError
+    from magnetar.common.tls import client_context
+
     path = "/admin/v2/" + topic.replace("://", "/", 1) + "/partitions"
     credentials = home.credentials
     tls = client_context(home.trust_certs, certificate=credentials.tls_certificate, key=credentials.tls_key)
