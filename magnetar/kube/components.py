@@ -31,7 +31,11 @@ IDENTITIES = {
 }
 
 #: what the API server does not bind by itself: CoreDNS's read access (as in CoreDNS's own
-#: deployment manifest) and the API server's access to the kubelet
+#: deployment manifest), the API server's access to the kubelet, and Kubernetes' own
+#: ``system:node`` role for the node. The Node authorizer lets a kubelet read a pod's claims,
+#: ConfigMaps and Secrets only once its graph has the pod; a kubelet that asks first (a pod just
+#: bound to the node) was refused, and retried the pod only after its 10 s back-off. With one
+#: node, every pod is this node's: the role grants nothing the authorizer would not
 RBAC = """
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -57,7 +61,14 @@ metadata: {name: "magnetar:kube-apiserver-kubelet-client"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:kubelet-api-admin"}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: "KUBELET_CLIENT_USER"}
-""".replace("KUBELET_CLIENT_USER", KUBELET_CLIENT_USER)
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "magnetar:node"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "NODE_USER"}
+""".replace("KUBELET_CLIENT_USER", KUBELET_CLIENT_USER).replace("NODE_USER", IDENTITIES["kubelet"][0])
 
 
 @dataclass
