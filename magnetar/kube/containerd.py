@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from magnetar.kube.layout import IMAGES_DIR, PAUSE_IMAGE, Layout
@@ -71,20 +72,31 @@ def ctr(layout: Layout, *args: str, check: bool = True, timeout: float = 120) ->
 
 
 def import_images(layout: Layout, say: Callable[[str], None]) -> None:
-    """Imports the pause image made here unless one is present, then every tarball ``make image``
-    left in the images cache. Nothing is ever pulled."""
+    """Imports every tarball ``make image`` left in the images cache, all at once (each is mostly
+    waiting on the disk: one after the other took their sum), then the pause image made here unless
+    a tarball brought it. Nothing is ever pulled."""
+    tarballs = sorted(IMAGES_DIR.glob("*.tar")) if IMAGES_DIR.is_dir() else []
+    with ThreadPoolExecutor(max_workers=max(len(tarballs), 1)) as pool:
+        results = list(pool.map(lambda tarball: _import(layout, tarball), tarballs))
+    for tarball, problem in zip(tarballs, results, strict=True):
+        if problem is None:
+            say(f"imported {tarball}")
+        else:
+            # Say, a tarball `make image` is writing right now; it imports it itself once done.
+            say(f"skipped {tarball} ({problem}); `make image` imports it into this node once written")
     if PAUSE_IMAGE not in image_refs(layout):
         archive = build_archive(layout.containerd / "pause.tar")
         ctr(layout, "images", "import", "--no-unpack", str(archive))
         say(f"imported {PAUSE_IMAGE} (built here)")
-    for tarball in sorted(IMAGES_DIR.glob("*.tar")) if IMAGES_DIR.is_dir() else []:
-        try:
-            ctr(layout, "images", "import", "--all-platforms", str(tarball), timeout=600)
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            # Say, a tarball `make image` is writing right now; it imports it itself once done.
-            say(f"skipped {tarball} ({exc}); `make image` imports it into this node once written")
-            continue
-        say(f"imported {tarball}")
+
+
+def _import(layout: Layout, tarball: Path) -> str | None:
+    """None once imported, else why not."""
+    try:
+        ctr(layout, "images", "import", "--all-platforms", str(tarball), timeout=600)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None
 
 
 def image_refs(layout: Layout) -> set[str]:
