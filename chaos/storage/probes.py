@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
 from magnetar.bookie.autorecovery.marks import UnderReplication
 from magnetar.bookie.layout import READONLY_BOOKIES, WRITABLE_BOOKIES
+from magnetar.chaos.pods import is_kube
 from magnetar.chaos.process import targets
 from magnetar.common.metadata import MetadataError, open_store
 
@@ -66,10 +68,12 @@ def wait_for_full_replication(
     cluster_dir: str | None = None,
     configuration: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Wait until no ledger of the region is under-replicated (after ``settle_s``, the time the
-    auditor needs to notice a loss) and return how long recovery took, for the post-mortem."""
+    """Wait until no ledger of the region is under-replicated and return how long recovery took,
+    for the post-mortem. ``settle_s`` is the time the auditor needs to notice a loss, waited
+    first; on a local cluster the wait ends as soon as the region's auditor logs its verdict on
+    a bookie (lost, its ledgers marked, or back in time), which is what the time was for."""
     started = time.time()
-    time.sleep(settle_s)
+    _await_audit(region, settle_s, cluster_dir, configuration)
     seen_marks = 0
     while True:
         count = under_replicated_ledgers(region, cluster_dir, configuration)
@@ -84,3 +88,35 @@ def wait_for_full_replication(
         if time.time() - started > timeout_s:
             raise ActivityFailed(f"{count} ledgers of {region} still under-replicated after {timeout_s:.0f}s")
         time.sleep(0.5)
+
+
+#: what the auditor (magnetar.bookie.autorecovery.auditor) logs once it has decided on a missing
+#: bookie: lost (after every mark is written) or back within its grace period
+_AUDIT_VERDICTS = (" is lost: ", " is back within the grace period")
+
+
+def _await_audit(
+    region: str, settle_s: float, cluster_dir: str | None, configuration: dict[str, Any] | None
+) -> None:
+    """Up to ``settle_s``, until one of the region's bookies logs an audit verdict from now on.
+    Pods' logs are not files here, and a verdict given before this wait began is not seen: both
+    wait the whole ``settle_s``, as they always did."""
+    deadline = time.monotonic() + settle_s
+    path = targets.cluster_dir(cluster_dir, configuration)
+    logs: dict[Path, int] = {}
+    if not is_kube(path):
+        for record in targets.load(path).processes:
+            if record.role == "bookie" and record.region == region and record.log:
+                log = Path(record.log)
+                logs[log] = log.stat().st_size if log.exists() else 0
+    while time.monotonic() < deadline:
+        for log, position in logs.items():
+            try:
+                with log.open("rb") as file:
+                    file.seek(position)
+                    text = file.read().decode(errors="replace")
+            except OSError:
+                continue
+            if any(verdict in text for verdict in _AUDIT_VERDICTS):
+                return
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
