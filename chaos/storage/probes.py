@@ -4,6 +4,7 @@ region's metadata store as recorded by ``magnetar local up``."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -91,8 +92,10 @@ def wait_for_full_replication(
 
 
 #: what the auditor (magnetar.bookie.autorecovery.auditor) logs once it has decided on a missing
-#: bookie: lost (after every mark is written) or back within its grace period
-_AUDIT_VERDICTS = (" is lost: ", " is back within the grace period")
+#: bookie: lost (after every mark is written) or back within its grace period; or, when the lost
+#: bookie was the auditor, its successor's first full audit once it marked something (an audit
+#: that marked nothing may have run before the loss showed)
+_AUDIT_VERDICT = re.compile(r" is lost: | is back within the grace period|audit done: [1-9]")
 
 
 def _await_audit(
@@ -117,6 +120,6 @@ def _await_audit(
                     text = file.read().decode(errors="replace")
             except OSError:
                 continue
-            if any(verdict in text for verdict in _AUDIT_VERDICTS):
+            if _AUDIT_VERDICT.search(text):
                 return
         time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
