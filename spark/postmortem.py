@@ -37,7 +37,7 @@ from magnetar.spark import (
 )
 from magnetar.spark.checkers import verdicts
 from magnetar.spark.ingest import read_events
-from magnetar.spark.journal import read_faults
+from magnetar.spark.journal import Fault, read_faults
 from magnetar.spark.location import Location, Where
 from magnetar.spark.runinfo import read_run_info
 from magnetar.spark.summary import summarize
@@ -77,6 +77,51 @@ class Result:
 
 def _quiet(_message: str) -> None:
     pass
+
+
+Keep = Callable[[str, DataFrame], DataFrame]
+
+
+def _verdicts(
+    events: DataFrame,
+    numbered: DataFrame,
+    acked: DataFrame,
+    firsts: DataFrame,
+    finished: DataFrame,
+    faults: list[Fault],
+    keep: Keep,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The duplicates, the losses and the checkers' findings, each passed through ``keep`` (given
+    its table's name) before what is made from it: the one seam that both ``run`` and ``findings``
+    go through, so the checkers judge the same frames either way."""
+    duplicate_df = keep("duplicates", duplicates.duplicates(numbered, events))
+    loss_df = keep("losses", losses.losses(acked, finished, firsts))
+    finding_df = keep("findings", verdicts.findings(events, numbered, loss_df, duplicate_df, faults))
+    return duplicate_df, loss_df, finding_df
+
+
+def findings(run_dir: Where, spark: SparkSession, *, out: Where | None = None) -> list[dict[str, Any]]:
+    """The checkers' findings of ``run_dir`` alone, as findings.parquet's rows (in its order):
+    the log read and judged as ``run`` does, without the tables the checkers do not need (windows,
+    latency, throughput, the report) or a file written but the staged log (in ``out``, default
+    RUN_DIR/report, removed after)."""
+    run_dir = Location.of(run_dir)
+    out = Location.of(out) if out is not None else run_dir / Layout.REPORT
+    info = read_run_info(run_dir)
+    faults = read_faults(run_dir) or []
+    out.mkdir()
+    log = read_events(spark, run_dir, out / "_lines.parquet")
+    try:
+        with session.sized(spark, log.lines <= SMALL):
+            events = log.events
+            numbered = receipts.numbered_receives(events)
+            acked = receipts.acknowledged(events)
+            finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions, log.last_ts)
+            firsts = receipts.first_receipts(numbered)
+            _, _, found = _verdicts(events, numbered, acked, firsts, finished, faults, lambda _name, df: df)
+            return [row.asDict(recursive=True) for row in found.collect()]
+    finally:
+        log.release()
 
 
 def run(
@@ -129,14 +174,11 @@ def run(
         gaps = unavailability.gaps(events, faults, int(threshold_ms * 1_000_000), slotted=slotted)
         gap_rows = tables.rows(save("gaps", gaps), ["fault", "gap_ms"])
 
-        status("duplicates, losses, reorders")
-        duplicate_df = saved("duplicates", duplicates.duplicates(numbered, events))
+        status("duplicates, losses, reorders, checkers")
         finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions, log.last_ts)
-        loss_df = saved("losses", losses.losses(acked, finished, firsts))
+        verdict = _verdicts(events, numbered, acked, firsts, finished, faults, saved)
+        duplicate_df, loss_df, finding_df = verdict
         reorder_df = saved("reorders", ordering.reorders(firsts))
-
-        status("checkers")
-        finding_df = saved("findings", verdicts.findings(events, numbered, loss_df, duplicate_df, faults))
         unseen_rows = tables.rows(save("unseen", unseen.unseen(acked, finished, firsts)))
 
         status("latency and throughput")

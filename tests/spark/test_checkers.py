@@ -6,6 +6,11 @@ Some faults are two findings by nature, and the tests say so: a skipped message 
 is a poll-skip and a lost-write; two messages of a key delivered in swapped order are a poll-skip
 (the first jumped over) and a nonmonotonic-poll (the late one); a step back to a message received
 before is a nonmonotonic-poll and a duplicate.
+
+The mutations are judged by the checkers alone (``postmortem.findings``: the log read as the
+post-mortem reads it, then the checkers over it), a second or two each; the whole post-mortem runs
+only where its own tables, headline or report are under test, and once on a mutation to show
+that findings.parquet, the headline and the report carry exactly what the checkers found.
 """
 
 from __future__ import annotations
@@ -41,8 +46,17 @@ def receipt(events: Events, client: str, i: int, event: str = "receive") -> dict
 
 
 def analyse(spark: SparkSession, run_dir: Path, events: Events, *, html: bool = False) -> postmortem.Result:
+    """The whole post-mortem of ``events``: for what only it makes (its tables, the headline, the
+    report)."""
     synthetic.write_events(CHECKED, events, run_dir)
     return postmortem.run(run_dir, spark, html=html)
+
+
+def check(spark: SparkSession, run_dir: Path, events: Events) -> list[dict[str, Any]]:
+    """The checkers' findings of ``events``, read as the post-mortem reads them, without the rest
+    of the post-mortem."""
+    synthetic.write_events(CHECKED, events, run_dir)
+    return postmortem.findings(run_dir, spark)
 
 
 def findings(result: postmortem.Result) -> list[dict[str, Any]]:
@@ -50,11 +64,16 @@ def findings(result: postmortem.Result) -> list[dict[str, Any]]:
     return rows
 
 
-def found(result: postmortem.Result) -> Found:
+def found(rows: list[dict[str, Any]]) -> Found:
     by_checker: Found = {name: set() for name in NAMES}
-    for f in findings(result):
+    for f in rows:
         by_checker[f["checker"]].add((f["subscription"], tuple(f["uids"])))
     return by_checker
+
+
+def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many findings each checker has (as the headline counts them)."""
+    return {name: sum(f["checker"] == name for f in rows) for name in NAMES}
 
 
 def expect(**planted: set[tuple[str, tuple[str, ...]]]) -> Found:
@@ -70,7 +89,7 @@ def clean() -> Events:
 
 def test_the_clean_run_has_no_finding(spark: SparkSession, clean: Events, tmp_path: Path) -> None:
     result = analyse(spark, tmp_path / "clean", clean, html=True)
-    assert found(result) == expect()
+    assert found(findings(result)) == expect()
     head = result.summary["headline"]
     assert [head[f"checker_{name.replace('-', '_')}"] for name in NAMES] == [0, 0, 0, 0, 0]
     # every subscription saw everything: its unseen count drains to zero
@@ -182,14 +201,33 @@ def test_each_checker_finds_exactly_its_planted_fault(
     spark: SparkSession, clean: Events, tmp_path: Path, name: str
 ) -> None:
     mutate, expected = MUTATIONS[name]
-    result = analyse(spark, tmp_path / name, mutate(clean))
-    assert found(result) == expected
+    rows = check(spark, tmp_path / name, mutate(clean))
+    assert found(rows) == expected
     # every finding is dated in the unload's aftermath and attributed to it
-    assert {f["fault"] for f in findings(result)} == {CHECKED_FAULT}
+    assert {f["fault"] for f in rows} == {CHECKED_FAULT}
+    assert counts(rows) == {n: len(v) for n, v in expected.items()}
+
+
+def test_a_planted_fault_reaches_the_findings_table_the_headline_and_the_report(
+    spark: SparkSession, clean: Events, tmp_path: Path
+) -> None:
+    """The whole post-mortem of one mutation: its findings are findings.parquet's rows (exactly
+    those the checkers alone find), counted in the headline, listed in the report."""
+    mutate, expected = MUTATIONS["backwards"]
+    events = mutate(clean)
+    result = analyse(spark, tmp_path / "backwards", events, html=True)
+    rows = findings(result)
+    assert found(rows) == expected
+    assert {f["fault"] for f in rows} == {CHECKED_FAULT}
+    assert rows == check(spark, tmp_path / "backwards-checked", events)
     head = result.summary["headline"]
     assert {n: head[f"checker_{n.replace('-', '_')}"] for n in NAMES} == {
         n: len(v) for n, v in expected.items()
     }
+    html = result.report.read_text()
+    assert "<h2>Checkers</h2>" in html
+    assert "No checker found anything." not in html
+    assert uid(170) in html
 
 
 def test_what_order_each_type_promises(spark: SparkSession, clean: Events, tmp_path: Path) -> None:
@@ -197,9 +235,9 @@ def test_what_order_each_type_promises(spark: SparkSession, clean: Events, tmp_p
     events = clean
     for client in ("c-ex", "c-fo", "c-ks", "c-sh"):
         events = swap(events, client, LATE, LATE + 1)
-    result = analyse(spark, tmp_path / "neighbours", events)
+    rows = check(spark, tmp_path / "neighbours", events)
     expected = {("sub-ex", (uid(LATE),)), ("sub-fo", (uid(LATE),))}
-    assert found(result) == expect(poll_skip=expected, nonmonotonic_poll=expected)
+    assert found(rows) == expect(poll_skip=expected, nonmonotonic_poll=expected)
 
 
 def test_a_seek_a_negative_ack_or_a_redelivery_explains_a_step_back(
@@ -208,11 +246,8 @@ def test_a_seek_a_negative_ack_or_a_redelivery_explains_a_step_back(
     events = back(clean, "c-ex", 130, 135, redelivery=1)
     events = [*back(events, "c-fo", 140, 145), event_of(events, "c-fo", 145, "seek")]
     events = [*back(events, "c-ks", 150, 158), event_of(events, "c-ks", 158, "nack")]
-    result = analyse(spark, tmp_path / "explained", events, html=True)
-    assert found(result) == expect(duplicate=one("sub-ex", 130) | one("sub-fo", 140) | one("sub-ks", 150))
-    html = result.report.read_text()
-    assert "<h2>Checkers</h2>" in html
-    assert uid(150) in html
+    rows = check(spark, tmp_path / "explained", events)
+    assert found(rows) == expect(duplicate=one("sub-ex", 130) | one("sub-fo", 140) | one("sub-ks", 150))
 
 
 def test_a_loss_stays_in_the_unseen_count(spark: SparkSession, clean: Events, tmp_path: Path) -> None:
