@@ -15,7 +15,7 @@ that life ends is reported as ``open``. Windows last longer than the threshold (
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from magnetar.spark.attribution import fault_of
@@ -61,60 +61,75 @@ def availability_steps(acked: DataFrame, firsts: DataFrame) -> DataFrame:
     )
 
 
-def producer_windows(events: DataFrame, lives: DataFrame, threshold_ns: int, slotted: bool) -> DataFrame:
-    keys = ["client", "topic"]
-    producers = events.where(F.col("role") == "producer")
-    mine = _lifetimes(lives.where(F.col("role") == "producer"), keys)
-    found = pending_intervals(_send_steps(producers), mine, keys, threshold_ns, slotted=slotted)
-    return found.select(
-        F.lit("producer").alias("kind"),
-        "topic",
-        "client",
-        F.lit(None).cast("string").alias("subscription"),
-        "start",
-        "end",
-        "open",
+#: every kind's windows are found in one plan, keyed by kind and all of these; a key a kind does
+#: not have (a producer's subscription, a topic's client and subscription) is NOT_A_KEY there
+KEYS = ["kind", "topic", "client", "subscription"]
+NOT_A_KEY = ""
+
+
+def _fanned(frame: DataFrame, kinds: dict[str, tuple[list[str], Column]], *columns: str) -> DataFrame:
+    """``frame``'s rows once for each of ``kinds`` (kind: its keys, and which rows are its) that
+    they belong to, keyed by KEYS: one scan of ``frame`` for several kinds. A row with a null key
+    never made a window (its key matches no lifetime), so it is left out of that kind here."""
+    member = [
+        F.when(F.coalesce(mine & ~_any_null(keys), F.lit(False)), F.lit(kind))
+        for kind, (keys, mine) in kinds.items()
+    ]
+    fanned = frame.withColumn("kind", F.explode(F.filter(F.array(*member), lambda k: k.isNotNull())))
+    return fanned.select(
+        "kind",
+        *[_key(k, [kind for kind, (keys, _) in kinds.items() if k in keys]) for k in KEYS[1:]],
+        *columns,
     )
 
 
-def consumer_windows(
-    events: DataFrame, lives: DataFrame, available: DataFrame, threshold_ns: int, slotted: bool
-) -> DataFrame:
-    keys = ["client", "topic", "subscription"]
-    consumers = events.where((F.col("role") == "consumer") & F.col("subscription").isNotNull())
-    mine = _lifetimes(lives.where((F.col("role") == "consumer") & F.col("subscription").isNotNull()), keys)
-    members = mine.select(*keys)
-    steps = available.join(members, SUBSCRIPTION).select(*keys, "ts", "delta", F.lit(False).alias("success"))
-    received = consumers.where(F.col("event") == "receive").select(
-        *keys, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
-    )
-    found = pending_intervals(steps.unionByName(received), mine, keys, threshold_ns, slotted=slotted)
-    return found.select(
-        F.lit("consumer").alias("kind"), "topic", "client", "subscription", "start", "end", "open"
-    )
+def _any_null(keys: list[str]) -> Column:
+    found = F.col(keys[0]).isNull()
+    for key in keys[1:]:
+        found = found | F.col(key).isNull()
+    return found
 
 
-def topic_windows(
-    events: DataFrame, lives: DataFrame, available: DataFrame, threshold_ns: int, slotted: bool
-) -> DataFrame:
-    keys = ["topic"]
-    sends = _send_steps(events.where(F.col("role") == "producer")).drop("client")
-    waiting = available.select("topic", "ts", "delta", F.lit(False).alias("success"))
-    received = events.where(F.col("event") == "receive").select(
-        "topic", "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
+def _key(key: str, kinds: list[str]) -> Column:
+    """Column ``key`` for the ``kinds`` that have it, NOT_A_KEY for the others."""
+    value = F.when(F.col("kind").isin(*kinds), F.col(key).cast("string")) if kinds else F.lit(None)
+    return F.coalesce(value, F.lit(NOT_A_KEY)).alias(key)
+
+
+def _kinds(events: DataFrame, lives: DataFrame, available: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Every kind's steps and lifetimes, keyed by KEYS; the log is scanned once for the sends and
+    once for the receipts."""
+    producer, consumer, topic = ["client", "topic"], ["client", "topic", "subscription"], ["topic"]
+    is_consumer = (F.col("role") == "consumer") & F.col("subscription").isNotNull()
+    everyone = F.lit(True)
+    step = ("ts", "delta", "success")
+    sends = _send_steps(events.where(F.col("role") == "producer"))
+    send_steps = _fanned(sends, {"producer": (producer, everyone), "topic": (topic, everyone)}, *step)
+    receipts = events.where(F.col("event") == "receive").select(
+        "role", *consumer, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
     )
-    steps = sends.unionByName(waiting).unionByName(received)
-    mine = _lifetimes(lives.where(F.col("topic").isNotNull()), keys)
-    found = pending_intervals(steps, mine, keys, threshold_ns, slotted=slotted)
-    return found.select(
-        F.lit("topic").alias("kind"),
-        "topic",
-        F.lit(None).cast("string").alias("client"),
-        F.lit(None).cast("string").alias("subscription"),
-        "start",
-        "end",
-        "open",
+    receipt_steps = _fanned(
+        receipts, {"consumer": (consumer, is_consumer), "topic": (topic, everyone)}, *step
     )
+    # a subscription's waiting messages count for each of its consumers, and for its topic
+    members = _lifetimes(lives.where(is_consumer), consumer).select(*consumer)
+    waiting = available.select(*SUBSCRIPTION, "ts", "delta", F.lit(False).alias("success"))
+    waiting_steps = _fanned(waiting.join(members, SUBSCRIPTION), {"consumer": (consumer, everyone)}, *step)
+    topic_waiting_steps = _fanned(waiting, {"topic": (topic, everyone)}, *step)
+    steps = _union([send_steps, receipt_steps, waiting_steps, topic_waiting_steps])
+    kinds = {
+        "producer": (producer, F.col("role") == "producer"),
+        "consumer": (consumer, is_consumer),
+        "topic": (topic, everyone),
+    }
+    return steps, _lifetimes(_fanned(lives, kinds, "begin", "end"), KEYS)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    found = frames[0]
+    for frame in frames[1:]:
+        found = found.unionByName(frame)
+    return found
 
 
 def disruption_windows(
@@ -126,15 +141,24 @@ def disruption_windows(
     *,
     slotted: bool = True,
 ) -> DataFrame:
-    """Every kind's windows; ``slotted`` as in intervals (False for a small log)."""
+    """Every kind's windows; ``slotted`` as in intervals (False for a small log).
+
+    The three kinds are one set of keyed intervals, found in one plan: the slots' aggregations and
+    the sorts are done once for all of them, not once a kind (each pass a fixed cost in jobs)."""
     threshold_ns = int(threshold_ms * 1_000_000)
-    found = (
-        producer_windows(events, lives, threshold_ns, slotted)
-        .unionByName(consumer_windows(events, lives, available, threshold_ns, slotted))
-        .unionByName(topic_windows(events, lives, available, threshold_ns, slotted))
-    )
+    steps, lifetimes = _kinds(events, lives, available)
+    found = pending_intervals(steps, lifetimes, KEYS, threshold_ns, slotted=slotted)
     return (
-        found.withColumn("duration_ms", (F.col("end") - F.col("start")) / 1e6)
+        found.select(
+            "kind",
+            "topic",
+            F.when(F.col("kind") != "topic", F.col("client")).alias("client"),
+            F.when(F.col("kind") == "consumer", F.col("subscription")).alias("subscription"),
+            "start",
+            "end",
+            "open",
+        )
+        .withColumn("duration_ms", (F.col("end") - F.col("start")) / 1e6)
         .withColumn("fault", fault_of(F.col("start"), faults))
         .select(*COLUMNS)
     )
