@@ -175,10 +175,11 @@ def install_cluster(
     name: str,
     tmp_path_factory: pytest.TempPathFactory,
     namespace: str = "default",
+    meanwhile: Callable[[], None] | None = None,
 ) -> Cluster:
     """`helm install` of the chart, then ``manifest`` (the MagnetarCluster ``name`` of
     ``namespace``, and what it needs) until the cluster is Ready; its super-user token and CA in
-    files."""
+    files. ``meanwhile`` runs once the manifest is applied, before the wait for Ready."""
     seconds: dict[str, float] = {}
     started = time.monotonic()
     # The manifest goes in as soon as the chart's CRDs are established, while `helm --wait` still
@@ -203,6 +204,8 @@ def install_cluster(
             helm.wait()
     assert helm.returncode == 0, helm_out + node.diagnostics()
     seconds["helm install --wait"] = time.monotonic() - started
+    if meanwhile is not None:
+        meanwhile()
     wait_for("the MagnetarCluster Ready", lambda: cluster_ready(node, name, namespace), node, 300)
     seconds["cluster Ready"] = time.monotonic() - applied_at
     secrets = tmp_path_factory.mktemp("secrets")

@@ -55,16 +55,23 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 
 @pytest.fixture(scope="module")
 def regions(node: Node, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cluster]:
-    """The example as a user applies it: the two Kubernetes namespaces and jp-east, then jp-west
-    (naming jp-east's key and CA in jp-east's namespace, which it waits for) and the namespace
-    replicated to both."""
+    """The example as a user applies it: the two Kubernetes namespaces and jp-east, then, once
+    jp-east's key and CA exist (jp-west names them in jp-east's namespace), jp-west and the
+    namespace replicated to both; the two regions come up side by side."""
     docs = list(yaml.safe_load_all(EXAMPLE.read_text()))
     first = [d for d in docs if d["kind"] == "Namespace" or d["metadata"]["name"] == EAST]
     path = tmp_path_factory.mktemp("manifest") / "jp-east.yaml"
     path.write_text(yaml.safe_dump_all(first))
-    east = install_cluster(node, path, EAST, tmp_path_factory, namespace=EAST)
-    applied = node.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([d for d in docs if d not in first]))
-    assert applied.returncode == 0, applied.stderr
+
+    def then_west() -> None:
+        shared = [f"secret/{EAST}-token-key", f"secret/{EAST}-ca"]
+        wait_for(f"{EAST}'s key and CA", lambda: node.kubectl("get", "-n", EAST, *shared).returncode == 0,
+                 node, 120)  # fmt: skip
+        rest = yaml.safe_dump_all([d for d in docs if d not in first])
+        applied = node.kubectl("apply", "-f", "-", stdin=rest)
+        assert applied.returncode == 0, applied.stderr
+
+    east = install_cluster(node, path, EAST, tmp_path_factory, namespace=EAST, meanwhile=then_west)
     wait_for(f"{WEST} Ready", lambda: cluster_ready(node, WEST, WEST), node, 300)
     west_ip = node.json("service", f"{WEST}-broker", "-n", WEST)["spec"]["clusterIP"]
     # One token and one CA serve both regions: that is the point of sharing them.
