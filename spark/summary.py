@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from magnetar.spark.checkers.verdicts import NAMES as CHECKERS
@@ -68,9 +68,9 @@ def summarize(
         longest[gap["fault"]] = max(gap["gap_ms"], longest.get(gap["fault"], gap["gap_ms"]))
     duplicate_part = _duplicates(duplicates)
     loss_part = _losses(losses)
-    reorder_counts = {
-        r["scope"]: r["n"] for r in reorders.groupBy("scope").agg(F.count("*").alias("n")).collect()
-    }
+    # the counts and the first examples in one query (each query on a table costs its jobs)
+    reorder_parts = reorders.groupBy("scope").agg(F.count("*").alias("n"), _firsts("ts", "uid")).collect()
+    reorder_counts = {r["scope"]: r["n"] for r in reorder_parts}
     checker_part = _checkers(findings)
     all_durations = [r["duration_ms"] for r in window_rows]
     fault_part = [_fault(f, window_rows, longest.get(f.name, 0.0)) for f in faults]
@@ -119,7 +119,7 @@ def summarize(
             "producer": reorder_counts.get("producer", 0),
             "key": reorder_counts.get("key", 0),
             "partition": reorder_counts.get("partition", 0),
-            "examples": _examples(reorders.where(F.col("scope") == "producer"), "uid"),
+            "examples": _merged([r["first"] for r in reorder_parts if r["scope"] == "producer"]),
         },
         "checkers": checker_part,
         "latency": [
@@ -176,8 +176,16 @@ def _fault(fault: Fault, window_rows: Iterable[Any], longest_gap: float) -> dict
     }
 
 
-def _examples(frame: DataFrame, column: str) -> list[str]:
-    return [r[column] for r in frame.select(column).orderBy("ts", column).limit(EXAMPLES).collect()]
+def _firsts(ts: str, column: str) -> Column:
+    """A group's first EXAMPLES (``ts``, ``column``) pairs, in that order: merged over the groups
+    (see _merged), the first EXAMPLES of the whole table."""
+    return F.slice(F.sort_array(F.collect_list(F.struct(ts, column))), 1, EXAMPLES).alias("first")
+
+
+def _merged(groups: Iterable[Sequence[Any]]) -> list[str]:
+    """The first EXAMPLES values over the groups' _firsts, as ordered by (ts, value)."""
+    pairs = sorted((pair[0], pair[1]) for first in groups for pair in first)
+    return [value for _, value in pairs[:EXAMPLES]]
 
 
 def _duplicates(duplicates: DataFrame) -> dict[str, Any]:
@@ -186,6 +194,7 @@ def _duplicates(duplicates: DataFrame) -> dict[str, Any]:
         .agg(
             F.count("*").alias("count"),
             F.slice(F.sort_array(F.collect_set("uid")), 1, EXAMPLES).alias("examples"),
+            F.sum(F.col("after_ack").cast("long")).alias("after_ack"),
         )
         .orderBy("topic", "subscription", "kind")
         .collect()
@@ -207,7 +216,7 @@ def _duplicates(duplicates: DataFrame) -> dict[str, Any]:
     return {
         "same_region": sum(e["same_region"] for e in subscriptions.values()),
         "cross_region": sum(e["cross_region"] for e in subscriptions.values()),
-        "after_ack": duplicates.where(F.col("after_ack")).count(),
+        "after_ack": sum(r["after_ack"] for r in grouped),
         "by_subscription": list(subscriptions.values()),
     }
 
@@ -218,13 +227,14 @@ def _losses(losses: DataFrame) -> dict[str, Any]:
         .agg(
             F.count("*").alias("count"),
             F.slice(F.sort_array(F.collect_list("uid")), 1, EXAMPLES).alias("examples"),
+            _firsts("acked_ts", "uid"),
         )
         .orderBy("topic", "subscription")
         .collect()
     )
     return {
         "count": sum(r["count"] for r in grouped),
-        "examples": _examples(losses.withColumnRenamed("acked_ts", "ts"), "uid"),
+        "examples": _merged(r["first"] for r in grouped),
         "by_subscription": [
             {
                 "topic": r["topic"],
