@@ -67,6 +67,9 @@ class ServiceSettings(BaseModel):
     #: sends being written per connection before the broker stops reading from it
     #: (maxPendingPublishRequestsPerConnection): a fast producer cannot fill the broker's memory
     max_pending_publish_requests_per_connection: int = Field(default=1000, gt=0)
+    #: topics being loaded at once (maxConcurrentTopicLoadRequest): the clients of a bundle that
+    #: moved here load its topics side by side, this many at a time, the rest wait their turn
+    max_concurrent_topic_load_request: int = Field(default=5000, gt=0)
     #: open connections the broker accepts in all (brokerMaxConnections); 0: no limit
     broker_max_connections: int = Field(default=0, ge=0)
     #: open connections the broker accepts from one IP address (brokerMaxConnectionsPerIp); 0: no limit

@@ -163,7 +163,12 @@ class BrokerService:
         self.election = pool.election
         gate = BundleGate(namespaces, ownership)
         self.topics = topics = Topics(
-            gate, pool.opener, self.connections, factory, close_timeout_s=session_timeout_s
+            gate,
+            pool.opener,
+            self.connections,
+            factory,
+            close_timeout_s=session_timeout_s,
+            max_concurrent_loads=config.max_concurrent_topic_load_request,
         )
         auto_creation = AutoTopicCreation(config.auto_topic_creation(), namespaces, partitioned, topics)
         # In the configuration store: regions share schema versions, so a replicated message's

@@ -83,6 +83,7 @@ class Topics:
         ledgers: LedgerCache,
         *,
         close_timeout_s: float,
+        max_concurrent_loads: int = 5000,
     ) -> None:
         self._gate = gate
         self._opener = opener
@@ -92,6 +93,8 @@ class Topics:
         self._close_timeout_s = close_timeout_s
         self._loaded: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Task[Topic]] = {}
+        #: loads under way at once; the others wait for a slot
+        self._load_slots = asyncio.Semaphore(max_concurrent_loads)
         self._listeners: list[LoadListener] = []
         self._background = BackgroundTasks()
 
@@ -161,7 +164,8 @@ class Topics:
         return topic
 
     async def _load(self, name: TopicName, policies: NamespacePolicies) -> Topic:
-        topic = await self._opener.open(name, policies)
+        async with self._load_slots:
+            topic = await self._opener.open(name, policies)
         self._loaded[str(name)] = topic
         for listener in self._listeners:
             await listener(topic)

@@ -22,6 +22,7 @@ from magnetar.broker.authorization import Authorization
 from magnetar.broker.cnx.auth_refresh import AuthenticationRefresh
 from magnetar.broker.cnx.channel import TopicSource
 from magnetar.broker.cnx.consumer_commands import CompactedReads, ConsumerCommands
+from magnetar.broker.cnx.creations import CreationKey, Creations
 from magnetar.broker.cnx.producer_commands import ProducerCommands, ReadOnlyRefusal
 from magnetar.broker.cnx.schema_commands import SchemaCommands
 from magnetar.broker.cnx.server_errors import server_error
@@ -59,13 +60,11 @@ class ConnectionClosed(Exception):
 
 
 class Lookups(Protocol):
-    """The bundles' side of a connection: where topics are served, and handovers under way."""
+    """The bundles' side of a connection: where topics are served."""
 
     async def lookup(
         self, topic: str, *, authoritative: bool = False, listener: str | None = None
     ) -> tuple[LookupUrls, bool]: ...
-
-    def awaits_handover(self, topic: str) -> bool: ...
 
 
 class NamespaceTopics(Protocol):
@@ -131,6 +130,8 @@ class ServerConnection:
         self._last_read = time.monotonic()
         self._closed = False
         self._tasks = BackgroundTasks()
+        #: producers and consumers being created, beside the connection's other commands
+        self._creations = Creations()
         self._producers = ProducerCommands(
             self,
             deps.topics,
@@ -239,11 +240,33 @@ class ServerConnection:
                 commands.error(_request_id(command), E.NotAllowedError, f"{T.Name(kind)} is not supported")
             )
             return
-        if self._held_by_handover(command):
-            # It waits for a transfer to end: the connection's other commands go on meanwhile
-            # (a client sends nothing on a producer or consumer before the answer).
+        key = _creation_key(command)
+        if kind in _CREATES:
+            assert key is not None
+            if self._creations.pending(key):
+                message = f"{key[0]} {key[1]} is already being created on this connection"
+                self.send(commands.error(_request_id(command), E.ServiceNotReady, message))
+                return
+            self._creations.start(key, self._create(handler, frame))
+            return
+        if key is not None and self._creations.pending(key):  # a close: after the creation
+            self.spawn(self._after_creation(key, handler, frame))
+            return
+        if kind in _QUERIES:
             self.spawn(self._guarded(handler, frame))
             return
+        await self._guarded(handler, frame)
+
+    async def _create(self, handler: Callable[[Frame], Awaitable[None]], frame: Frame) -> None:
+        await self._guarded(handler, frame)
+        if self._closed:  # closed while it was created: what it attached leaves again
+            self._producers.close()
+            self._consumers.close()
+
+    async def _after_creation(
+        self, key: CreationKey, handler: Callable[[Frame], Awaitable[None]], frame: Frame
+    ) -> None:
+        await self._creations.settled(key)
         await self._guarded(handler, frame)
 
     async def _guarded(self, handler: Callable[[Frame], Awaitable[None]], frame: Frame) -> None:
@@ -281,13 +304,6 @@ class ServerConnection:
             )
         else:
             self.send(commands.error(_request_id(command), code, message))
-
-    def _held_by_handover(self, command: api.BaseCommand) -> bool:
-        if command.type == T.PRODUCER:
-            return self._deps.lookups.awaits_handover(command.producer.topic)
-        if command.type == T.SUBSCRIBE:
-            return self._deps.lookups.awaits_handover(command.subscribe.topic)
-        return False
 
     def _handler_table(self) -> dict[int, Callable[[Frame], Awaitable[None]]]:
         return {
@@ -559,6 +575,28 @@ class Connections:
 
 async def _awaited(work: Awaitable[None]) -> None:
     await work
+
+
+#: commands that create a producer or a consumer (broker/cnx/creations.py)
+_CREATES = frozenset({T.PRODUCER, T.SUBSCRIBE})
+#: requests answered by request id that may wait on the metadata store or a topic's load: they
+#: run beside the connection's other commands, as Pulsar's ServerCnx answers them when done
+_QUERIES = frozenset(
+    {T.LOOKUP, T.PARTITIONED_METADATA, T.GET_TOPICS_OF_NAMESPACE, T.GET_SCHEMA, T.GET_OR_CREATE_SCHEMA}
+)
+
+
+def _creation_key(command: api.BaseCommand) -> CreationKey | None:
+    """The producer or consumer a create or close command is about."""
+    if command.type == T.PRODUCER:
+        return ("producer", command.producer.producer_id)
+    if command.type == T.CLOSE_PRODUCER:
+        return ("producer", command.close_producer.producer_id)
+    if command.type == T.SUBSCRIBE:
+        return ("consumer", command.subscribe.consumer_id)
+    if command.type == T.CLOSE_CONSUMER:
+        return ("consumer", command.close_consumer.consumer_id)
+    return None
 
 
 #: GET_TOPICS_OF_NAMESPACE's mode (a pattern consumer's RegexSubscriptionMode): which domains
