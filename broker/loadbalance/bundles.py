@@ -33,7 +33,7 @@ from typing import Protocol
 from magnetar.broker.loadbalance.peers import PeerClient
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, SplitCommit
 from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Owner, Ownership, lookup_urls
-from magnetar.broker.topic import InvalidTopicNameError, TopicName
+from magnetar.broker.topic import TopicName
 from magnetar.broker.topics import Topics
 from magnetar.common.background import BackgroundTasks
 from magnetar.common.metadata import MetadataError, SessionState
@@ -109,11 +109,6 @@ class BundleGate:
                 held = self._incoming[key] = loop.create_future()
                 loop.call_later(HANDOVER_HOLD_S, self.handover_ended, [key], held)
 
-    def awaits_handover(self, topic: str) -> bool:
-        with contextlib.suppress(InvalidTopicNameError):
-            return _key(topic) in self._incoming
-        return False
-
     def handover_ended(self, keys: list[str], only: asyncio.Future[None] | None = None) -> None:
         for key in keys:
             held = self._incoming.get(key)
@@ -156,6 +151,8 @@ class Bundles:
         self._session_timeout_s = session_timeout_s
         #: bundles whose clients a transfer has sent to their destination, until it owns them
         self._outgoing: dict[tuple[str, Bundle], BrokerInfo] = {}
+        #: lookups of a bundle nobody here owns, being worked out: (namespace, bundle, authoritative)
+        self._resolving: dict[tuple[str, Bundle, bool], asyncio.Task[Owner | BrokerInfo]] = {}
         self._session_expired = False
         self._background = BackgroundTasks()
         self.lookup_stats = LookupStats()
@@ -163,9 +160,6 @@ class Bundles:
     @property
     def broker_id(self) -> str:
         return self._ownership.me.broker_id
-
-    def awaits_handover(self, topic: str) -> bool:
-        return self.gate.awaits_handover(topic)
 
     def owns(self, namespace: str, bundle: Bundle) -> bool:
         return (namespace, bundle) in self._ownership.owned
@@ -206,15 +200,44 @@ class Bundles:
         outgoing = self._outgoing.get((namespace, bundle))
         if outgoing is not None:  # its clients were sent to the destination: so are lookups
             return lookup_urls(outgoing, listener), True
-        owner = await self._ownership.owner(namespace, bundle)
-        if owner is None:
-            chosen = await self._choose_owner(namespace, bundle, authoritative)
-            if chosen != self.broker_id:
-                target = await self._live_broker(chosen)
-                if target is not None:
-                    return lookup_urls(target, listener), True
-            owner = await self._ownership.acquire(namespace, bundle)
+        if (namespace, bundle) in self._ownership.owned:
+            # Served here (what the gate admits producers and consumers by): no store to ask.
+            return lookup_urls(self._ownership.owner_record, listener), False
+        owner = await self._resolve(namespace, bundle, authoritative)
         return lookup_urls(owner, listener), owner.broker_id != self.broker_id
+
+    async def _resolve(self, namespace: str, bundle: Bundle, authoritative: bool) -> Owner | BrokerInfo:
+        """The bundle's owner, or the broker chosen to own it: one answer for every lookup of the
+        bundle that comes while it is worked out (the clients of a bundle that moved all look
+        their topics up at once, and each would read and race for the same nodes)."""
+        key = (namespace, bundle, authoritative)
+        task = self._resolving.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(
+                self._owner_or_chosen(namespace, bundle, authoritative)
+            )
+            self._resolving[key] = task
+            task.add_done_callback(lambda done: self._resolved(key, done))
+        return await asyncio.shield(task)
+
+    def _resolved(self, key: tuple[str, Bundle, bool], task: asyncio.Task[Owner | BrokerInfo]) -> None:
+        if self._resolving.get(key) is task:
+            del self._resolving[key]
+        if not task.cancelled():
+            task.exception()  # every waiter had it; none left means nobody needs it
+
+    async def _owner_or_chosen(
+        self, namespace: str, bundle: Bundle, authoritative: bool
+    ) -> Owner | BrokerInfo:
+        owner = await self._ownership.owner(namespace, bundle)
+        if owner is not None:
+            return owner
+        chosen = await self._choose_owner(namespace, bundle, authoritative)
+        if chosen != self.broker_id:
+            target = await self._live_broker(chosen)
+            if target is not None:
+                return target
+        return await self._ownership.acquire(namespace, bundle)
 
     async def _live_broker(self, broker_id: str) -> BrokerInfo | None:
         return next((b for b in await self._ownership.brokers() if b.broker_id == broker_id), None)
