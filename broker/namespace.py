@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from magnetar.broker.policies.data import AutoTopicCreationOverride, Policies
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from magnetar.common.metadata.cache import ReadCache
 
 FULL_RANGE = 0x1_0000_0000
 DEFAULT_BUNDLES = 4
@@ -143,6 +144,8 @@ class Namespaces:
 
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
+        #: namespace policies, read on every lookup and topic load: kept until they change
+        self._policies = ReadCache(store)
 
     # -- clusters -------------------------------------------------------------------------------
     async def set_cluster(
@@ -229,6 +232,8 @@ class Namespaces:
         except NodeExistsError:
             if not exist_ok:
                 raise NamespaceError(f"namespace {namespace} already exists", 409) from None
+        finally:
+            self._policies.drop(f"/admin/policies/{namespace}")
 
     async def namespaces(self, tenant: str) -> list[str]:
         await self.tenant(tenant)
@@ -237,7 +242,7 @@ class Namespaces:
     async def policies(self, namespace: str) -> NamespacePolicies:
         _split_name(namespace)
         try:
-            data, _ = await self._store.get(f"/admin/policies/{namespace}")
+            data = await self._policies.get(f"/admin/policies/{namespace}")
         except NoNodeError:
             raise NamespaceError(f"namespace {namespace} does not exist") from None
         return NamespacePolicies.model_validate_json(data)
@@ -283,12 +288,16 @@ class Namespaces:
                 return updated
             except BadVersionError:
                 continue
+            finally:
+                self._policies.drop(f"/admin/policies/{namespace}")
 
     async def delete(self, namespace: str) -> None:
         try:
             await self._store.delete(f"/admin/policies/{namespace}")
         except NoNodeError:
             raise NamespaceError(f"namespace {namespace} does not exist") from None
+        finally:
+            self._policies.drop(f"/admin/policies/{namespace}")
 
     async def delete_tenant(self, tenant: str) -> None:
         """Pulsar's rule: a tenant that still has namespaces is not deleted."""
