@@ -150,6 +150,7 @@ class LedgerClient:
         return await self.manager.ledger_ids()
 
     async def close(self) -> None:
+        self.directory.close()
         await self.pool.close()
 
     def _read_handle(self, ledger_id: int, metadata: LedgerMetadata) -> ReadHandle:

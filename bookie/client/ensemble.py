@@ -18,9 +18,17 @@ from magnetar.common.metadata.store import MetadataStore, NoNodeError
 
 
 class BookieDirectory:
+    """The bookies' registrations. The writable ones are read once and then kept by a watch on
+    their list, as BookKeeper's registration client does: a new ledger or an ensemble change
+    asks the store nothing, however many bookies there are."""
+
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
         self._addresses: dict[str, str] = {}
+        self._writable: list[BookieRegistration] | None = None
+        #: counts the list's changes: a read that a change overtook is not kept
+        self._changes = 0
+        self._watching = False
 
     async def registrations(self, parent: str) -> list[BookieRegistration]:
         try:
@@ -39,7 +47,26 @@ class BookieDirectory:
         return found
 
     async def writable(self) -> list[BookieRegistration]:
-        return await self.registrations(WRITABLE_BOOKIES)
+        if self._writable is not None:
+            return self._writable
+        if not self._watching:
+            self._watching = True
+            self._store.watch(WRITABLE_BOOKIES, self._changed, children=True)
+            # events missed while disconnected are not replayed: read afresh after any change
+            self._store.on_session_event(self._changed)
+        changes = self._changes
+        found = await self.registrations(WRITABLE_BOOKIES)
+        if changes == self._changes:
+            self._writable = found
+        return found
+
+    def _changed(self, _event: object) -> None:
+        self._changes += 1
+        self._writable = None
+
+    def close(self) -> None:
+        if self._watching:
+            self._store.unwatch(WRITABLE_BOOKIES, self._changed)
 
     async def read_only(self) -> list[BookieRegistration]:
         return await self.registrations(READONLY_BOOKIES)

@@ -3,6 +3,7 @@ as the cluster has, so losing one rack loses at most one copy of any entry."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 from magnetar.bookie.client.ensemble import BookieDirectory, EnsemblePlacement
@@ -67,4 +68,37 @@ async def test_without_racks_any_bookies_will_do(memory_url: str) -> None:
     placement = EnsemblePlacement(BookieDirectory(store))
     ensemble = await placement.new_ensemble(5, write_quorum=3)
     assert sorted(ensemble) == [f"b{i}" for i in range(5)]
+    await store.close()
+
+
+async def test_new_ensembles_ask_the_store_once_and_see_bookies_that_come_and_go(store_url: str) -> None:
+    """The writable bookies are read once and kept by a watch (BookKeeper's registration client):
+    a thousand new ledgers list them once, and a bookie that registers or leaves is seen."""
+    store = await open_store(store_url)
+    await register(store, {"b1": "/default-rack", "b2": "/default-rack"})
+    listed = 0
+    real = store.children
+
+    async def children(path: str) -> list[str]:
+        nonlocal listed
+        listed += path == WRITABLE_BOOKIES
+        return await real(path)
+
+    store.children = children  # type: ignore[method-assign]
+    directory = BookieDirectory(store)
+    placement = EnsemblePlacement(directory, random.Random(5))
+    for _ in range(1000):
+        assert set(await placement.new_ensemble(2)) == {"b1", "b2"}
+    assert listed == 1
+
+    await register(store, {"b3": "/default-rack"})
+    assert len(await placement.new_ensemble(3, wait_s=15)) == 3  # waits until it sees b3
+    await store.delete(f"{WRITABLE_BOOKIES}/b1")
+    deadline = asyncio.get_running_loop().time() + 15
+    while "b1" in {r.bookie_id for r in await directory.writable()}:
+        assert asyncio.get_running_loop().time() < deadline, "b1's departure was never seen"
+        await asyncio.sleep(0.02)
+    for _ in range(50):
+        assert "b1" not in await placement.new_ensemble(2)
+    directory.close()
     await store.close()
