@@ -22,6 +22,7 @@ from kazoo.retry import KazooRetry
 
 from magnetar.common.metadata import paths
 from magnetar.common.metadata.election import StoreLeaderElection
+from magnetar.common.metadata.kazoo_poll import PollingHandler
 from magnetar.common.metadata.store import (
     BadVersionError,
     EventType,
@@ -395,7 +396,9 @@ def _reconnects() -> KazooRetry:
 
 async def open_zookeeper_store(hosts: str, chroot: str, session_timeout_s: float) -> ZooKeeperStore:
     """Connect, create the chroot if it is missing, and return a store rooted there."""
-    client = KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=_reconnects())
+    client = KazooClient(
+        hosts=hosts, timeout=session_timeout_s, connection_retry=_reconnects(), handler=PollingHandler()
+    )
     try:
         await asyncio.to_thread(client.start, min(session_timeout_s, 15.0))
     except Exception as exc:
