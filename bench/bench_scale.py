@@ -1,0 +1,346 @@
+"""Many topics on one broker: what each costs, and how fast a bundle of them moves.
+
+    .venv/bin/python bench/bench_scale.py                          # 1,000 topics, Magnetar
+    .venv/bin/python bench/bench_scale.py --topics 1000 10000 --system both
+    .venv/bin/python bench/bench_scale.py --topics 5000 --per-client 2500 --system magnetar
+
+Each system runs as ZooKeeper (Debian's package), two bookies and one broker on loopback
+(E/Qw/Qa 2/2/2, fsync on): Magnetar through ``magnetar local``, Apache Pulsar 4.0.x from Maven
+Central through bench/pulsar/apache_pulsar.py. For each size N, client processes
+(bench/scale_client.py, the official client's asyncio API, ``--per-client`` topics each) open a
+producer and an Exclusive consumer on every topic. The first 1,000 topics are in a namespace of
+one bundle (``scale-a``), the rest in a namespace of 16 bundles (``scale-b``). Measured:
+
+  open           launch of the client processes to every producer and consumer open
+  RSS / topic    the broker's resident memory added, per topic
+  CPU at rest    the broker's CPU (cores) over ``--rest`` seconds with every topic idle
+  ZK nodes/topic ZooKeeper's node count and data bytes added, per topic (``mntr``)
+  ZK writes/s    ZooKeeper's transactions per second at rest (its zxid's advance)
+  round trip     one message through every topic: sent to its last arrival
+  bundle unload  the unload of the 1,000-topic bundle: from the unload's start until every one of
+                 its producers has a receipt again for a message sent when the unload returned
+  ns unload      the same for the whole ``scale-b`` namespace (N > 1,000)
+
+Prints a table and writes runs/bench/bench_scale.json. Targets (Magnetar): 100,000 topics served
+with RSS <= 30 KB a topic and one message through every topic within 60 s; a 1,000-topic bundle
+acknowledged again within 2 s of its unload; a 5,000-topic namespace within 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "pulsar"))
+from common import RUNS, cpu_seconds, write_results
+from scale_client import ANSWER
+
+from magnetar.admin.client import AdminClient
+from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
+from magnetar.local.supervisor import ClusterState, Supervisor
+from magnetar.local.zookeeper import four_letter_word
+
+console = Console(width=max(Console().width, 150))  # the table's twelve columns
+RESULTS = RUNS / "bench_scale.json"
+CLIENT = Path(__file__).parent / "scale_client.py"
+#: topics in the one-bundle namespace whose unload is measured
+BUNDLE_TOPICS = 1000
+FULL_RANGE = "0x00000000_0xffffffff"
+
+
+@dataclass
+class System:
+    name: str
+    service_url: str
+    admin_url: str
+    broker_pid: int
+    zookeeper: str  # host:port
+
+    def admin(self, method: str, path: str, body: Any = None) -> Any:
+        return AdminClient(self.admin_url).call(method, path, body)
+
+
+@contextmanager
+def magnetar(directory: Path) -> Iterator[System]:
+    spec = ClusterSpec(
+        name="bench-scale",
+        regions=[
+            RegionSpec(
+                name="scale",
+                bookies=2,
+                brokers=1,
+                ledger=LedgerSpec(),
+                # as Pulsar's side: bundles move when the benchmark says (a bundle of 1,000 topics
+                # with 2,000 sessions would be split)
+                broker_settings={"load_balancer_auto_bundle_split_enabled": False},
+            )
+        ],
+    )
+    supervisor = Supervisor(directory, on_status=lambda m: console.print(f"[dim]{m}[/]"))
+    supervisor.up(spec)
+    try:
+        state = ClusterState.load(directory)
+        (broker,) = state.find("broker")
+        yield System(
+            "magnetar", broker.endpoints["service_url"], broker.endpoints["web_service_url"], broker.pid,
+            state.zookeeper,
+        )  # fmt: skip
+    finally:
+        supervisor.down()
+
+
+@contextmanager
+def apache_pulsar(directory: Path) -> Iterator[System]:
+    from apache_pulsar import ApachePulsar
+
+    with ApachePulsar(directory) as pulsar:
+        endpoints = pulsar.cluster(brokers=1)
+        yield System(
+            "pulsar", endpoints.service_url, endpoints.admin_url, endpoints.broker_pids[0],
+            pulsar.state.zookeeper,
+        )  # fmt: skip
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def zookeeper_stats(address: str) -> dict[str, int]:
+    """ZooKeeper's node count and data bytes (``mntr``) and its last zxid (``srvr``): every write
+    advances the zxid by one."""
+    host, port = address.rsplit(":", 1)
+    stats = {}
+    for line in four_letter_word(host, int(port), "mntr").splitlines():
+        key, _, value = line.partition("\t")
+        if key in ("zk_znode_count", "zk_approximate_data_size"):
+            stats[key] = int(value)
+    for line in four_letter_word(host, int(port), "srvr").splitlines():
+        if line.startswith("Zxid:"):
+            stats["zxid"] = int(line.split()[1], 16) & 0xFFFFFFFF  # the counter within an epoch
+    return stats
+
+
+class Clients:
+    """The client processes of one size, each holding ``per_client`` topics, asked in parallel."""
+
+    def __init__(
+        self, system: System, spans: list[list[str]], log_dir: Path, client_log_level: str = "Warn"
+    ) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.logs = [(log_dir / f"client-{index}.log").open("w") for index in range(len(spans))]
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, str(CLIENT), system.service_url, *span, "--log-level", client_log_level],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+            for span, log in zip(spans, self.logs, strict=True)
+        ]
+        self.spans = spans
+
+    def _read(self, process: subprocess.Popen[str]) -> dict[str, Any]:
+        """The client's next answer (the lines between, the client library's log, are skipped)."""
+        assert process.stdout is not None
+        log = self.logs[self.processes.index(process)]
+        for line in process.stdout:
+            if line.startswith(ANSWER):
+                answer: dict[str, Any] = json.loads(line.removeprefix(ANSWER))
+                return answer
+            log.write(line)
+        raise RuntimeError(f"client {process.pid} exited ({process.wait()}); see its log")
+
+    def ready(self) -> list[dict[str, Any]]:
+        with ThreadPoolExecutor(len(self.processes)) as pool:
+            return list(pool.map(self._read, self.processes))
+
+    def ask(self, command: str, only: str | None = None) -> list[dict[str, Any]]:
+        """``command`` to every client (holding a topic of namespace ``only``), their answers."""
+        chosen = [p for p, span in zip(self.processes, self.spans, strict=True)
+                  if only is None or any(s.startswith(f"{only}:") for s in span)]  # fmt: skip
+        for process in chosen:
+            assert process.stdin is not None
+            process.stdin.write(command + "\n")
+            process.stdin.flush()
+        with ThreadPoolExecutor(len(chosen)) as pool:
+            return list(pool.map(self._read, chosen))
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None and process.stdin is not None:
+                process.stdin.write("quit\n")
+                process.stdin.flush()
+        for process in self.processes:
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for log in self.logs:
+            log.close()
+
+
+def spans_of(topics: int, per_client: int, a: str, b: str) -> list[list[str]]:
+    """Topic ranges (``namespace:first:count``) of each client: the bundle's first, then the rest."""
+    ranges = [(a, 0, min(topics, BUNDLE_TOPICS))]
+    if topics > BUNDLE_TOPICS:
+        ranges.append((b, 0, topics - BUNDLE_TOPICS))
+    spans: list[list[str]] = []
+    for namespace, first, count in ranges:
+        for start in range(first, first + count, per_client):
+            spans.append([f"{namespace}:{start}:{min(per_client, first + count - start)}"])
+    return spans
+
+
+def check(answers: list[dict[str, Any]], what: str) -> None:
+    failed = sum(a.get("failed", 0) for a in answers)
+    if failed or any(a["event"] == "error" for a in answers):
+        first = next((a.get("first_failure") or a.get("message") for a in answers if a.get("failed")), "")
+        raise RuntimeError(f"{what}: {failed} failed ({first})")
+
+
+def unload(system: System, clients: Clients, namespace: str, path: str) -> dict[str, float]:
+    """Unload (``path``); when it returns, one message on each of ``namespace``'s topics: seconds
+    from the unload's start to the last receipt, and how long the unload call took."""
+    began = time.time()
+    system.admin("PUT", path)
+    returned = time.time()
+    answers = clients.ask(f"send {namespace}", only=namespace)
+    check(answers, f"sends after the unload of {namespace}")
+    return {"acked_again_s": max(a["last_receipt"] for a in answers) - began, "call_s": returned - began}
+
+
+def measure(
+    system: System, topics: int, per_client: int, rest_s: float, work: Path, client_log_level: str = "Warn"
+) -> dict[str, Any]:
+    tag = f"{topics}-{time.time_ns() % 10**6}"
+    a, b = f"public/scale-a-{tag}", f"public/scale-b-{tag}"
+    system.admin("PUT", f"/admin/v2/namespaces/{a}", {"bundles": {"numBundles": 1}})
+    if topics > BUNDLE_TOPICS:
+        system.admin("PUT", f"/admin/v2/namespaces/{b}", {"bundles": {"numBundles": 16}})
+    rss_before, zk_before = rss_bytes(system.broker_pid), zookeeper_stats(system.zookeeper)
+    console.print(f"{system.name}: opening {topics:,} producers and consumers …")
+    started = time.monotonic()
+    clients = Clients(system, spans_of(topics, per_client, a, b), work / f"clients-{tag}", client_log_level)
+    row: dict[str, Any] = {"system": system.name, "topics": topics}
+    try:
+        answers = clients.ready()
+        check(answers, "opening")
+        row["open_s"] = time.monotonic() - started
+        console.print(f"{system.name}: opened in {row['open_s']:.1f} s; {rest_s:g} s at rest …")
+        cpu, zk_rest = cpu_seconds(system.broker_pid), zookeeper_stats(system.zookeeper)
+        time.sleep(rest_s)  # the measurement window itself: CPU and writes with nothing happening
+        zk_after = zookeeper_stats(system.zookeeper)
+        row["rest_cores"] = (cpu_seconds(system.broker_pid) - cpu) / rest_s
+        row["zk_writes_per_s"] = (zk_after["zxid"] - zk_rest["zxid"]) / rest_s
+        row["rss_mb"] = rss_bytes(system.broker_pid) / 2**20
+        row["rss_kb_per_topic"] = (rss_bytes(system.broker_pid) - rss_before) / 1024 / topics
+        row["zk_nodes_per_topic"] = (zk_after["zk_znode_count"] - zk_before["zk_znode_count"]) / topics
+        added = zk_after["zk_approximate_data_size"] - zk_before["zk_approximate_data_size"]
+        row["zk_bytes_per_topic"] = added / topics
+        console.print(f"{system.name}: one message through every topic …")
+        answers = clients.ask("roundtrip")
+        check(answers, "round trip")
+        row["roundtrip_s"] = max(x["seconds"] for x in answers)
+        console.print(f"{system.name}: unloading the bundle of {min(topics, BUNDLE_TOPICS):,} topics …")
+        moved = unload(system, clients, a, f"/admin/v2/namespaces/{a}/{FULL_RANGE}/unload")
+        row["bundle_unload_s"], row["bundle_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
+        if topics > BUNDLE_TOPICS:
+            console.print(f"{system.name}: unloading the namespace of {topics - BUNDLE_TOPICS:,} topics …")
+            moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload")
+            row["ns_unload_s"], row["ns_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
+    except RuntimeError as exc:  # what was measured before it stays in the table
+        console.print(f"[red]{system.name} at {topics:,} topics: {exc}[/]")
+        row["error"] = str(exc)
+    finally:
+        clients.close()
+    return row
+
+
+COLUMNS = (
+    ("open_s", "open s", "{:.1f}"),
+    ("rss_mb", "broker RSS MB", "{:.0f}"),
+    ("rss_kb_per_topic", "RSS KB/topic", "{:.1f}"),
+    ("rest_cores", "CPU at rest", "{:.3f}"),
+    ("zk_nodes_per_topic", "ZK nodes/topic", "{:.1f}"),
+    ("zk_bytes_per_topic", "ZK bytes/topic", "{:.0f}"),
+    ("zk_writes_per_s", "ZK writes/s", "{:.1f}"),
+    ("roundtrip_s", "round trip s", "{:.2f}"),
+    ("bundle_unload_s", "1k-bundle unload s", "{:.2f}"),
+    ("ns_unload_s", "ns unload s", "{:.2f}"),
+)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    table = Table(title="many topics on one broker (each with a producer and a consumer)")
+    table.add_column("system")
+    table.add_column("topics", justify="right")
+    for _, title, _ in COLUMNS:
+        table.add_column(title, justify="right")
+    for r in rows:
+        cells = [fmt.format(r[key]) if key in r else "—" for key, _, fmt in COLUMNS]
+        table.add_row(r["system"], f"{r['topics']:,}", *cells)
+    console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--topics", type=int, nargs="+", default=[1000], help="sizes to measure (default 1000)"
+    )
+    parser.add_argument("--system", choices=("magnetar", "pulsar", "both"), default="magnetar")
+    parser.add_argument(
+        "--per-client", type=int, default=2500, help="topics per client process (default 2500)"
+    )
+    parser.add_argument("--workdir", help="keep the logs here (default: a temporary directory)")
+    parser.add_argument(
+        "--client-log-level", choices=("Debug", "Info", "Warn", "Error"), default="Warn",
+        help="the client library's log level, in each client's log (default Warn)",
+    )  # fmt: skip
+    parser.add_argument("--rest", type=float, default=10.0, help="seconds of the at-rest window (default 10)")
+    args = parser.parse_args()
+    systems = {"magnetar": [magnetar], "pulsar": [apache_pulsar], "both": [magnetar, apache_pulsar]}
+    rows: list[dict[str, Any]] = []
+    with contextlib.ExitStack() as stack:
+        tmp = args.workdir or stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="magnetar-scale-", dir=os.environ.get("BENCH_DIR"))
+        )
+        for start in systems[args.system]:
+            for topics in args.topics:
+                # a fresh cluster per size: RSS and ZooKeeper's counts start from the same point
+                directory = Path(tmp) / f"{start.__name__}-{topics}"
+                with start(directory / "cluster") as system:
+                    rows.append(
+                        measure(system, topics, args.per_client, args.rest, directory, args.client_log_level)
+                    )
+    print_table(rows)
+    write_results(RESULTS, {"rows": rows, "per_client": args.per_client, "rest_s": args.rest})
+    console.print(f"results: {RESULTS}")
+    if any("error" in r for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
