@@ -10,35 +10,47 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from magnetar.bookie.client.errors import NotEnoughBookiesError
 from magnetar.bookie.layout import DEFAULT_RACK, READONLY_BOOKIES, WRITABLE_BOOKIES, BookieRegistration
+from magnetar.common.metadata.cache import ReadCache
 from magnetar.common.metadata.store import MetadataStore, NoNodeError
 
 
 class BookieDirectory:
-    """The bookies' registrations. The writable ones are read once and then kept by a watch on
-    their list, as BookKeeper's registration client does: a new ledger or an ensemble change
+    """The bookies' registrations. The writable ones are read once and then kept by watches
+    (``ReadCache``), as BookKeeper's registration client does: a new ledger or an ensemble change
     asks the store nothing, however many bookies there are."""
 
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
         self._addresses: dict[str, str] = {}
-        self._writable: list[BookieRegistration] | None = None
-        #: counts the list's changes: a read that a change overtook is not kept
-        self._changes = 0
-        self._watching = False
+        self._writable = ReadCache(store)
 
     async def registrations(self, parent: str) -> list[BookieRegistration]:
+        return await self._registrations(parent, self._store.children, self._get)
+
+    async def writable(self) -> list[BookieRegistration]:
+        return await self._registrations(WRITABLE_BOOKIES, self._writable.children, self._writable.get)
+
+    async def _get(self, path: str) -> bytes:
+        return (await self._store.get(path))[0]
+
+    async def _registrations(
+        self,
+        parent: str,
+        children: Callable[[str], Awaitable[list[str]]],
+        get: Callable[[str], Awaitable[bytes]],
+    ) -> list[BookieRegistration]:
         try:
-            names = await self._store.children(parent)
+            names = await children(parent)
         except NoNodeError:
             return []
         found = []
         for name in names:
             try:
-                data, _ = await self._store.get(f"{parent}/{name}")
+                data = await get(f"{parent}/{name}")
             except NoNodeError:
                 continue  # went away between the listing and the read
             registration = BookieRegistration.decode(data)
@@ -46,27 +58,8 @@ class BookieDirectory:
             found.append(registration)
         return found
 
-    async def writable(self) -> list[BookieRegistration]:
-        if self._writable is not None:
-            return self._writable
-        if not self._watching:
-            self._watching = True
-            self._store.watch(WRITABLE_BOOKIES, self._changed, children=True)
-            # events missed while disconnected are not replayed: read afresh after any change
-            self._store.on_session_event(self._changed)
-        changes = self._changes
-        found = await self.registrations(WRITABLE_BOOKIES)
-        if changes == self._changes:
-            self._writable = found
-        return found
-
-    def _changed(self, _event: object) -> None:
-        self._changes += 1
-        self._writable = None
-
     def close(self) -> None:
-        if self._watching:
-            self._store.unwatch(WRITABLE_BOOKIES, self._changed)
+        self._writable.close()
 
     async def read_only(self) -> list[BookieRegistration]:
         return await self.registrations(READONLY_BOOKIES)
