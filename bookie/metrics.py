@@ -17,6 +17,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from magnetar.common.loop_monitor import LoopCollector, LoopMonitor
+
 if TYPE_CHECKING:
     from magnetar.bookie.autorecovery.service import AutoRecovery
     from magnetar.bookie.bookie import Bookie
@@ -98,11 +100,14 @@ class MetricsServer:
         self._bookie = bookie
         self._registry = CollectorRegistry()
         self._registry.register(BookieCollector(bookie, recovery))
+        self.loop_monitor = LoopMonitor()
+        self._registry.register(LoopCollector(self.loop_monitor))
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self.port = 0
 
     async def start(self) -> None:
+        self.loop_monitor.start()
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/v1/bookie/is_ready", self._is_ready)
@@ -124,5 +129,6 @@ class MetricsServer:
         return web.Response(text="OK\n")
 
     async def stop(self) -> None:
+        self.loop_monitor.stop()
         if self._runner is not None:
             await self._runner.cleanup()

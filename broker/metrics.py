@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from magnetar.broker.loadbalance.load_report import LoadedTopics
 from magnetar.common.latency import LatencyHistogram
+from magnetar.common.loop_monitor import LoopCollector, LoopMonitor
 
 _LABELS = ["cluster", "namespace", "topic"]
 
@@ -161,6 +162,8 @@ class MetricsServer:
         self._registry.register(TopicCollector(topics, cluster))
         self._registry.register(LookupCollector(lookups, cluster))
         self._registry.register(LatencyCollector(latencies or {}))
+        self.loop_monitor = LoopMonitor()
+        self._registry.register(LoopCollector(self.loop_monitor))
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
@@ -173,6 +176,7 @@ class MetricsServer:
 
     async def start(self, tls: tuple[int, ssl.SSLContext] | None = None) -> None:
         """Serve on the plain port and, given ``(port, context)``, on a TLS port too."""
+        self.loop_monitor.start()
         # Lines up to 1 MiB are parsed, so the admin API answers an over-long path in JSON (414)
         # rather than aiohttp answering plain text at its 8 KB default.
         self._runner = web.AppRunner(self.app, access_log=None, max_line_size=1 << 20)
@@ -192,6 +196,7 @@ class MetricsServer:
         return web.Response(text="OK")
 
     async def stop(self) -> None:
+        self.loop_monitor.stop()
         if self._runner is not None:
             await self._runner.cleanup()
 

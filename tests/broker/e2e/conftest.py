@@ -39,6 +39,11 @@ class Standalone:
         self.log_path = data_dir / "standalone.log"
         self._process: subprocess.Popen[str] | None = None
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
+
     def start(self, timeout_s: float = 30) -> Standalone:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [

@@ -3,7 +3,9 @@ socket where the official client hides them, plus the broker's /metrics."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -150,6 +152,24 @@ def test_metrics_report_backlog_storage_producers_and_subscriptions(standalone: 
     assert metric(text, "pulsar_producers_count", topic) == 0
     assert metric(text, "pulsar_rate_in", topic) >= 0, "a producer leaving never makes a rate negative"
     client.close()
+
+
+def test_a_stopped_event_loop_shows_as_lag_on_the_metrics_page(standalone: Standalone) -> None:
+    """The broker's /metrics shows its event loop's lateness: a process stopped for 0.4 s (as a
+    long GC pause or a blocking call would stop its loop) adds a sample late by over 0.2 s."""
+    url = f"{standalone.web_service_url}/metrics"
+    name = "magnetar_event_loop_lag_seconds"
+    before = histogram(scrape(url), name)
+    os.kill(standalone.pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.4)  # the stall under test
+    finally:
+        os.kill(standalone.pid, signal.SIGCONT)
+    late = histogram(scrape(url), name).since(before)
+    bounds = [float(le) for le in re.findall(rf'^{name}_bucket{{le="([^"+]+)"}}', scrape(url), re.M)]
+    over_0_2_s = late.count - late.buckets[bounds.index(0.2)]
+    assert over_0_2_s >= 1, f"no heartbeat later than 0.2 s after a 0.4 s stop: {late}"
+    assert 'magnetar_gc_pause_seconds_count{generation="0"}' in scrape(url)
 
 
 def test_failover_consumers_hear_which_one_is_active(standalone: Standalone) -> None:
