@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -170,7 +170,7 @@ class LoopCollector(Collector):
         )
 
 
-def _labelled(name: str, documentation: str, label: str, parts: list[tuple[str, Metric]]) -> Metric:
+def _labelled(name: str, documentation: str, label: str, parts: Sequence[tuple[str, Metric]]) -> Metric:
     """One histogram family from unlabelled ones, each given its ``label`` value."""
     family = Metric(name, documentation, "histogram")
     for value, part in parts:
