@@ -49,7 +49,8 @@ Examples:
   magnetar chaos run chaos/experiments/bundle-unload.yaml --cluster-dir runs/demo/cluster
   magnetar chaos run chaos/experiments/broker-kill.yaml --kube --kube-cluster region-a@default
   magnetar chaos run chaos/experiments/bundle-unload.yaml --target local \\
-      --service-url pulsar://127.0.0.1:6650 --admin-url http://127.0.0.1:8080""",
+      --service-url pulsar://127.0.0.1:6650 --admin-url http://127.0.0.1:8080
+  magnetar chaos compare bundle-unload broker-kill --against pulsar""",
 )
 def chaos() -> None:
     """Chaos experiments (Chaos Toolkit underneath); each run lands in runs/<run id>/."""
@@ -176,6 +177,45 @@ def _print_summary(result: dict[str, Any], run_dir: Path) -> None:
         f"journal: {run_dir / Layout.JOURNAL}"
     )
     (run_dir / Layout.CHAOS_SUMMARY).write_text(json.dumps(result, indent=2, default=str))
+
+
+@chaos.command()
+@click.argument("experiments", nargs=-1, required=True, metavar="EXPERIMENT...")
+@click.option("--against", type=click.Choice(["pulsar"]), required=True,
+              help="The other system: Apache Pulsar's processes (jars fetched once by Maven).")  # fmt: skip
+@click.option("--compare-id", default=None,
+              help="Name of the comparison's directory under runs/ (default: compare-<time>).")  # fmt: skip
+def compare(experiments: tuple[str, ...], against: str, compare_id: str | None) -> None:
+    """Run each experiment on a local Magnetar cluster, then on Apache Pulsar's processes (the same
+    topology and workload), and print one table: per experiment and system, the acknowledged
+    messages lost, duplicates, poll skips, reorders, the longest disruption window and the p99
+    end-to-end lateness during the fault, from each run's post-mortem. The table is also written
+    to runs/<compare id>/compare.json. An experiment Pulsar's processes cannot take (two regions,
+    say) is shown as not supported, with the reason.
+
+    EXPERIMENT is a name under chaos/experiments/ or an experiment file.
+
+    \b
+    Examples:
+      magnetar chaos compare bundle-unload --against pulsar
+      magnetar chaos compare bundle-unload bundle-transfer broker-kill bookie-loss \\
+          metadata-store-outage --against pulsar --compare-id compare-five
+      magnetar chaos compare chaos/experiments/broker-kill.yaml --against pulsar
+    """
+    from magnetar.chaos import compare as chaos_compare
+
+    try:
+        planned = chaos_compare.plan(experiments, EXPERIMENTS)
+        comparison = chaos_compare.new_comparison(against, compare_id)
+    except chaos_compare.CompareError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _show_progress()
+    console.print(f"[bold]compare[/] {comparison.directory}")
+    chaos_compare.run(planned, comparison, lambda message: console.print(f"[dim]{message}[/]"))
+    console.print(chaos_compare.table(comparison))
+    console.print(f"table: {comparison.directory / 'compare.json'}")
+    if any(row.status in ("failed", "not analysed") for row in comparison.rows):
+        raise SystemExit(1)
 
 
 _DEFAULTS = f"{', '.join(DEMO_EXPERIMENTS)}; with --kube: {', '.join(KUBE_DEMO_EXPERIMENTS)}"
