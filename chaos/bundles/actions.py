@@ -5,10 +5,13 @@ Pulsar >= 3.2 with the extensible load manager)."""
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
+from magnetar.admin.client import AdminClient, AdminError
 from magnetar.chaos.admin_target import AdminTarget, admin_target, call, cluster_name
 
 __all__ = ["transfer_bundle", "unload_bundle", "unload_namespace"]
@@ -22,9 +25,33 @@ def _topic_path(topic: str) -> str:
 
 
 def _bundle(base: AdminTarget, topic: str) -> tuple[str, str]:
+    """The topic's namespace and the range of the bundle that holds it."""
     path = _topic_path(topic)
     namespace = "/".join(path.split("/")[:2])
-    return namespace, str(call(base, "GET", f"/admin/v2/persistent/{path}/bundle"))
+    try:
+        return namespace, str(
+            AdminClient(base.url, credentials=base.credentials).call(
+                "GET", f"/admin/v2/persistent/{path}/bundle"
+            )
+        )
+    except AdminError as exc:
+        if exc.status != 404:
+            raise ActivityFailed(str(exc)) from None
+    # Apache Pulsar has no such admin path: its lookup API answers the bundle, as plain text
+    return namespace, _plain_text(base, f"/lookup/v2/topic/persistent/{path}/bundle")
+
+
+def _plain_text(base: AdminTarget, path: str) -> str:
+    request = urllib.request.Request(base.url + path, headers=base.credentials.http_headers())
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return str(response.read().decode()).strip().strip('"')
+    except urllib.error.HTTPError as exc:
+        raise ActivityFailed(
+            f"GET {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:300]}"
+        ) from None
+    except OSError as exc:
+        raise ActivityFailed(f"GET {path}: {exc}") from None
 
 
 def unload_bundle(
@@ -54,12 +81,16 @@ def transfer_bundle(
     backoff."""
     base = admin_target(admin_url_, cluster_dir, configuration)
     namespace, bundle = _bundle(base, topic)
-    owner = call(base, "GET", f"/lookup/v2/topic/persistent/{_topic_path(topic)}")["brokerUrl"]
+    lookup = call(base, "GET", f"/lookup/v2/topic/persistent/{_topic_path(topic)}")
+    owner = lookup["brokerUrl"]
+    # a broker's id is its service address (Magnetar) or its web address (Pulsar's extensible
+    # load manager): the owner is whichever of its URLs ends with the id
+    owner_urls = [url for url in (owner, lookup.get("httpUrl")) if url]
     if destination is None:
         cluster = cluster_name(cluster_dir, configuration)
         clusters = [cluster] if cluster else call(base, "GET", "/admin/v2/clusters")
         brokers = [b for c in clusters for b in call(base, "GET", f"/admin/v2/brokers/{c}")]
-        others = [b for b in brokers if not owner.endswith(b)]
+        others = [b for b in brokers if not any(url.endswith(b) for url in owner_urls)]
         if not others:
             raise ActivityFailed(f"no broker other than the owner {owner} to transfer {bundle} to")
         destination = others[0]
