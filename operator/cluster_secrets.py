@@ -318,7 +318,8 @@ class Keeper:
         shared: str | None,
     ) -> list[str]:
         def make_ca() -> dict[str, bytes]:
-            made = new_ca(f"magnetar {cluster}.{namespace} CA")
+            # X.509 caps a common name at 64 characters; a cluster and namespace name may be 316
+            made = new_ca(f"magnetar {cluster}.{namespace} CA"[:64])
             return _tls_data(made, made)
 
         if shared:  # another cluster's CA: issued from, never made or replaced here
