@@ -14,6 +14,8 @@ one bundle (``scale-a``), the rest in a namespace of 16 bundles (``scale-b``). M
   open           launch of the client processes to every producer and consumer open
   RSS / topic    the broker's resident memory added, per topic
   CPU at rest    the broker's CPU (cores) over ``--rest`` seconds with every topic idle
+  tasks / topic  the broker's asyncio tasks and timers added, per topic, at rest (Magnetar only:
+                 /admin/v2/broker-stats/event-loop; the busiest coroutines go to the JSON)
   ZK nodes/topic ZooKeeper's node count and data bytes added, per topic (``mntr``)
   ZK writes/s    ZooKeeper's transactions per second at rest (its zxid's advance)
   round trip     one message through every topic: sent to its last arrival
@@ -56,7 +58,7 @@ from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.local.supervisor import ClusterState, Supervisor
 from magnetar.local.zookeeper import four_letter_word
 
-console = Console(width=max(Console().width, 150))  # the table's twelve columns
+console = Console(width=max(Console().width, 170))  # the table's fourteen columns
 RESULTS = RUNS / "bench_scale.json"
 CLIENT = Path(__file__).parent / "scale_client.py"
 #: topics in the one-bundle namespace whose unload is measured
@@ -230,6 +232,14 @@ def unload(system: System, clients: Clients, namespace: str, path: str) -> dict[
     return {"acked_again_s": max(a["last_receipt"] for a in answers) - began, "call_s": returned - began}
 
 
+def event_loop(system: System) -> dict[str, Any] | None:
+    """The broker's asyncio tasks and timers (Magnetar's debug view; None for Apache Pulsar)."""
+    if system.name != "magnetar":
+        return None
+    answer: dict[str, Any] = system.admin("GET", "/admin/v2/broker-stats/event-loop")
+    return answer
+
+
 def measure(
     system: System, topics: int, per_client: int, rest_s: float, work: Path, client_log_level: str = "Warn"
 ) -> dict[str, Any]:
@@ -239,6 +249,7 @@ def measure(
     if topics > BUNDLE_TOPICS:
         system.admin("PUT", f"/admin/v2/namespaces/{b}", {"bundles": {"numBundles": 16}})
     rss_before, zk_before = rss_bytes(system.broker_pid), zookeeper_stats(system.zookeeper)
+    loop_before = event_loop(system)
     console.print(f"{system.name}: opening {topics:,} producers and consumers …")
     started = time.monotonic()
     clients = Clients(system, spans_of(topics, per_client, a, b), work / f"clients-{tag}", client_log_level)
@@ -255,6 +266,11 @@ def measure(
         row["zk_writes_per_s"] = (zk_after["zxid"] - zk_rest["zxid"]) / rest_s
         row["rss_mb"] = rss_bytes(system.broker_pid) / 2**20
         row["rss_kb_per_topic"] = (rss_bytes(system.broker_pid) - rss_before) / 1024 / topics
+        loop_after = event_loop(system)
+        if loop_before is not None and loop_after is not None:
+            row["tasks_per_topic"] = (loop_after["tasks"] - loop_before["tasks"]) / topics
+            row["timers_per_topic"] = (loop_after["timers"] - loop_before["timers"]) / topics
+            row["tasks_by_coroutine"] = dict(list(loop_after["tasksByCoroutine"].items())[:10])
         row["zk_nodes_per_topic"] = (zk_after["zk_znode_count"] - zk_before["zk_znode_count"]) / topics
         added = zk_after["zk_approximate_data_size"] - zk_before["zk_approximate_data_size"]
         row["zk_bytes_per_topic"] = added / topics
@@ -281,6 +297,8 @@ COLUMNS = (
     ("open_s", "open s", "{:.1f}"),
     ("rss_mb", "broker RSS MB", "{:.0f}"),
     ("rss_kb_per_topic", "RSS KB/topic", "{:.1f}"),
+    ("tasks_per_topic", "tasks/topic", "{:.2f}"),
+    ("timers_per_topic", "timers/topic", "{:.2f}"),
     ("rest_cores", "CPU at rest", "{:.3f}"),
     ("zk_nodes_per_topic", "ZK nodes/topic", "{:.1f}"),
     ("zk_bytes_per_topic", "ZK bytes/topic", "{:.0f}"),

@@ -82,6 +82,7 @@ class AdminApi:
         r.add_put(f"{ns}/{{bundle}}/split", self.split_bundle)
         r.add_get("/admin/v2/brokers/leaderBroker", self.leader)
         r.add_get("/admin/v2/brokers/{cluster}", self.brokers)
+        r.add_get("/admin/v2/broker-stats/event-loop", self.event_loop)
         TopicAdminApi(self._deps, self._owners).install(app)
         SubscriptionAdminApi(self._owners).install(app)
         PolicyAdminApi(self._deps).install(app)
@@ -363,6 +364,19 @@ class AdminApi:
             return error(404, "no leader broker elected yet")
         info = next((b for b in await self._bundles.brokers() if b.broker_id == leader), None)
         return web.json_response({"brokerId": leader, "serviceUrl": info.web_service_url if info else None})
+
+    async def event_loop(self, request: web.Request) -> web.Response:
+        """What the broker's event loop holds: its tasks (by coroutine) and timers. What a topic
+        costs at rest shows here, beside the RSS."""
+        tasks = asyncio.all_tasks()
+        by_coroutine: dict[str, int] = {}
+        for task in tasks:
+            coroutine = task.get_coro()
+            name = getattr(coroutine, "__qualname__", type(coroutine).__name__)
+            by_coroutine[name] = by_coroutine.get(name, 0) + 1
+        timers = len(getattr(asyncio.get_running_loop(), "_scheduled", ()))
+        ranked = dict(sorted(by_coroutine.items(), key=lambda kv: -kv[1]))
+        return web.json_response({"tasks": len(tasks), "timers": timers, "tasksByCoroutine": ranked})
 
 
 def _admin_roles(body: dict[str, object]) -> list[str] | None:
