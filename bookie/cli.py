@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from magnetar.bookie.config import BookieConfig
+from magnetar.common import heap
 from magnetar.common.config import ConfigError
 from magnetar.common.process import exit_after, parse_sets, run, setup_logging
 
@@ -91,6 +92,7 @@ async def _serve(config: BookieConfig) -> None:
         loop.add_signal_handler(sig, stop)
     if server.metrics_port:
         click.echo(f"bookie metrics http://{config.listen_address}:{server.metrics_port}/metrics")
+    heap.settle()
     click.echo(f"{READY_PREFIX} {server.address} id={server.bookie_id}")
     sys.stdout.flush()
     await server.wait_stopped()

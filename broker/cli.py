@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.common import heap
 from magnetar.common.config import ConfigError
 from magnetar.common.metadata import MetadataStore
 from magnetar.common.process import exit_after, parse_sets, run, setup_logging
@@ -101,6 +102,7 @@ async def serve(config: BrokerConfig) -> None:
         urls += (
             f" service_url_tls={service.service_url_tls} web_service_url_tls={service.web_service_url_tls}"
         )
+    heap.settle()
     click.echo(f"{READY_PREFIX} {address} {urls}")
     sys.stdout.flush()
     await stop.wait()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from magnetar.common import heap
 from magnetar.common.config import ConfigError
 from magnetar.common.process import parse_sets, run, setup_logging
 
@@ -121,6 +122,7 @@ async def _serve(data_dir: Path, config: BrokerConfig, bookie_port: int, token: 
             f"service_url_tls={broker.service_url_tls or '-'} "
             f"web_service_url_tls={broker.web_service_url_tls or '-'} "
         )
+    heap.settle()
     click.echo(
         f"standalone ready service_url={broker.service_url} web_service_url={broker.web_service_url} "
         f"{tls}in {time.monotonic() - started:.2f}s"
