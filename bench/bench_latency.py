@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_latency.py
     .venv/bin/python bench/bench_latency.py --rate 2000 --seconds 30 --size 1024
+    .venv/bin/python bench/bench_latency.py --seconds 25 --profile     # py-spy of every server too
 
 ``magnetar local`` on loopback: ZooKeeper, two bookies and one broker, E/Qw/Qa 2/2/2 with the
 journal's fdatasync on (Pulsar's and BookKeeper's defaults otherwise). The Pulsar project's Go
@@ -17,6 +18,12 @@ Beside them, the stages as the servers' own latency histograms saw them over the
   journal record   a record's wait from append to durable: group wait, write, fdatasync
   journal sync     one group's write and fdatasync
 
+Beside them, what the servers paid: each process's CPU time (/proc, all its threads) over the
+measured seconds, in microseconds per published message (the broker's count of SENDs), and each
+event loop's lateness (``magnetar_event_loop_lag_seconds``: p99 and the worst sample's bucket), its
+stalls over 10 ms by callback, and its garbage collections. ``--profile`` also records each
+server with py-spy (Python frames, idle included) into runs/bench/profiles/.
+
 The floor row is the same generator against bench/noop_broker.py, which answers every send at
 once and stores nothing: what the client, the loopback and a Python event loop cost with no
 storage at all. Targets: publish p99 <= 10 ms at 2,000 msg/s. Prints a table and
@@ -27,17 +34,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import perf_go
+import server_costs
 from bench_unload import cluster_spec
 from common import RUNS, processes, start_noop, write_results
+from histograms import buckets, delta, quantile, scrape
 from rich.console import Console
 from rich.table import Table
 
@@ -55,54 +62,11 @@ STAGES = (
 )
 
 
-Buckets = list[tuple[float, float]]  # (upper bound s, cumulative count)
-
-
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return str(response.read().decode())
-
-
-def buckets(text: str, name: str) -> Buckets:
-    found = re.findall(rf'^{name}_bucket{{le="([^"]+)"}} (\S+)$', text, re.M)
-    if not found:
-        raise RuntimeError(f"{name} is not on this /metrics page: a build without the latency histograms?")
-    return [(float(le), float(count)) for le, count in found]
-
-
-def delta(after: Buckets, before: Buckets) -> Buckets:
-    return [(le, a - b) for (le, a), (_, b) in zip(after, before, strict=True)]
-
-
-def quantile(cumulative: Buckets, q: float) -> float | None:
-    """The ``q`` quantile in ms, linear within its bucket (as Prometheus' histogram_quantile)."""
-    total = cumulative[-1][1]
-    if total <= 0:
-        return None
-    rank, lower, below = q * total, 0.0, 0.0
-    for upper, count in cumulative:
-        if count >= rank:
-            if upper == float("inf"):
-                return lower * 1000  # beyond the last bound: its lower edge, a floor
-            inside = count - below
-            return (lower + (upper - lower) * ((rank - below) / inside if inside else 1)) * 1000
-        lower, below = upper, count
-    return None
-
-
 def metrics_urls(state: ClusterState) -> dict[str, list[str]]:
     return {
         "broker": [f"{b.endpoints['web_service_url']}/metrics" for b in state.find("broker")],
-        "bookie": [_bookie_metrics(Path(b.log)) for b in state.find("bookie")],
+        "bookie": [server_costs.bookie_metrics(Path(b.log)) for b in state.find("bookie")],
     }
-
-
-def _bookie_metrics(log: Path) -> str:
-    """The /metrics URL a bookie printed (``bookie metrics http://…``) in its log."""
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith("bookie metrics "):
-            return line.split()[-1]
-    raise RuntimeError(f"{log}: the bookie printed no metrics URL")
 
 
 def snapshot(urls: dict[str, list[str]]) -> dict[str, str]:
@@ -136,6 +100,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2000, help="msg/s, unbatched (default 2000)")
     parser.add_argument("--seconds", type=float, default=30, help="publishing time per row (default 30)")
     parser.add_argument("--size", type=int, default=1024, help="payload bytes (default 1024)")
+    parser.add_argument("--profile", action="store_true", help="py-spy each server while it is measured")
     args = parser.parse_args()
     perf_go.ensure_built()
     result: dict[str, Any] = {
@@ -161,10 +126,19 @@ def main() -> None:
             console.print(f"publishing {args.rate:,} msg/s of {args.size} B for {args.seconds:.0f} s …")
             perf_go.produce(service_url, "persistent://public/default/warm-up", rate=args.rate, seconds=10,
                             batching=False, size=args.size)  # fmt: skip
-            before = snapshot(urls)
+            servers = server_costs.servers(state)
+            profiles = (
+                server_costs.start_profiles(servers, args.seconds, RUNS / "profiles") if args.profile else []
+            )
+            before, cpu_before = snapshot(urls), server_costs.cpu(servers)
             result["client"] = publish(service_url, args, "persistent://public/default/latency")
-            after = snapshot(urls)
+            after, cpu_after = snapshot(urls), server_costs.cpu(servers)
             result["stages"] = stage_rows(urls, before, after)
+            sends = int(delta(buckets(after[urls["broker"][0]], STAGES[0][1]),
+                              buckets(before[urls["broker"][0]], STAGES[0][1]))[-1][1])  # fmt: skip
+            result["cpu"] = server_costs.cpu_rows(servers, cpu_before, cpu_after, sends)
+            result["loops"] = server_costs.loop_rows(servers, before, after)
+            result["profiles"] = server_costs.finish_profiles(profiles)
         finally:
             supervisor.down()
     print_table(result)
@@ -191,6 +165,9 @@ def print_table(result: dict[str, Any]) -> None:
             f"  {stage['stage']}", f"{stage['count']:,}", _ms(stage["p50_ms"]), _ms(stage["p99_ms"])
         )
     console.print(table)
+    server_costs.print_tables(console, result["cpu"], result["loops"])
+    for path in result.get("profiles", []):
+        console.print(f"profile: {path}")
     client = result["client"]["p99_ms"]
     met = "met" if client <= TARGET_P99_MS else "missed"
     console.print(f"target: publish p99 <= {TARGET_P99_MS:.0f} ms: {client:.1f} ms, {met}")

@@ -1,0 +1,174 @@
+"""What a local cluster's servers pay for a workload: CPU per message, event-loop lateness, stalls,
+garbage collections, and (on request) a py-spy profile of each.
+
+CPU is each process's user + system time from /proc (all its threads) between two readings;
+lateness and stalls are the difference of two scrapes of ``magnetar_event_loop_lag_seconds``,
+``magnetar_event_loop_slow_callbacks_total`` and ``magnetar_gc_pause_seconds`` (see
+magnetar/common/loop_monitor.py). ZooKeeper has CPU only.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common import cpu_seconds
+from histograms import buckets, delta, quantile, worst_bucket
+from rich.console import Console
+from rich.table import Table
+
+from magnetar.local.supervisor import ClusterState
+
+LAG = "magnetar_event_loop_lag_seconds"
+GC = "magnetar_gc_pause_seconds"
+SLOW = "magnetar_event_loop_slow_callbacks_total"
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    pid: int
+    #: its /metrics page; None for ZooKeeper
+    metrics_url: str | None
+
+
+def bookie_metrics(log: Path) -> str:
+    """The /metrics URL a bookie printed (``bookie metrics http://…``) in its log."""
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("bookie metrics "):
+            return line.split()[-1]
+    raise RuntimeError(f"{log}: the bookie printed no metrics URL")
+
+
+def servers(state: ClusterState) -> list[Server]:
+    found = [Server(b.name, b.pid, f"{b.endpoints['web_service_url']}/metrics") for b in state.find("broker")]
+    found += [Server(b.name, b.pid, bookie_metrics(Path(b.log))) for b in state.find("bookie")]
+    found += [Server(z.name, z.pid, None) for z in state.find("zookeeper")]
+    return found
+
+
+def cpu(group: list[Server]) -> tuple[float, dict[str, float]]:
+    """(now, CPU seconds of each server so far)."""
+    return time.monotonic(), {server.name: cpu_seconds(server.pid) for server in group}
+
+
+def cpu_rows(
+    group: list[Server],
+    before: tuple[float, dict[str, float]],
+    after: tuple[float, dict[str, float]],
+    messages: int,
+) -> list[dict[str, Any]]:
+    """Per server and in total: cores used, and microseconds of CPU per message."""
+    elapsed = after[0] - before[0]
+    rows = []
+    for server in group:
+        used = after[1][server.name] - before[1][server.name]
+        rows.append({"server": server.name, "cpu_s": used, "cores": used / elapsed,
+                     "us_per_message": used / messages * 1e6 if messages else None})  # fmt: skip
+    total = sum(row["cpu_s"] for row in rows)
+    rows.append({"server": "all servers", "cpu_s": total, "cores": total / elapsed,
+                 "us_per_message": total / messages * 1e6 if messages else None,
+                 "messages": messages, "seconds": elapsed})  # fmt: skip
+    return rows
+
+
+def loop_rows(group: list[Server], before: dict[str, str], after: dict[str, str]) -> list[dict[str, Any]]:
+    """Each server's loop over the window: lateness p99 and worst bucket, stalls by callback, and
+    collections (count and total pause) by generation. ``before``/``after``: pages by URL."""
+    rows = []
+    for server in group:
+        if server.metrics_url is None:
+            continue
+        first, last = before[server.metrics_url], after[server.metrics_url]
+        lag = delta(buckets(last, LAG), buckets(first, LAG))
+        collections, gc_ms = {}, {}
+        for generation in range(3):
+            label = f'generation="{generation}"'
+            moved = delta(buckets(last, GC, label + ","), buckets(first, GC, label + ","))
+            collections[generation] = moved[-1][1]
+            gc_ms[generation] = (_sum(last, GC, label) - _sum(first, GC, label)) * 1000
+        rows.append({
+            "server": server.name, "samples": int(lag[-1][1]), "lag_p99_ms": quantile(lag, 0.99),
+            "lag_max_ms_at_most": worst_bucket(lag), "stalls": _stalls(first, last),
+            "collections": collections, "gc_pause_ms": gc_ms,
+        })  # fmt: skip
+    return rows
+
+
+def _sum(text: str, name: str, labels: str) -> float:
+    found = re.search(rf"^{name}_sum{{{re.escape(labels)}}} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def _stalls(first: str, last: str) -> dict[str, int]:
+    def counts(text: str) -> dict[str, float]:
+        return {
+            name: float(v) for name, v in re.findall(rf'^{SLOW}{{callback="([^"]*)"}} (\S+)$', text, re.M)
+        }
+
+    earlier = counts(first)
+    moved = {name: int(v - earlier.get(name, 0.0)) for name, v in counts(last).items()}
+    return {name: n for name, n in sorted(moved.items(), key=lambda kv: -kv[1]) if n}
+
+
+Profiling = list[tuple[subprocess.Popen[bytes], Path]]
+
+
+def start_profiles(group: list[Server], seconds: float, directory: Path) -> Profiling:
+    """py-spy on every Python server for ``seconds`` (200 Hz, idle included), as
+    collapsed stacks (``--format raw``: one line per stack, its sample count last). Without native
+    frames and without pausing the process: py-spy's native unwinding stops the process for each
+    sample, and the loop falls seconds behind."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        raise SystemExit("--profile needs py-spy: pip install 'magnetar[bench]'")
+    directory.mkdir(parents=True, exist_ok=True)
+    started = []
+    for server in group:
+        if server.metrics_url is None:
+            continue
+        out = directory / f"{server.name}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
+        command = [spy, "record", "--pid", str(server.pid), "--rate", "200", "--idle", "--nonblocking",
+                   "--threads", "--format", "raw", "--duration", str(int(seconds)), "--output", str(out),
+                   ]  # fmt: skip
+        started.append((subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), out))
+    return started
+
+
+def finish_profiles(started: Profiling) -> list[str]:
+    paths = []
+    for process, out in started:
+        _, err = process.communicate(timeout=120)
+        if process.returncode != 0:
+            raise RuntimeError(f"py-spy failed for {out.name}: {err.decode(errors='replace')[-500:]}")
+        paths.append(str(out))
+    return paths
+
+
+def print_tables(console: Console, cpu: list[dict[str, Any]], loops: list[dict[str, Any]]) -> None:
+    total = cpu[-1]
+    title = f"what the servers paid: {total['messages']:,} messages in {total['seconds']:.1f} s"
+    table = Table("server", "CPU s", "cores", "µs CPU per message", title=title)
+    for row in cpu:
+        per = "—" if row["us_per_message"] is None else f"{row['us_per_message']:.0f}"
+        table.add_row(row["server"], f"{row['cpu_s']:.2f}", f"{row['cores']:.2f}", per)
+    console.print(table)
+    columns = ("server", "samples", "lag p99 ms", "worst ≤ ms", "GCs 0/1/2", "GC ms 0/1/2", "stalls > 10 ms")
+    table = Table(*columns, title="event loops over the same seconds")
+    for row in loops:
+        stalls = ", ".join(f"{name} ×{n}" for name, n in list(row["stalls"].items())[:3]) or "none"
+        gcs = "/".join(f"{int(n)}" for n in row["collections"].values())
+        gc_ms = "/".join(f"{ms:.0f}" for ms in row["gc_pause_ms"].values())
+        lag = (_ms(row["lag_p99_ms"]), _ms(row["lag_max_ms_at_most"]))
+        table.add_row(row["server"], str(row["samples"]), *lag, gcs, gc_ms, stalls)
+    console.print(table)
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
