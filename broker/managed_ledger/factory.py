@@ -10,6 +10,7 @@ from magnetar.bookie.client import BKError, LedgerClient, LedgerHandle
 from magnetar.broker.managed_ledger import meta_store
 from magnetar.broker.managed_ledger.config import ManagedLedgerConfig
 from magnetar.broker.managed_ledger.ledger import ManagedLedger
+from magnetar.broker.managed_ledger.maintenance import MaintenanceTimer
 from magnetar.broker.managed_ledger.meta_store import validate_name
 from magnetar.common.background import BackgroundTasks
 from magnetar.common.latency import LatencyHistogram
@@ -36,6 +37,10 @@ class ManagedLedgerFactory:
         self._background = BackgroundTasks()
         #: every add of this factory's ledgers: broker to Qa bookies (pulsar_storage_write_latency)
         self.write_latency = LatencyHistogram()
+        #: one timer visits the open ledgers for rollover by age and retention
+        self._maintenance = MaintenanceTimer(
+            self.config.retention_check_interval_seconds, lambda: list(self._ledgers.values())
+        )
 
     async def open(self, name: str) -> ManagedLedger:
         """The managed ledger ``name`` (e.g. ``tenant/ns/persistent/topic``), created if new.
@@ -69,6 +74,7 @@ class ManagedLedgerFactory:
                 self._discard_later(ledger.prepared_writer)
                 ledger.prepared_writer = None
         self._ledgers[name] = ledger
+        self._maintenance.start()
         return ledger
 
     async def prepare(self, name: str) -> None:
@@ -136,5 +142,6 @@ class ManagedLedgerFactory:
         return await meta_store.names(self._store, prefix)
 
     async def close(self) -> None:
+        self._maintenance.stop()
         for name in list(self._ledgers):
             await self.close_ledger(name)

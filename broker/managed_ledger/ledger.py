@@ -82,7 +82,7 @@ class ManagedLedger:
         self._cursors = DurableCursors(self, store, client, lambda: self.closed)
         self._closed = False
         self._fenced = False
-        self._maintenance: asyncio.Task[None] | None = None
+        self._maintaining = False
         self._background = BackgroundTasks()
         #: a ledger created ahead of the open (by the factory's ``prepare``: a transfer's
         #: destination makes it while the source still writes), taken by the open instead of
@@ -110,7 +110,6 @@ class ManagedLedger:
         else:
             await record.save_locked()
         await self._cursors.load()
-        self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
 
     def fenced(self, why: str) -> ManagedLedgerFencedError:
         """Mark this instance deposed (another broker owns the managed ledger now)."""
@@ -426,12 +425,21 @@ class ManagedLedger:
         except ManagedLedgerError as exc:
             log.warning("%s: trimming failed: %s", self.name, exc)
 
-    async def _maintain(self) -> None:
-        """Periodically: trim consumed ledgers, roll a ledger past its maximum age."""
-        while not self.closed:
-            await asyncio.sleep(self.config.retention_check_interval_seconds)
-            # Shielded: closing stops the loop, never a metadata write half done.
-            await asyncio.shield(self._background.spawn(self._maintain_once()))
+    def maintain(self) -> None:
+        """The factory's periodic check (``MaintenanceTimer``): roll a ledger past its maximum
+        age, trim consumed ledgers. Started only when there may be work, one at a time; in the
+        background tasks, so closing waits for it rather than leaving a metadata write half done."""
+        if self._maintaining or self.closed or not self._may_need_maintenance():
+            return
+        self._maintaining = True
+        self._background.spawn(self._maintain_once())
+
+    def _may_need_maintenance(self) -> bool:
+        # Retention only ever lets go of closed ledgers: the one being written alone needs nothing
+        # until it is old enough to roll.
+        if len(self._record.ledgers) > 1:
+            return True
+        return self._writer is not None and not self._write_lock.locked() and self._needs_roll()
 
     async def _maintain_once(self) -> None:
         try:
@@ -442,6 +450,8 @@ class ManagedLedger:
             await self.trim()
         except ManagedLedgerError as exc:
             log.warning("%s: maintenance failed: %s", self.name, exc)
+        finally:
+            self._maintaining = False
 
     def _delete_ledger_later(self, ledger_id: int) -> None:
         self._background.spawn(delete_ledger(self._client, self.name, ledger_id))
@@ -478,8 +488,6 @@ class ManagedLedger:
             return
         async with self._write_lock:
             self._closed = True
-            if self._maintenance is not None:
-                self._maintenance.cancel()
             await self._cursors.close()
             if not self._fenced:
                 try:
