@@ -18,12 +18,14 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from magnetar.operator import conditions
+from magnetar.operator import conditions, racks
 from magnetar.operator.bundles import BundleActions
 from magnetar.operator.cluster_secrets import REVISION_ANNOTATION, SecretError
 from magnetar.operator.clusters import ClusterReconciler, HealthWatch, SecretRenewal
 from magnetar.operator.gates import AdminDrainer, Drainer, MetadataReplicationGate, ReplicationGate
 from magnetar.operator.kube_api import Kube
+from magnetar.operator.manifests import RACK_NODE_LABEL
+from magnetar.operator.metrics import OperatorMetrics
 from magnetar.operator.namespaces import NamespaceReconciler, Unresolved
 from magnetar.operator.resources import BUNDLES, CLUSTERS, GROUP, NAMESPACES, VERSION, SpecError
 from magnetar.operator.rollout import Roller
@@ -47,6 +49,10 @@ class Deps:
     health_interval_s: float = 30.0
     #: how often a cluster's certificates are checked for renewal
     renew_interval_s: float = 3600.0
+    #: make PodMonitors for clusters where the Prometheus Operator's CRDs are installed
+    pod_monitors: bool = True
+    #: the operator's own metrics (served by ``run --metrics-port``)
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
 
 def settings(*, peering: str | None = None, standalone: bool = True) -> kopf.OperatorSettings:
@@ -95,7 +101,9 @@ def _write(patch: kopf.Patch, status: dict[str, Any]) -> None:
 def registry(deps: Deps) -> kopf.OperatorRegistry:
     reg = kopf.OperatorRegistry()
     kube = Kube(deps.api)
-    clusters = ClusterReconciler(kube, Roller(kube, deps.gate, deps.drainer), poll_s=deps.poll_s)
+    clusters = ClusterReconciler(
+        kube, Roller(kube, deps.gate, deps.drainer), poll_s=deps.poll_s, pod_monitors=deps.pod_monitors
+    )
     namespaces = NamespaceReconciler(kube)
     bundles = BundleActions(kube)
 
@@ -114,10 +122,23 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
     async def reconcile_cluster(
         body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **_: Any
     ) -> None:
-        outcome = await clusters.reconcile(body, name, namespace or "default")
-        _write(patch, outcome.status)
-        if outcome.retry_in is not None:
-            raise kopf.TemporaryError(outcome.retry_message, delay=outcome.retry_in)
+        with deps.metrics.reconcile("MagnetarCluster"):
+            outcome = await clusters.reconcile(body, name, namespace or "default")
+            _write(patch, outcome.status)
+            if outcome.retry_in is not None:
+                raise kopf.TemporaryError(outcome.retry_message, delay=outcome.retry_in)
+
+    # Every resource's conditions as the API server has them, whoever wrote them (a reconcile,
+    # the health timer); a deleted one leaves the metrics. An event handler adds no finalizer.
+    @kopf.on.event(GROUP, VERSION, CLUSTERS, registry=reg)
+    @kopf.on.event(GROUP, VERSION, NAMESPACES, registry=reg)
+    @kopf.on.event(GROUP, VERSION, BUNDLES, registry=reg)
+    async def observe_conditions(body: kopf.Body, type: str | None, **_: Any) -> None:
+        key = (body["kind"], body.metadata.namespace or "", body.metadata.name or "")
+        if type == "DELETED":
+            deps.metrics.conditions.forget(*key)
+        else:
+            deps.metrics.conditions.set(*key, (body.get("status") or {}).get("conditions"))
 
     health = HealthWatch(kube)
 
@@ -147,15 +168,26 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
         if revision is not None:
             log.info("secrets of %s/%s renewed: restarting its pods onto them", namespace, name)
 
+    # -- bookie pods: the rack of the node each one is scheduled to -----------------------------
+    @kopf.on.event("", "v1", "pods", registry=reg, annotations={RACK_NODE_LABEL: kopf.PRESENT})
+    async def bookie_rack(body: kopf.Body, type: str | None, **_: Any) -> None:
+        if type == "DELETED":
+            return
+        try:
+            await racks.assign(kube, dict(body))
+        except Exception as exc:  # the pod's next change (or the next watch) tries again
+            log.warning("rack of pod %s/%s: %s", body.metadata.namespace, body.metadata.name, exc)
+
     # -- MagnetarNamespace ----------------------------------------------------------------------
     @kopf.on.resume(GROUP, VERSION, NAMESPACES, registry=reg)
     @kopf.on.create(GROUP, VERSION, NAMESPACES, registry=reg)
     @kopf.on.update(GROUP, VERSION, NAMESPACES, registry=reg, field="spec")
     async def apply_namespace(body: kopf.Body, namespace: str | None, patch: kopf.Patch, **_: Any) -> None:
-        try:
-            _write(patch, await namespaces.apply(body, namespace or "default"))
-        except (SpecError, Unresolved) as exc:
-            _unresolved(body, patch, exc, deps.retry_s)
+        with deps.metrics.reconcile("MagnetarNamespace"):
+            try:
+                _write(patch, await namespaces.apply(body, namespace or "default"))
+            except (SpecError, Unresolved) as exc:
+                _unresolved(body, patch, exc, deps.retry_s)
 
     @kopf.on.delete(GROUP, VERSION, NAMESPACES, registry=reg)
     async def delete_namespace(body: kopf.Body, namespace: str | None, **_: Any) -> None:
@@ -180,13 +212,14 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
     @kopf.on.create(GROUP, VERSION, BUNDLES, registry=reg)
     @kopf.on.update(GROUP, VERSION, BUNDLES, registry=reg, field="spec")
     async def bundle_action(body: kopf.Body, namespace: str | None, patch: kopf.Patch, **_: Any) -> None:
-        try:
-            status = await bundles.act(body, namespace or "default")
-        except (SpecError, Unresolved) as exc:
-            _unresolved(body, patch, exc, deps.retry_s)
-            return
-        if status is not None:
-            _write(patch, status)
+        with deps.metrics.reconcile("MagnetarBundle"):
+            try:
+                status = await bundles.act(body, namespace or "default")
+            except (SpecError, Unresolved) as exc:
+                _unresolved(body, patch, exc, deps.retry_s)
+                return
+            if status is not None:
+                _write(patch, status)
 
     return reg
 

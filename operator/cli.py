@@ -35,6 +35,10 @@ def operator() -> None:
 @click.option("--peering", default=None,
               help="Peering object for high availability: one replica acts at a time.")  # fmt: skip
 @click.option("--liveness", default=None, help="Serve a liveness probe, e.g. http://0.0.0.0:8080/healthz.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="Serve the operator's Prometheus /metrics on this port (all addresses).")  # fmt: skip
+@click.option("--pod-monitors/--no-pod-monitors", default=True, show_default=True,
+              help="Make a PodMonitor per component where the Prometheus Operator's CRDs exist.")  # fmt: skip
 @click.option("--verbose", is_flag=True, help="Debug logging.")
 def run(
     namespaces: tuple[str, ...],
@@ -42,6 +46,8 @@ def run(
     kubeconfig: str | None,
     peering: str | None,
     liveness: str | None,
+    metrics_port: int | None,
+    pod_monitors: bool,
     verbose: bool,
 ) -> None:
     """Reconcile Magnetar resources until interrupted.
@@ -50,6 +56,7 @@ def run(
     Examples:
       magnetar operator run -A
       magnetar operator run -n prod -n staging --peering magnetar --liveness http://0.0.0.0:8080/healthz
+      magnetar operator run -A --metrics-port 9090 --no-pod-monitors
     """
     if not namespaces and not all_namespaces:
         raise click.UsageError("name the namespaces to watch (--namespace NS) or pass --all-namespaces")
@@ -63,7 +70,9 @@ def run(
     from magnetar.operator.app import run as run_operator
     from magnetar.operator.kube_api import api_client
 
-    deps = Deps(api=api_client(kubeconfig))
+    deps = Deps(api=api_client(kubeconfig), pod_monitors=pod_monitors)
+    if metrics_port is not None:
+        deps.metrics.serve(metrics_port)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             run_operator(

@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from magnetar.operator import conditions
+from magnetar.operator import conditions, monitors
 from magnetar.operator.admin import AdminError
 from magnetar.operator.cluster_secrets import REVISION_ANNOTATION, Keeper, SecretError, secret_names
 from magnetar.operator.gates import ClusterRef
@@ -49,10 +49,12 @@ class Outcome:
 
 
 class ClusterReconciler:
-    def __init__(self, kube: Kube, roller: Roller, *, poll_s: float = 2.0) -> None:
+    def __init__(self, kube: Kube, roller: Roller, *, poll_s: float = 2.0, pod_monitors: bool = True) -> None:
         self.kube = kube
         self.roller = roller
         self.poll_s = poll_s
+        #: make PodMonitors where the Prometheus Operator's CRDs are installed
+        self.pod_monitors = pod_monitors
         self.keeper = Keeper(kube)
 
     async def reconcile(self, body: Any, name: str, namespace: str) -> Outcome:
@@ -102,6 +104,13 @@ class ClusterReconciler:
             if obj["kind"] == "StatefulSet" and component in targets:
                 wanted = targets[component]
                 obj["spec"]["replicas"] = await self.roller.scale_down_target(cluster, component, wanted)
+        components = ["bookie", "broker"]
+        if not spec.metadata_store.url:
+            components.insert(0, "zookeeper")
+        if spec.brokers.read_only_replicas:
+            components.append("broker-readonly")
+        if self.pod_monitors and await self.kube.serves(monitors.GROUP, monitors.VERSION, monitors.KIND):
+            objs += monitors.pod_monitors(cluster.name, components)
         kopf.adopt(objs, owner=body)
         digest = _digest(objs)
         refused = await self._apply(objs, cluster.namespace)
@@ -113,11 +122,6 @@ class ClusterReconciler:
             kinds = sorted({o["kind"] for o in objs})
             _event(body, "Normal", "Applied", f"Applied {len(objs)} objects ({', '.join(kinds)})")
         info["appliedHash"] = digest
-        components = ["bookie", "broker"]
-        if not spec.metadata_store.url:
-            components.insert(0, "zookeeper")
-        if spec.brokers.read_only_replicas:
-            components.append("broker-readonly")
         step = await self.roller.step(cluster, components)
         if step.action is not None:
             _event(body, "Normal", step.action.reason, step.action.message)

@@ -74,6 +74,34 @@ class Kube:
             if exc.status != 404:
                 raise
 
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        body = {"metadata": {"annotations": annotations}}
+        await asyncio.to_thread(self.core.patch_namespaced_pod, name, namespace, body)
+
+    async def node_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of node ``name``; None when there is no such node."""
+        try:
+            response = await asyncio.to_thread(self.core.read_node, name, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        labels: dict[str, str] = _json(response)["metadata"].get("labels") or {}
+        return labels
+
+    async def serves(self, group: str, version: str, kind: str) -> bool:
+        """Whether the API server serves ``kind`` of ``group/version`` (a CRD installed, say):
+        asked each time, as a CRD may be installed or removed while the operator runs."""
+        try:
+            response = await asyncio.to_thread(
+                self.custom.get_api_resources, group, version, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("kind") == kind for r in _json(response).get("resources") or [])
+
     async def statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await _read_or_none(self.apps.read_namespaced_stateful_set, namespace, name)
 

@@ -14,13 +14,14 @@ for bookies, bundles moved away for brokers). A pod is out of date when its
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from typing import Any
 
 from magnetar.operator import cluster_secrets, configs
 from magnetar.operator.cluster_secrets import INTERNAL_LISTENER, Security
-from magnetar.operator.resources import ClusterSpec, Resources
+from magnetar.operator.resources import ClusterSpec, Placement, Resources
 
 CONFIG_HASH = "magnetar.dev/config-hash"
 #: the pod template's record of the last restart the spec asked for (``restartedAt``)
@@ -40,6 +41,40 @@ def labels(name: str, component: str) -> dict[str, str]:
         COMPONENT: component,
         "app.kubernetes.io/managed-by": "magnetar-operator",
     }
+
+
+#: the node label the default spread is over, and the one the default anti-affinity is by
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+#: a bookie pod's rack, ``/<zone>``, which the operator writes once the pod is on a node (racks.py)
+RACK = "magnetar.dev/rack"
+#: the node label a bookie pod's rack is read from (the spec's ``bookies.rackNodeLabel``)
+RACK_NODE_LABEL = "magnetar.dev/rack-node-label"
+
+
+def placement(name: str, component: str, given: Placement) -> dict[str, Any]:
+    """A component's ``affinity`` and ``topologySpreadConstraints``: what the spec gives, else
+    the defaults. Both defaults are soft (preferred, ScheduleAnyway), so a one-node cluster still
+    schedules every pod: the scheduler spreads a component's pods over hosts and zones where it
+    can, and a lost node or zone then takes as few of them as the cluster's shape allows."""
+
+    def own() -> dict[str, Any]:  # a copy each: a rendered manifest shares no object
+        return {"labelSelector": {"matchLabels": {INSTANCE: name, COMPONENT: component}}}
+
+    affinity = given.affinity
+    if affinity is None:
+        term = {"topologyKey": HOSTNAME} | own()
+        affinity = {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
+            }
+        }
+    spread = given.topology_spread_constraints
+    if spread is None:
+        spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"} | own()]
+    return {"affinity": affinity, "topologySpreadConstraints": spread}
 
 
 def selector(name: str, component: str) -> str:
@@ -151,12 +186,16 @@ def _statefulset(
     operator_rolls: bool,
     revision: str = "",
     restarted_at: str | None = None,
+    placed: Placement | None = None,
+    pod_annotations: dict[str, str] | None = None,
 ) -> Manifest:
     # the Secrets' revision restarts pods onto renewed certificates (bookies load them at start);
     # a restart asked for in the spec changes the hash as a configuration change would
     asked = [{RESTARTED_AT: restarted_at}] if restarted_at else []
-    config_hash = _hash(pod_spec, config, volumes, *([revision] if revision else []), *asked)
+    marks = [pod_annotations] if pod_annotations else []
+    config_hash = _hash(pod_spec, config, volumes, *([revision] if revision else []), *asked, *marks)
     annotations = {CONFIG_HASH: config_hash} | ({RESTARTED_AT: restarted_at} if restarted_at else {})
+    annotations |= pod_annotations or {}
     claims = [
         {
             "metadata": {"name": vol, "labels": labels(name, component)},
@@ -180,7 +219,10 @@ def _statefulset(
             "selector": {"matchLabels": labels(name, component)},
             "template": {
                 "metadata": {"labels": labels(name, component), "annotations": annotations},
-                "spec": pod_spec,
+                # placement stays out of the hash: it matters when a pod is scheduled, so a new
+                # default or override applies to pods as they are next made rather than
+                # restarting every pod of the cluster (restartedAt moves them now)
+                "spec": pod_spec | placement(name, component, placed or Placement()),
             },
             "volumeClaimTemplates": claims,
         },
@@ -261,6 +303,7 @@ def _zookeeper(spec: ClusterSpec, name: str) -> list[Manifest]:
         config=None,
         volumes={"data": (zk.storage, None)},
         operator_rolls=False,
+        placed=zk,
     )
     return [
         _service(name, "zookeeper", headless, zk_ports, headless=True),
@@ -287,6 +330,45 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str, secured: Security) ->
     ]
     container["readinessProbe"] = _health("bookie")
     secret_volumes, secret_mounts = _secured(secured, "bookie")
+    from_node = not b.racks and bool(b.rack_node_label)
+    init: list[dict[str, Any]] = []
+    pod_annotations: dict[str, str] = {}
+    if from_node:
+        # A node's labels are not in the downward API: the operator reads the node the pod was
+        # scheduled to and writes the rack into the pod's annotation (racks.py). The bookie
+        # registers its rack once, at start, so it waits for that annotation; the kubelet
+        # refreshes the annotations volume when the pod changes, and the container's variable is
+        # read from the annotation when the container starts, after the wait.
+        container["env"].append(
+            {
+                "name": "MAGNETAR_BOOKIE_RACK",
+                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{RACK}']"}},
+            }
+        )
+        init.append(
+            {
+                "name": "wait-for-rack",
+                "image": spec.image,
+                "imagePullPolicy": spec.image_pull_policy,
+                "command": [
+                    "sh",
+                    "-c",
+                    f"until grep -q '^{RACK}=' /etc/podinfo/annotations; do sleep 1; done",
+                ],
+                "volumeMounts": [{"name": "podinfo", "mountPath": "/etc/podinfo", "readOnly": True}],
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+                "securityContext": copy.deepcopy(container["securityContext"]),
+            }
+        )
+        secret_volumes.append(
+            {
+                "name": "podinfo",
+                "downwardAPI": {
+                    "items": [{"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]
+                },
+            }
+        )
+        pod_annotations[RACK_NODE_LABEL] = b.rack_node_label
     container["volumeMounts"] = [
         {"name": "config", "mountPath": "/etc/magnetar", "readOnly": True},
         # the working directory and /tmp: the root filesystem is read-only
@@ -297,6 +379,7 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str, secured: Security) ->
         *secret_mounts,
     ]
     pod_spec = {
+        **({"initContainers": init} if init else {}),
         "containers": [container],
         "volumes": [
             {"name": "config", "configMap": {"name": f"{name}-bookie"}},
@@ -319,6 +402,8 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str, secured: Security) ->
         operator_rolls=True,
         revision=secured.revision,
         restarted_at=b.restarted_at,
+        placed=b,
+        pod_annotations=pod_annotations,
     )
     ports = {"bookie": configs.BOOKIE_PORT, "metrics": configs.BOOKIE_METRICS_PORT}
     return [
@@ -406,6 +491,7 @@ def _brokers(
         operator_rolls=True,
         revision=secured.revision,
         restarted_at=spec.brokers.restarted_at,
+        placed=spec.brokers,
     )
     return [
         _config_map(name, component, data),

@@ -113,7 +113,71 @@ def _odd(value: int) -> int:
     return value
 
 
-class ZooKeeperSpec(_Spec):
+#: the keys of a Kubernetes ``Affinity``
+_AFFINITY_KINDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+_WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+
+
+def _affinity(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The checks the CRD's schema makes of an ``affinity`` (the pod spec's own field)."""
+    if value is None:
+        return None
+    for kind, rules in value.items():
+        if kind not in _AFFINITY_KINDS:
+            raise ValueError(
+                f"affinity.{kind} is not a kind of affinity: expected one of {', '.join(_AFFINITY_KINDS)}"
+            )
+        if not isinstance(rules, dict):
+            raise ValueError(f"affinity.{kind} must be an object")
+        if kind == "nodeAffinity":
+            continue
+        for i, term in enumerate(rules.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+            _term(term, f"affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
+        for i, weighted in enumerate(rules.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+            where = f"affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            weight = weighted.get("weight")
+            if not isinstance(weight, int) or not 1 <= weight <= 100:
+                raise ValueError(f"{where}.weight must be an integer from 1 to 100, not {weight!r}")
+            _term(weighted.get("podAffinityTerm"), f"{where}.podAffinityTerm")
+    return value
+
+
+def _term(term: Any, where: str) -> None:
+    if not isinstance(term, dict) or not term.get("topologyKey"):
+        raise ValueError(f"{where}.topologyKey is required (a node label, such as kubernetes.io/hostname)")
+
+
+def _spread(value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The checks the CRD's schema makes of ``topologySpreadConstraints``."""
+    for i, constraint in enumerate(value or []):
+        where = f"topologySpreadConstraints[{i}]"
+        skew = constraint.get("maxSkew")
+        if not isinstance(skew, int) or skew < 1:
+            raise ValueError(f"{where}.maxSkew must be an integer of at least 1, not {skew!r}")
+        if not constraint.get("topologyKey"):
+            raise ValueError(
+                f"{where}.topologyKey is required (a node label, such as topology.kubernetes.io/zone)"
+            )
+        if constraint.get("whenUnsatisfiable") not in _WHEN_UNSATISFIABLE:
+            raise ValueError(
+                f"{where}.whenUnsatisfiable must be DoNotSchedule or ScheduleAnyway, "
+                f"not {constraint.get('whenUnsatisfiable')!r}"
+            )
+    return value
+
+
+class Placement(_Spec):
+    """Where a component's pods may run: the pod spec's own fields. Unset, the operator's defaults
+    apply (manifests.placement): soft anti-affinity by host and a soft spread over zones; given,
+    they replace the defaults."""
+
+    affinity: Annotated[dict[str, Any] | None, AfterValidator(_affinity)] = None
+    topology_spread_constraints: Annotated[list[dict[str, Any]] | None, AfterValidator(_spread)] = Field(
+        default=None, alias="topologySpreadConstraints"
+    )
+
+
+class ZooKeeperSpec(Placement):
     replicas: Annotated[int, AfterValidator(_odd)] = Field(default=1, ge=1, le=7)
     image: str = "zookeeper:3.9"
     storage: Size = "1Gi"
@@ -137,14 +201,20 @@ class BookieStorage(_Spec):
     storage_class_name: str | None = Field(default=None, alias="storageClassName")
 
 
-class BookiesSpec(_Spec):
+#: the node label a bookie's rack is read from by default (a zone: losing one loses no ledger)
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+class BookiesSpec(Placement):
     replicas: int = Field(default=3, ge=0)
     storage: BookieStorage = Field(default_factory=BookieStorage)
     ensemble_size: int = Field(default=2, ge=1, alias="ensembleSize")
     write_quorum: int = Field(default=2, ge=1, alias="writeQuorum")
     ack_quorum: int = Field(default=2, ge=1, alias="ackQuorum")
-    #: rack of bookie ``i`` is ``racks[i % len(racks)]``
+    #: rack of bookie ``i`` is ``racks[i % len(racks)]``; when set, rackNodeLabel is not read
     racks: list[str] = Field(default_factory=list)
+    #: the label of its node a bookie's rack is read from (``/<value>``); "" reads none
+    rack_node_label: str = Field(default=ZONE_LABEL, alias="rackNodeLabel", max_length=317)
     resources: Resources = Field(default_factory=Resources)
     #: extra BookieConfig settings (snake_case names, as in bookie.yaml)
     config: dict[str, Any] = Field(default_factory=dict)
@@ -152,7 +222,7 @@ class BookiesSpec(_Spec):
     restarted_at: str | None = Field(default=None, alias="restartedAt", max_length=64)
 
 
-class BrokersSpec(_Spec):
+class BrokersSpec(Placement):
     replicas: int = Field(default=2, ge=0)
     read_only_replicas: int = Field(default=0, ge=0, alias="readOnlyReplicas")
     resources: Resources = Field(default_factory=Resources)

@@ -62,6 +62,18 @@ def test_every_pod_passes_its_readiness_probe_and_the_cluster_says_ready(cluster
         ready = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}.get("Ready")
         assert ready == "True", f"{pod['metadata']['name']}: {pod['status']}"
     assert any(p["metadata"]["namespace"] == "magnetar" for p in pods), "no operator pod"
+    # Every StatefulSet's pods carry the default soft placement, and the one node still ran them all.
+    for pod in (p for p in pods if p["metadata"]["name"] in wanted):
+        component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
+        anti = pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert (
+            anti[0]["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"]
+            == component
+        )
+        spread = pod["spec"]["topologySpreadConstraints"]
+        assert [(c["topologyKey"], c["whenUnsatisfiable"]) for c in spread] == [
+            ("topology.kubernetes.io/zone", "ScheduleAnyway")
+        ], pod["metadata"]["name"]
     # Every volume bound to one of the node's local PersistentVolumes.
     claims = node.json("pvc")["items"]
     assert len(claims) == 7, [c["metadata"]["name"] for c in claims]  # ZooKeeper 1, bookies 3 x 2

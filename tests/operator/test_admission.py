@@ -132,6 +132,79 @@ REFUSED: dict[str, tuple[str, dict[str, Any], list[str]]] = {
         {"tls": {"caSecretName": "JP.East/jp-east-ca"}},
         ["spec.tls.caSecretName", "should match"],
     ),
+    "anti-affinity by no topology": (
+        CLUSTERS,
+        {
+            "bookies": {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {"matchLabels": {"app": "x"}}}
+                        ]
+                    }
+                }
+            }
+        },
+        [
+            "spec.bookies.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+            "Required value",
+        ],
+    ),
+    "preferred affinity weighing over 100": (
+        CLUSTERS,
+        {
+            "brokers": {
+                "affinity": {
+                    "podAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 200, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}
+                        ]
+                    }
+                }
+            }
+        },
+        [
+            "spec.brokers.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+            "less than or equal to 100",
+        ],
+    ),
+    "spread when unsatisfiable sometimes": (
+        CLUSTERS,
+        {
+            "brokers": {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "Sometimes",
+                    }
+                ]
+            }
+        },
+        ["spec.brokers.topologySpreadConstraints[0].whenUnsatisfiable", 'Unsupported value: "Sometimes"'],
+    ),
+    "spread with no skew allowed": (
+        CLUSTERS,
+        {
+            "metadataStore": {
+                "zookeeper": {
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 0,
+                            "topologyKey": "topology.kubernetes.io/zone",
+                            "whenUnsatisfiable": "DoNotSchedule",
+                        }
+                    ]
+                }
+            }
+        },
+        ["spec.metadataStore.zookeeper.topologySpreadConstraints[0].maxSkew", "greater than or equal to 1"],
+    ),
+    "spread over no topology": (
+        CLUSTERS,
+        {"bookies": {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]}},
+        ["spec.bookies.topologySpreadConstraints[0].topologyKey", "Required value"],
+    ),
     "namespace of a cluster no object can be called": (
         NAMESPACES,
         {**NAMESPACE, "cluster": "Region_A"},
@@ -202,6 +275,43 @@ ACCEPTED: dict[str, tuple[str, dict[str, Any]]] = {
             "auth": {"signingKeySecretName": "region-a/region-a-token-key"},
             "tls": {"caSecretName": "region-a/region-a-ca"},
             "configurationStore": {"url": "zk://region-a-zookeeper.region-a.svc:2181/region-a"},
+        },
+    ),
+    "placement of every component given": (
+        CLUSTERS,
+        {
+            "metadataStore": {"zookeeper": {"replicas": 3, "topologySpreadConstraints": []}},
+            "bookies": {
+                "rackNodeLabel": "topology.kubernetes.io/rack",
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}
+                            ]
+                        }
+                    },
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "topologyKey": "kubernetes.io/hostname",
+                                "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "bookie"}},
+                            }
+                        ]
+                    },
+                },
+            },
+            "brokers": {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 2,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "minDomains": 2,
+                        "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "broker"}},
+                    }
+                ]
+            },
         },
     ),
     "a namespace": (NAMESPACES, NAMESPACE),

@@ -42,7 +42,7 @@ def test_the_default_release_watches_every_namespace_with_cluster_wide_rules() -
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     rules = objs[("ClusterRole", "mg-magnetar")]["rules"]
     pods = next(r for r in rules if r["resources"] == ["pods"])
-    assert pods["verbs"] == ["get", "list", "watch", "delete"]  # restarts, nothing more
+    assert pods["verbs"] == ["get", "list", "watch", "delete", "patch"]  # restarts, bookies' racks
     secrets = [r for r in rules if "secrets" in r["resources"]]
     assert secrets == [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "update", "patch"]}

@@ -26,7 +26,8 @@ app.kubernetes.io/component: operator
 {{- end -}}
 
 {{/* The rules the operator needs, and no more: its own resources, the objects a cluster
-becomes and its Secrets, pods to restart them in order, Events, and kopf's peering objects. */}}
+becomes and its Secrets, pods to restart them in order, Events, kopf's peering objects, and
+PodMonitors. */}}
 {{- define "magnetar.rules" -}}
 - apiGroups: [magnetar.dev]
   resources: [magnetarclusters, magnetarnamespaces, magnetarbundles]
@@ -48,9 +49,10 @@ becomes and its Secrets, pods to restart them in order, Events, and kopf's peeri
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, update, patch]
+# delete: restarts in order; patch: a bookie pod's rack annotation, from its node's zone
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, delete]
+  verbs: [get, list, watch, delete, patch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch, update]
@@ -60,4 +62,9 @@ becomes and its Secrets, pods to restart them in order, Events, and kopf's peeri
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]
   verbs: [get, list, watch, patch]
+# A PodMonitor per component, where the Prometheus Operator's CRDs exist (the operator asks the
+# API server's discovery first, and makes none otherwise).
+- apiGroups: [monitoring.coreos.com]
+  resources: [podmonitors]
+  verbs: [get, list, watch, create, patch, update]
 {{- end -}}
