@@ -27,6 +27,8 @@ official ``pulsar-client``:
   combined error.
   messages skipped at those failovers: below the first new message the new region gave and never
   received before the move (PIP-33 promises none; fewer duplicates bought by skipping are no lead).
+Beside each of Magnetar's rows, its brokers' event-loop lag over that measurement (the worst
+broker's p99 of magnetar_event_loop_lag_seconds, and the bucket of its worst sample).
 Ratio is Magnetar / Pulsar. Prints the table and writes bench/results/bench_compare.json.
 """
 
@@ -43,7 +45,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "pulsar"))
 import perf_go
+import server_costs
 from apache_pulsar import VERSION, ApachePulsar
 from bench_failover import EAST, WEST, Regions, run_case
 from bench_failover import spec as failover_spec
@@ -80,6 +83,8 @@ class System:
     admin_url: str
     service_url: str
     brokers: list[BrokerRef]
+    #: the brokers' /metrics pages with the event loop's lag (Magnetar's; none for Pulsar's JVMs)
+    lag_pages: list[str] = field(default_factory=list)
 
     def owner(self, topic: str) -> BrokerRef:
         path = topic.removeprefix("persistent://")
@@ -95,8 +100,13 @@ def magnetar(workdir: Path) -> Iterator[System]:
     try:
         state = ClusterState.load(workdir / "cluster")
         brokers = magnetar_brokers(state)
+        pages = [f"{b.endpoints['web_service_url']}/metrics" for b in state.find("broker")]
         yield System(
-            "Magnetar", state.find("broker")[0].endpoints["web_service_url"], brokers[0].service_url, brokers
+            "Magnetar",
+            state.find("broker")[0].endpoints["web_service_url"],
+            brokers[0].service_url,
+            brokers,
+            pages,
         )
     finally:
         supervisor.down()
@@ -197,18 +207,21 @@ def _failover_case(regions: Regions, args: argparse.Namespace, *, policies: bool
 
 def measure_system(system: System, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"system": system.name}
+    watch = server_costs.LagWatch(system.lag_pages)
     topic = f"persistent://public/default/throughput-{time.time_ns()}"
     owner = system.owner(topic)
     time.sleep(2)
     result["rss_idle_mb"] = rss_mb(owner.pid)
     console.print(f"[bold]{system.name}[/]: publish throughput, 1 KiB, batching (pulsar-perf-go) …")
-    result["throughput"] = publish_throughput(system, owner, topic, args.seconds)
+    with watch.step("throughput"):
+        result["throughput"] = publish_throughput(system, owner, topic, args.seconds)
     console.print(
         f"[bold]{system.name}[/]: latency at {args.rate:,} msg/s without batching (pulsar-perf-go) …"
     )
-    figures = perf_go.produce(
-        system.service_url, f"{topic}-latency", rate=args.rate, seconds=args.seconds, batching=False
-    )
+    with watch.step("latency"):
+        figures = perf_go.produce(
+            system.service_url, f"{topic}-latency", rate=args.rate, seconds=args.seconds, batching=False
+        )
     result["latency"] = {
         "publish_p50_ms": figures.p50_ms,
         "publish_p99_ms": figures.p99_ms,
@@ -216,17 +229,27 @@ def measure_system(system: System, args: argparse.Namespace) -> dict[str, Any]:
         "msgs_per_s": figures.msgs_per_s,
     }
     console.print(f"[bold]{system.name}[/]: end-to-end latency at {args.rate:,} msg/s (lean clients) …")
-    result["e2e"] = end_to_end(system, args.rate, args.seconds)
+    with watch.step("e2e"):
+        result["e2e"] = end_to_end(system, args.rate, args.seconds)
     console.print(f"[bold]{system.name}[/]: catch-up read of {args.backlog:,} messages …")
-    result["catch_up"] = catch_up(system.service_url, args.backlog)
+    with watch.step("catch_up"):
+        result["catch_up"] = catch_up(system.service_url, args.backlog)
     for mode in ("none", "unload", "transfer"):  # "none": the floor, nothing moved
         console.print(
             f"[bold]{system.name}[/]: {mode} at {args.move_rate:,.0f} msg/s over {args.topics} topics …"
         )
         clients = RUNS / "lean-clients" / system.name.replace(" ", "-")
-        result[mode] = measure(
-            system.admin_url, system.service_url, system.brokers, mode, args.topics, args.move_rate, clients
-        )
+        with watch.step(mode):
+            result[mode] = measure(
+                system.admin_url,
+                system.service_url,
+                system.brokers,
+                mode,
+                args.topics,
+                args.move_rate,
+                clients,
+            )
+    result["loop_lag"] = watch.steps
     return result
 
 
@@ -296,6 +319,23 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], str, bool]] = [
     ("transfer window, producer max", lambda r: r["transfer"]["producer_max_ms"], "ms", False),
 ]
 
+#: the measurement each row comes from, for the event loop's lag beside it
+ROW_STEPS = {
+    "publish throughput (1 KiB, batching)": "throughput",
+    "publish p50 (fixed rate, no batching)": "latency",
+    "publish p99 (fixed rate, no batching)": "latency",
+    "end-to-end p50 (fixed rate, no batching, lean clients)": "e2e",
+    "end-to-end p99 (fixed rate, no batching, lean clients)": "e2e",
+    "catch-up read rate": "catch_up",
+    "broker RSS under load": "throughput",
+    "floor (nothing moved), producer p99": "none",
+    "floor (nothing moved), producer max": "none",
+    "unload window, producer p99": "unload",
+    "unload window, producer max": "unload",
+    "transfer window, producer p99": "transfer",
+    "transfer window, producer max": "transfer",
+}
+
 #: messages a failover's new region passed over (below the first new message it gave, never
 #: received before the failover): PIP-33 must never skip, so fewer duplicates bought this way
 #: are no lead
@@ -327,8 +367,9 @@ def _row(
     behind = None
     if ours is not None and theirs is not None and ours != theirs:
         behind = ours < theirs if higher_better else ours > theirs
+    lag = ((magnetar_result or {}).get("loop_lag") or {}).get(ROW_STEPS.get(label, ""))
     return {"measure": label, "unit": unit, "magnetar": ours, "pulsar": theirs, "ratio": ratio,
-            "magnetar_behind": behind}  # fmt: skip
+            "magnetar_behind": behind, "magnetar_loop_lag": lag}  # fmt: skip
 
 
 def failover_row(ours: tuple[float, float] | None, theirs: tuple[float, float] | None) -> dict[str, Any]:
@@ -369,7 +410,7 @@ def print_table(rows: list[dict[str, Any]], pulsar_name: str) -> None:
     table = Table(
         title="Magnetar / Apache Pulsar, same machine and client (2 brokers, 2 bookies, E/Qw/Qa 2/2/2, fsync)"
     )
-    for column in ("measure", "Magnetar", pulsar_name, "ratio", ""):
+    for column in ("measure", "Magnetar", pulsar_name, "ratio", "", "Magnetar loop lag p99 / max ≤"):
         table.add_column(column, justify="left" if column == "measure" else "right")
     for row in rows:
         verdict = {True: "[red]behind[/]", False: "[green]ahead[/]", None: ""}[row["magnetar_behind"]]
@@ -379,8 +420,19 @@ def print_table(rows: list[dict[str, Any]], pulsar_name: str) -> None:
             _fmt(row["pulsar"], row["unit"], row.get("pulsar_stderr")) if row["pulsar"] is not None else "—",
             f"{row['ratio']:.2f}" if row["ratio"] is not None else "—",
             "[yellow]within noise[/]" if row.get("within_noise") else verdict,
+            _lag(row.get("magnetar_loop_lag")),
         )
     console.print(table)
+
+
+def _lag(lag: dict[str, float | None] | None) -> str:
+    """The worst broker's event-loop lag over the row's measurement (magnetar_event_loop_lag_seconds)."""
+    if not lag or lag.get("lag_p99_ms") is None:
+        return ""
+    worst = lag.get("lag_max_ms_at_most")
+    return (
+        f"{lag['lag_p99_ms']:.1f} / {worst:,.0f} ms" if worst is not None else f"{lag['lag_p99_ms']:.1f} ms"
+    )
 
 
 def _fmt(value: float | None, unit: str, error: float | None = None) -> str:

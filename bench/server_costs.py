@@ -9,17 +9,19 @@ magnetar/common/loop_monitor.py). ZooKeeper has CPU only.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from common import cpu_seconds
-from histograms import buckets, delta, quantile, worst_bucket
+from histograms import buckets, delta, quantile, scrape, worst_bucket
 from rich.console import Console
 from rich.table import Table
 
@@ -172,3 +174,27 @@ def print_tables(console: Console, cpu: list[dict[str, Any]], loops: list[dict[s
 
 def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
+
+
+class LagWatch:
+    """The worst event-loop lag among some servers, step by step: ``with watch.step(name):``
+    scrapes their pages before and after, and keeps the worst server's p99 and worst bucket."""
+
+    def __init__(self, metrics_urls: list[str]) -> None:
+        self.metrics_urls = metrics_urls
+        self.steps: dict[str, dict[str, float | None]] = {}
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        if not self.metrics_urls:
+            yield
+            return
+        before = {url: scrape(url) for url in self.metrics_urls}
+        yield
+        windows = [delta(buckets(scrape(url), LAG), buckets(before[url], LAG)) for url in self.metrics_urls]
+        p99s = [p for p in (quantile(w, 0.99) for w in windows) if p is not None]
+        worst = [w for w in (worst_bucket(w) for w in windows) if w is not None]
+        self.steps[name] = {
+            "lag_p99_ms": max(p99s, default=None),
+            "lag_max_ms_at_most": max(worst, default=None),
+        }
