@@ -129,6 +129,9 @@ class ServerConnection:
         self._connected = False
         self._last_read = time.monotonic()
         self._closed = False
+        #: frames sent in this loop turn, written together at its end (``_flush``)
+        self._outgoing: list[bytes] = []
+        self._loop = asyncio.get_running_loop()
         self._tasks = BackgroundTasks()
         #: producers and consumers being created, beside the connection's other commands
         self._creations = Creations()
@@ -158,8 +161,22 @@ class ServerConnection:
 
     # -- output ---------------------------------------------------------------------------------
     def send(self, command: api.BaseCommand, headers_and_payload: bytes = b"") -> None:
-        if not self._closed and not self._writer.is_closing():
-            self._writer.write(encode(command, headers_and_payload))
+        """Queue a frame; the frames of one loop turn go out in one write (a publish's receipts
+        are answered by the same bookie response, a dispatch's messages by the same read)."""
+        if self._closed or self._writer.is_closing():
+            return
+        self._outgoing.append(encode(command, headers_and_payload))
+        if len(self._outgoing) == 1:
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write what ``send`` queued. Anything that closes the socket flushes first, so a
+        reason sent just before the close still reaches the client."""
+        if not self._outgoing:
+            return
+        frames, self._outgoing = self._outgoing, []
+        if not self._writer.is_closing():
+            self._writer.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     # -- the read loop --------------------------------------------------------------------------
     async def serve(self) -> None:
@@ -219,6 +236,7 @@ class ServerConnection:
             if unanswered or not self._connected:
                 why = "no answer to PING" if self._connected else "no CONNECT"
                 log.info("connection %s: %s within %ds: closing", self._remote, why, interval)
+                self._flush()
                 self._writer.close()
                 self._producers.wake()  # a read loop paused on publishing sees the close
                 return
@@ -387,6 +405,7 @@ class ServerConnection:
         """Authentication says the connection must go: tell the client why, then close."""
         log.warning("closing connection %s: %s", self._remote, reason)
         self.send(commands.error(2**64 - 1, E.AuthenticationError, reason))
+        self._flush()
         self._writer.close()
         self._producers.wake()  # a read loop paused on publishing sees the close
 
@@ -504,6 +523,7 @@ class ServerConnection:
         """Turn the connection away before reading anything (a connection limit): say why."""
         log.warning("refusing connection %s: %s", self._remote, reason)
         self.send(commands.error(0, E.ServiceNotReady, f"connection refused: {reason}"))
+        self._flush()
         with contextlib.suppress(ConnectionError):
             await self._writer.drain()
         await self.close()
@@ -517,6 +537,7 @@ class ServerConnection:
         self._producers.close()
         self._consumers.close()
         with contextlib.suppress(Exception):
+            self._flush()
             self._writer.close()
         self._on_close(self)
 

@@ -263,13 +263,12 @@ class ProducerCommands:
 
     def _receipt(self, send: api.CommandSend, position: Position) -> None:
         self._channel.send(
-            commands.command(
-                T.SEND_RECEIPT,
-                "send_receipt",
-                producer_id=send.producer_id,
-                sequence_id=send.sequence_id,
-                message_id=commands.message_id(position.ledger_id, position.entry_id),
-                highest_sequence_id=send.highest_sequence_id,
+            commands.send_receipt(
+                send.producer_id,
+                send.sequence_id,
+                position.ledger_id,
+                position.entry_id,
+                send.highest_sequence_id,
             )
         )
 

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from google.protobuf.message import Message
 
 from magnetar.proto import PulsarApi_pb2 as api
 
-T = api.BaseCommand.Type
+
+class _CommandTypes:
+    """``BaseCommand.Type`` with its values as plain attributes. protobuf's enum wrapper finds
+    each value through a Python ``__getattr__``, and every frame's handling reads several."""
+
+    def __init__(self) -> None:
+        wrapper = api.BaseCommand.Type
+        self.__dict__.update(wrapper.items())
+        self.Name = wrapper.Name
+        self.Value = wrapper.Value
+        self.items = wrapper.items
+        self.values = wrapper.values
+        self.keys = wrapper.keys
+
+
+if TYPE_CHECKING:
+    T = api.BaseCommand.Type
+else:
+    T = _CommandTypes()
 
 
 def command(kind: int, field: str, **values: object) -> api.BaseCommand:
@@ -23,6 +43,21 @@ def command(kind: int, field: str, **values: object) -> api.BaseCommand:
         else:
             setattr(target, key, value)
     return base
+
+
+def send_receipt(
+    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int
+) -> api.BaseCommand:
+    """A SEND_RECEIPT, built in one go: it answers every message a producer sends."""
+    return api.BaseCommand(
+        type=T.SEND_RECEIPT,
+        send_receipt=api.CommandSendReceipt(
+            producer_id=producer_id,
+            sequence_id=sequence_id,
+            message_id=message_id(ledger_id, entry_id),
+            highest_sequence_id=highest_sequence_id,
+        ),
+    )
 
 
 def message_id(
