@@ -1,7 +1,11 @@
 """Dispatchers: which consumer of a subscription gets each entry, within its permits.
 
-One loop per subscription reads from the cursor (or replays entries to redeliver), and hands
-each entry to a consumer by the subscription type:
+A subscription's dispatch runs in rounds: a wake (permits, acknowledgements, consumers coming or
+going, a new entry in the log) starts a round as a task unless one is running, which then goes
+round again; a round that finds nothing to send ends, and the dispatcher waits on a callback of
+the log's next add, holding no task (an idle subscription costs no task, as Pulsar's dispatchers
+hold none). A round reads from the cursor (or replays entries to redeliver), and hands each entry
+to a consumer by the subscription type:
 
 - Exclusive and Failover: the active consumer only (Failover: the first by priority, then name);
 - Shared: round-robin among consumers with permits, of the highest priority level (0) that has
@@ -52,6 +56,39 @@ MAX_READ_BATCH = 100
 
 
 class Dispatcher:
+    #: one per subscription: slots keep each instance's ~30 attributes out of a dict
+    __slots__ = (
+        "_active",
+        "_closed",
+        "_delay_timer",
+        "_delay_timer_at",
+        "_delayed",
+        "_holders",
+        "_markers",
+        "_messages_per_entry",
+        "_on_change",
+        "_ready",
+        "_replay",
+        "_ring",
+        "_round_robin",
+        "_slot_of",
+        "_task",
+        "_waiting_for_entries",
+        "_woken",
+        "at_most_once",
+        "batch_acks",
+        "bytes_out",
+        "consumers",
+        "cursor",
+        "delayed_delivery",
+        "limiter",
+        "messages_out",
+        "on_markers",
+        "on_sent",
+        "redelivery_counts",
+        "sub_type",
+    )
+
     def __init__(
         self, cursor: ManagedCursor, sub_type: int, on_change: Callable[[], None] | None = None
     ) -> None:
@@ -62,8 +99,12 @@ class Dispatcher:
         self._replay: set[Position] = set()
         #: entries read, in order, that no consumer could take yet
         self._ready: list[Entry] = []
-        self._wake = asyncio.Event()
+        #: a wake came since the running round last looked (it goes round again)
+        self._woken = False
+        #: the round running, if any
         self._task: asyncio.Task[None] | None = None
+        #: waiting for the log's next add (one callback at a time)
+        self._waiting_for_entries = False
         self._round_robin = 0
         self._active: Consumer | None = None
         self._on_change = on_change or (lambda: None)
@@ -106,10 +147,6 @@ class Dispatcher:
         if not self._update_active() and self.sub_type == SubType.Failover:
             consumer.set_active(consumer is self._active)  # the newcomer hears who is active
         self.wake()
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"dispatch-{self.cursor.name}"
-            )
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
@@ -141,7 +178,12 @@ class Dispatcher:
         self.wake()
 
     def wake(self) -> None:
-        self._wake.set()
+        """Something changed: dispatch (a round starts unless one runs; it goes round again)."""
+        self._woken = True
+        if self._task is None and not self._closed and self.consumers:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"dispatch-{self.cursor.name}"
+            )
 
     # -- acknowledgements and redelivery --------------------------------------------------------
     def acknowledged(self, positions: list[Position], *, cumulative_up_to: Position | None = None) -> None:
@@ -224,21 +266,24 @@ class Dispatcher:
         self._slot_of.clear()
         self._holders.clear()
 
-    # -- the loop -------------------------------------------------------------------------------
+    # -- the rounds -----------------------------------------------------------------------------
     async def _run(self) -> None:
-        while not self._closed:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self._dispatch_available()
-            except ManagedLedgerError as exc:
-                log.warning("dispatch on %s paused: %s", self.cursor.name, exc)
-                await asyncio.sleep(1)
-                self.wake()
-            except Exception:
-                log.exception("dispatcher of %s failed; retrying", self.cursor.name)
-                await asyncio.sleep(1)
-                self.wake()
+        """Rounds while wakes keep coming; then the task ends (the next wake starts another)."""
+        try:
+            while self._woken and not self._closed:
+                self._woken = False
+                try:
+                    await self._dispatch_available()
+                except ManagedLedgerError as exc:
+                    log.warning("dispatch on %s paused: %s", self.cursor.name, exc)
+                    await asyncio.sleep(1)
+                    self._woken = True
+                except Exception:
+                    log.exception("dispatcher of %s failed; retrying", self.cursor.name)
+                    await asyncio.sleep(1)
+                    self._woken = True
+        finally:
+            self._task = None
 
     async def _dispatch_available(self) -> None:
         while self._has_room():
@@ -432,17 +477,24 @@ class Dispatcher:
         return wait_s > 0
 
     def _wait_for_entries(self) -> None:
+        if self._waiting_for_entries:
+            return  # the callback of an earlier round still waits
+        self._waiting_for_entries = True
         future = self.cursor.ledger.wait_for_new_entries()
-        future.add_done_callback(lambda _f: self.wake())
+        future.add_done_callback(self._new_entries)
+
+    def _new_entries(self, _future: asyncio.Future[None]) -> None:
+        self._waiting_for_entries = False
+        self.wake()
 
     async def close(self) -> None:
         self._closed = True
         self._cancel_delay_timer()
-        self.wake()
-        if self._task is not None:
-            self._task.cancel()
+        task = self._task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
 
 
 def _entry_info(entry: Entry) -> tuple[int, bytes, int, int]:
