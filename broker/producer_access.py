@@ -15,7 +15,6 @@ between, and the reconnecting producer is fenced (it would otherwise write after
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol
@@ -79,7 +78,8 @@ class ProducerAccess:
         self.epoch: int | None = int(stored) if stored is not None else None
         #: the name of the producer holding the topic exclusively
         self.exclusive: str | None = None
-        self._waiting: deque[_Waiting] = deque()
+        #: a list, not a deque: every topic has one and it is nearly always empty (56 bytes, not 760)
+        self._waiting: list[_Waiting] = []
 
     async def admit(
         self,
@@ -130,13 +130,13 @@ class ProducerAccess:
 
     def withdraw_all(self, why: str) -> None:
         """The topic goes (unload, delete): nobody waits for it here any more."""
-        waiting, self._waiting = self._waiting, deque()
+        waiting, self._waiting = self._waiting, []
         for entry in waiting:
             if not entry.turn.done():
                 entry.turn.set_exception(ProducerWithdrawnError(why))
 
     def _fence_out(self, others: Collection[Contender]) -> None:
-        waiting, self._waiting = self._waiting, deque()
+        waiting, self._waiting = self._waiting, []
         for entry in waiting:
             if not entry.turn.done():
                 entry.turn.set_exception(ProducerFencedError("Fenced out"))
@@ -152,7 +152,7 @@ class ProducerAccess:
 
     def _next_turn(self) -> None:
         while self._waiting and self.exclusive is None:
-            waiting = self._waiting.popleft()
+            waiting = self._waiting.pop(0)
             if not waiting.turn.done():
                 self.exclusive = waiting.producer.name
                 waiting.turn.set_result(None)
