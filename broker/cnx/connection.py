@@ -491,7 +491,9 @@ class ServerConnection:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def spawn(self, work: Awaitable[None]) -> None:
-        self._tasks.spawn(_awaited(work))
+        # A coroutine runs as its own task (one per SEND: no wrapper frame, and a stall is named
+        # for it); other awaitables are wrapped.
+        self._tasks.spawn(work if asyncio.iscoroutine(work) else _awaited(work))
 
     def attached_topics(self) -> list[Topic]:
         """The topics this connection's producers and consumers are attached to."""
