@@ -135,7 +135,7 @@ def _affinity(value: dict[str, Any] | None) -> dict[str, Any] | None:
             _term(term, f"affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
         for i, weighted in enumerate(rules.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
             where = f"affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-            weight = weighted.get("weight")
+            weight = weighted.get("weight") if isinstance(weighted, dict) else None
             if not isinstance(weight, int) or not 1 <= weight <= 100:
                 raise ValueError(f"{where}.weight must be an integer from 1 to 100, not {weight!r}")
             _term(weighted.get("podAffinityTerm"), f"{where}.podAffinityTerm")
@@ -151,6 +151,8 @@ def _spread(value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
     """The checks the CRD's schema makes of ``topologySpreadConstraints``."""
     for i, constraint in enumerate(value or []):
         where = f"topologySpreadConstraints[{i}]"
+        if not isinstance(constraint, dict):
+            raise ValueError(f"{where} must be an object (maxSkew, topologyKey, whenUnsatisfiable)")
         skew = constraint.get("maxSkew")
         if not isinstance(skew, int) or skew < 1:
             raise ValueError(f"{where}.maxSkew must be an integer of at least 1, not {skew!r}")

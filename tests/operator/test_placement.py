@@ -135,6 +135,12 @@ def bind(api: client.ApiClient, namespace: str, pod: str, node: str) -> None:
     client.CoreV1Api(api).create_namespaced_pod_binding(pod, namespace, body, _preload_content=False)
 
 
+def rack(api: client.ApiClient, namespace: str, pod: str) -> str | None:
+    """The rack the operator wrote on a bookie pod, if any yet."""
+    found = client.CoreV1Api(api).read_namespaced_pod(pod, namespace).metadata.annotations or {}
+    return found.get(RACK)
+
+
 def test_a_bookies_rack_is_its_nodes_zone(
     api: client.ApiClient, k8s_namespace: str, start_operator: Callable[..., Any], nodes: dict[str, str]
 ) -> None:
@@ -155,12 +161,8 @@ def test_a_bookies_rack_is_its_nodes_zone(
     bind(api, k8s_namespace, "racked-bookie-0", zoned)
     bind(api, k8s_namespace, "racked-bookie-1", bare)
 
-    def rack(pod: str) -> str | None:
-        found = client.CoreV1Api(api).read_namespaced_pod(pod, k8s_namespace).metadata.annotations or {}
-        return found.get(RACK)
-
-    assert wait_for("bookie-0's rack", lambda: rack("racked-bookie-0")) == "/eu-1a"
-    assert wait_for("bookie-1's rack", lambda: rack("racked-bookie-1")) == "/default-rack"
+    assert wait_for("bookie-0's rack", lambda: rack(api, k8s_namespace, "racked-bookie-0")) == "/eu-1a"
+    assert wait_for("bookie-1's rack", lambda: rack(api, k8s_namespace, "racked-bookie-1")) == "/default-rack"
 
 
 def test_racks_given_in_the_spec_leave_the_nodes_unread(

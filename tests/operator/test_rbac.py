@@ -12,6 +12,7 @@ from kubernetes import client
 
 from magnetar.kube.control_plane import BIN, ControlPlane
 from tests.operator.conftest import ROOT, condition, events, get_cr, wait_for
+from tests.operator.test_placement import bind, rack
 
 
 def test_the_operator_works_with_the_charts_service_account_only(
@@ -62,6 +63,16 @@ def test_the_operator_works_with_the_charts_service_account_only(
         {"spec": {"bookies": {"config": {"journal_max_group_wait_msec": 3}}}},
     )  # fmt: skip
     wait_for("rbac restarted and Ready", lambda: converged(2), timeout_s=120)
+    # A bookie bound to a node gets its rack under the chart's rules too (get nodes, patch pods);
+    # last, as a pod bound to a node no kubelet runs is never deleted, so never restarted.
+    node = f"{k8s_namespace}-node"
+    core = client.CoreV1Api(api)
+    core.create_node({"metadata": {"name": node, "labels": {"topology.kubernetes.io/zone": "z1"}}})
+    try:
+        bind(api, k8s_namespace, "rbac-bookie-0", node)
+        wait_for("bookie-0's rack", lambda: rack(api, k8s_namespace, "rbac-bookie-0") == "/z1")
+    finally:
+        core.delete_node(node)
     reasons = {r for _, r, _ in events(api, k8s_namespace, "rbac")}
     assert {"Applied", "RestartingPod", "Converged"} <= reasons
     # The cluster's Secrets were made under the chart's rules.
