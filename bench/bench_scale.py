@@ -15,7 +15,8 @@ one bundle (``scale-a``), the rest in a namespace of 16 bundles (``scale-b``). M
   RSS / topic    the broker's resident memory added, per topic
   CPU at rest    the broker's CPU (cores) over ``--rest`` seconds with every topic idle
   tasks / topic  the broker's asyncio tasks and timers added, per topic, at rest (Magnetar only:
-                 /admin/v2/broker-stats/event-loop; the busiest coroutines go to the JSON)
+                 /admin/v2/broker-stats/event-loop; the busiest coroutines go to the JSON; timers
+                 only on asyncio's own loop, uvloop does not list them)
   ZK nodes/topic ZooKeeper's node count and data bytes added, per topic (``mntr``)
   ZK writes/s    ZooKeeper's transactions per second at rest (its zxid's advance)
   round trip     one message through every topic: sent to its last arrival
@@ -269,7 +270,8 @@ def measure(
         loop_after = event_loop(system)
         if loop_before is not None and loop_after is not None:
             row["tasks_per_topic"] = (loop_after["tasks"] - loop_before["tasks"]) / topics
-            row["timers_per_topic"] = (loop_after["timers"] - loop_before["timers"]) / topics
+            if loop_after["timers"] is not None and loop_before["timers"] is not None:  # None: uvloop
+                row["timers_per_topic"] = (loop_after["timers"] - loop_before["timers"]) / topics
             row["tasks_by_coroutine"] = dict(list(loop_after["tasksByCoroutine"].items())[:10])
         row["zk_nodes_per_topic"] = (zk_after["zk_znode_count"] - zk_before["zk_znode_count"]) / topics
         added = zk_after["zk_approximate_data_size"] - zk_before["zk_approximate_data_size"]

@@ -374,7 +374,9 @@ class AdminApi:
             coroutine = task.get_coro()
             name = getattr(coroutine, "__qualname__", type(coroutine).__name__)
             by_coroutine[name] = by_coroutine.get(name, 0) + 1
-        timers = len(getattr(asyncio.get_running_loop(), "_scheduled", ()))
+        # asyncio's own loop keeps its timers in ``_scheduled``; uvloop does not show them (None)
+        scheduled = getattr(asyncio.get_running_loop(), "_scheduled", None)
+        timers = len(scheduled) if scheduled is not None else None
         ranked = dict(sorted(by_coroutine.items(), key=lambda kv: -kv[1]))
         return web.json_response({"tasks": len(tasks), "timers": timers, "tasksByCoroutine": ranked})
 
