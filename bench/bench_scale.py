@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).parent / "pulsar"))
 from common import RUNS, cpu_seconds, write_results
 from scale_client import ANSWER
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin.client import AdminClient, AdminError
 from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.local.supervisor import ClusterState, Supervisor
 from magnetar.local.zookeeper import four_letter_word
@@ -276,6 +276,10 @@ def measure(
         row["zk_nodes_per_topic"] = (zk_after["zk_znode_count"] - zk_before["zk_znode_count"]) / topics
         added = zk_after["zk_approximate_data_size"] - zk_before["zk_approximate_data_size"]
         row["zk_bytes_per_topic"] = added / topics
+        console.print(
+            f"{system.name}: at rest RSS {row['rss_kb_per_topic']:.1f} KB/topic, "
+            f"tasks {row.get('tasks_per_topic', float('nan')):.2f}/topic"
+        )
         console.print(f"{system.name}: one message through every topic …")
         answers = clients.ask("roundtrip")
         check(answers, "round trip")
@@ -287,7 +291,7 @@ def measure(
             console.print(f"{system.name}: unloading the namespace of {topics - BUNDLE_TOPICS:,} topics …")
             moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload")
             row["ns_unload_s"], row["ns_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
-    except RuntimeError as exc:  # what was measured before it stays in the table
+    except (RuntimeError, AdminError) as exc:  # what was measured before it stays in the table
         console.print(f"[red]{system.name} at {topics:,} topics: {exc}[/]")
         row["error"] = str(exc)
     finally:
