@@ -1,8 +1,9 @@
 """One gRPC connection to one bookie, shared by every ledger the client writes or reads.
 
 Adds are pipelined: every add queued while the previous request was being written goes out in the
-next ``AddRequest`` (one message for many entries, which is what makes Python fast enough here), and
-results come back on the same stream. A broken stream fails every add still waiting on it with
+next ``AddRequest`` (one message for many entries, which is what makes Python fast enough here),
+put together from entries serialized once (``add_request.py``), and results come back on the same
+stream. A broken stream fails every add still waiting on it with
 ``BookieUnavailableError``; the next add opens a new stream, so a restarted bookie is used again.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import grpc
 
+from magnetar.bookie.client.add_request import EncodedEntry, encode
 from magnetar.bookie.client.errors import (
     BKError,
     BookieUnavailableError,
@@ -37,6 +39,8 @@ BookieResolver = Callable[[str], Awaitable[str]]
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: at most this many entries in one AddRequest, so one huge batch cannot delay every other result
 _MAX_BATCH_ENTRIES = 512
+#: the add stream's method, called with requests serialized here (``add_request.encode``)
+_ADD_ENTRIES = "/{}/AddEntries".format(pb.DESCRIPTOR.services_by_name["Bookie"].full_name)
 _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
@@ -120,7 +124,7 @@ class BookieConnection:
         self._tls = credentials is not None
         self._channel = open_channel(address, credentials, _CHANNEL_OPTIONS)
         self._stub = pb_grpc.BookieStub(self._channel)  # type: ignore[no-untyped-call]
-        self._outbox: deque[tuple[pb.Entry, bool, bytes]] = deque()
+        self._outbox: deque[tuple[EncodedEntry, bool, bytes]] = deque()
         self._waiting: defaultdict[tuple[int, int], deque[asyncio.Future[None]]] = defaultdict(deque)
         self._wakeup = asyncio.Event()
         self._stream_task: asyncio.Task[None] | None = None
@@ -128,8 +132,13 @@ class BookieConnection:
 
     # -- adds ------------------------------------------------------------------------------------
 
-    def add(self, entry: pb.Entry, master_key: bytes, *, recovery: bool = False) -> asyncio.Future[None]:
-        """Queue an add; the future completes when the bookie has made the entry durable."""
+    def add(
+        self, entry: pb.Entry | EncodedEntry, master_key: bytes, *, recovery: bool = False
+    ) -> asyncio.Future[None]:
+        """Queue an add; the future completes when the bookie has made the entry durable. An
+        entry sent to several bookies is best given encoded (``EncodedEntry.of``), once."""
+        if isinstance(entry, pb.Entry):
+            entry = EncodedEntry.of(entry)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._closed:
             future.set_exception(BookieUnavailableError(self.bookie_id, "connection closed"))
@@ -142,7 +151,11 @@ class BookieConnection:
         return future
 
     async def _run_stream(self) -> None:
-        call = self._stub.AddEntries()
+        method = self._channel.stream_stream(
+            _ADD_ENTRIES, request_serializer=None, response_deserializer=pb.AddResponse.FromString
+        )
+        # No request iterator: requests go out through call.write as the outbox fills.
+        call: grpc.aio.StreamStreamCall[bytes, pb.AddResponse] = method()  # type: ignore[call-arg]
         reader = asyncio.create_task(self._read_results(call))
         try:
             while not self._closed:
@@ -165,22 +178,22 @@ class BookieConnection:
             if self._waiting:
                 self._fail_all(BookieUnavailableError(self.bookie_id, "add stream ended"))
 
-    def _drain_outbox(self) -> list[pb.AddRequest]:
-        requests: list[pb.AddRequest] = []
+    def _drain_outbox(self) -> list[bytes]:
+        requests: list[bytes] = []
         while self._outbox:
             recovery = self._outbox[0][1]
-            entries: list[pb.Entry] = []
+            entries: list[bytes] = []
             keys: dict[int, bytes] = {}
             while self._outbox and self._outbox[0][1] == recovery and len(entries) < _MAX_BATCH_ENTRIES:
                 entry, _, key = self._outbox[0]
                 if keys.setdefault(entry.ledger_id, key) != key:
                     break  # one key per ledger in a request: another key starts the next one
                 self._outbox.popleft()
-                entries.append(entry)
-            requests.append(pb.AddRequest(entries=entries, recovery=recovery, master_keys=keys))
+                entries.append(entry.data)
+            requests.append(encode(entries, recovery, keys))
         return requests
 
-    async def _read_results(self, call: grpc.aio.StreamStreamCall[pb.AddRequest, pb.AddResponse]) -> None:
+    async def _read_results(self, call: grpc.aio.StreamStreamCall[bytes, pb.AddResponse]) -> None:
         try:
             async for response in call:
                 for result in response.results:

@@ -20,6 +20,7 @@ import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
+from magnetar.bookie.client.add_request import EncodedEntry
 from magnetar.bookie.client.bookie_connection import BookieConnection, BookieConnectionPool
 from magnetar.bookie.client.ensemble import EnsemblePlacement
 from magnetar.bookie.client.errors import (
@@ -44,7 +45,8 @@ class _PendingAdd:
     entry_id: int
     payload: bytes
     future: asyncio.Future[int]
-    message: pb.Entry | None = None  # built when first sent, resent unchanged to replacements
+    #: serialized when first sent, once for all its bookies; resent unchanged to replacements
+    message: EncodedEntry | None = None
     acked: set[int] = field(default_factory=set)  # ensemble positions that made it durable
 
 
@@ -183,12 +185,14 @@ class LedgerHandle:
     def _send(self, pending: _PendingAdd, positions: list[int] | None = None) -> None:
         if pending.message is None:
             digest = entry_digest(self.ledger_id, pending.entry_id, self._lac, pending.payload)
-            pending.message = pb.Entry(
-                ledger_id=self.ledger_id,
-                entry_id=pending.entry_id,
-                last_add_confirmed=self._lac,
-                digest=digest,
-                payload=pending.payload,
+            pending.message = EncodedEntry.of(
+                pb.Entry(
+                    ledger_id=self.ledger_id,
+                    entry_id=pending.entry_id,
+                    last_add_confirmed=self._lac,
+                    digest=digest,
+                    payload=pending.payload,
+                )
             )
         ensemble = self._metadata.ensemble_for(pending.entry_id)
         for position in (
