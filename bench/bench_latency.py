@@ -22,7 +22,8 @@ Beside them, what the servers paid: each process's CPU time (/proc, all its thre
 measured seconds, in microseconds per published message (the broker's count of SENDs), and each
 event loop's lateness (``magnetar_event_loop_lag_seconds``: p99 and the worst sample's bucket), its
 stalls over 10 ms by callback, and its garbage collections. ``--profile`` also records each
-server with py-spy (Python frames, idle included) into runs/bench/profiles/.
+server with py-spy into runs/bench/profiles/ and prints where a message's CPU goes, stage by stage
+(bench/cpu_stages.py).
 
 The floor row is the same generator against bench/noop_broker.py, which answers every send at
 once and stores nothing: what the client, the loopback and a Python event loop cost with no
@@ -40,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cpu_stages
 import perf_go
 import server_costs
 from bench_unload import cluster_spec
@@ -139,6 +141,7 @@ def main() -> None:
             result["cpu"] = server_costs.cpu_rows(servers, cpu_before, cpu_after, sends)
             result["loops"] = server_costs.loop_rows(servers, before, after)
             result["profiles"] = server_costs.finish_profiles(profiles)
+            result["cpu_stages"] = cpu_stages.stage_rows(result)
         finally:
             supervisor.down()
     print_table(result)
@@ -166,6 +169,12 @@ def print_table(result: dict[str, Any]) -> None:
         )
     console.print(table)
     server_costs.print_tables(console, result["cpu"], result["loops"])
+    if result.get("profiles"):
+        table = Table("stage", "µs CPU per message", "by server", title="where a message's CPU goes (py-spy)")
+        for row in result["cpu_stages"]:
+            servers = ", ".join(f"{name} {us:.0f}" for name, us in sorted(row["by_server"].items()))
+            table.add_row(row["stage"], f"{row['us_per_message']:.1f}", servers)
+        console.print(table)
     for path in result.get("profiles", []):
         console.print(f"profile: {path}")
     client = result["client"]["p99_ms"]

@@ -123,10 +123,10 @@ Profiling = list[tuple[subprocess.Popen[bytes], Path]]
 
 
 def start_profiles(group: list[Server], seconds: float, directory: Path) -> Profiling:
-    """py-spy on every Python server for ``seconds`` (200 Hz, idle included), as
-    collapsed stacks (``--format raw``: one line per stack, its sample count last). Without native
-    frames and without pausing the process: py-spy's native unwinding stops the process for each
-    sample, and the loop falls seconds behind."""
+    """py-spy on every Python server for ``seconds`` (200 Hz, active samples only: their shares
+    are shares of CPU), as collapsed stacks (``--format raw``: a line per stack, its count last).
+    Without native frames and without pausing the process: py-spy's native unwinding stops the
+    process for each sample, and the loop falls seconds behind."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
         raise SystemExit("--profile needs py-spy: pip install 'magnetar[bench]'")
@@ -136,7 +136,7 @@ def start_profiles(group: list[Server], seconds: float, directory: Path) -> Prof
         if server.metrics_url is None:
             continue
         out = directory / f"{server.name}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
-        command = [spy, "record", "--pid", str(server.pid), "--rate", "200", "--idle", "--nonblocking",
+        command = [spy, "record", "--pid", str(server.pid), "--rate", "200", "--nonblocking",
                    "--threads", "--format", "raw", "--duration", str(int(seconds)), "--output", str(out),
                    ]  # fmt: skip
         started.append((subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), out))
