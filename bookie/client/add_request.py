@@ -25,6 +25,7 @@ _MAP_KEY = b"\x08"
 _MAP_VALUE = b"\x12"
 
 _UINT64 = (1 << 64) - 1
+_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
 
 
 class EncodedEntry(NamedTuple):
@@ -40,6 +41,8 @@ class EncodedEntry(NamedTuple):
 
 def varint(value: int) -> bytes:
     """Protobuf's base-128 varint; a negative int64 as its 64-bit two's complement."""
+    if 0 <= value < 0x4000:  # lengths and ids of a young ledger: one or two bytes, the usual case
+        return _ONE_BYTE[value] if value < 0x80 else bytes(((value & 0x7F) | 0x80, value >> 7))
     value &= _UINT64
     out = bytearray()
     while value > 0x7F:
