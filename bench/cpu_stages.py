@@ -36,7 +36,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "broker/subscription.py",
             "broker/cnx/consumer_commands.py",
         ),
-    ),  # fmt: skip
+    ),
     (
         "broker publish (frames, producer, topic)",
         (
@@ -46,7 +46,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "broker/deduplication.py",
             "asyncio/streams.py",
         ),
-    ),  # fmt: skip
+    ),
     ("metadata store client", ("kazoo/", "common/metadata/")),
     ("metrics and loop monitor", ("prometheus_client/", "common/loop_monitor.py", "metrics.py", "aiohttp/")),
 )
