@@ -74,6 +74,10 @@ def stage_of(frames: list[str]) -> str:
             if any(fragment in path for fragment in fragments):
                 return stage
     leaf = frames[-1]
+    if "_poll" in frames[0]:
+        return "gRPC core's poller thread"
+    if leaf.startswith("_worker (concurrent/futures/thread.py"):
+        return "thread-pool hand-offs (asyncio.to_thread)"
     if "Runner.run" in leaf or "uvloop" in leaf or len(frames) == 1:
         return NATIVE
     return "other"
