@@ -39,7 +39,7 @@ class ManagedLedgerFactory:
         self.write_latency = LatencyHistogram()
         #: one timer visits the open ledgers for rollover by age and retention
         self._maintenance = MaintenanceTimer(
-            self.config.retention_check_interval_seconds, lambda: list(self._ledgers.values())
+            self.config.retention_check_interval_seconds, self._ledgers.values
         )
 
     async def open(self, name: str) -> ManagedLedger:

@@ -42,9 +42,13 @@ class LatencyHistogram:
     def count(self) -> int:
         return sum(self.counts)
 
-    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+    def buckets(self) -> list[tuple[str, float]]:
+        """Cumulative counts by upper bound, as Prometheus' text format names them."""
         cumulative, buckets = 0, []
         for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
             cumulative += count
-            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-        return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=self.sum_s)
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(cumulative)))
+        return buckets
+
+    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+        return HistogramMetricFamily(name, documentation, buckets=self.buckets(), sum_value=self.sum_s)

@@ -24,12 +24,12 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from magnetar.common.latency import LatencyHistogram
@@ -161,19 +161,9 @@ class LoopCollector(Collector):
         for name, count in sorted(dict(monitor.slow_callbacks).items()):
             slow.add_metric([name], count)
         yield slow
-        pauses = [
-            (str(generation), histogram.family("magnetar_gc_pause_seconds", ""))
-            for generation, histogram in monitor.gc_pauses.items()
-        ]
-        yield _labelled(
-            "magnetar_gc_pause_seconds", "Garbage collections' durations, by generation", "generation", pauses
+        pauses = HistogramMetricFamily(
+            "magnetar_gc_pause_seconds", "Garbage collections' durations by generation", labels=["generation"]
         )
-
-
-def _labelled(name: str, documentation: str, label: str, parts: Sequence[tuple[str, Metric]]) -> Metric:
-    """One histogram family from unlabelled ones, each given its ``label`` value."""
-    family = Metric(name, documentation, "histogram")
-    for value, part in parts:
-        for sample in part.samples:
-            family.add_sample(sample.name, {**sample.labels, label: value}, sample.value)
-    return family
+        for generation, histogram in monitor.gc_pauses.items():
+            pauses.add_metric([str(generation)], histogram.buckets(), histogram.sum_s)
+        yield pauses
