@@ -124,6 +124,9 @@ class BookieConnection:
         self._tls = credentials is not None
         self._channel = open_channel(address, credentials, _CHANNEL_OPTIONS)
         self._stub = pb_grpc.BookieStub(self._channel)  # type: ignore[no-untyped-call]
+        self._add_entries = self._channel.stream_stream(
+            _ADD_ENTRIES, request_serializer=None, response_deserializer=pb.AddResponse.FromString
+        )
         self._outbox: deque[tuple[EncodedEntry, bool, bytes]] = deque()
         self._waiting: defaultdict[tuple[int, int], deque[asyncio.Future[None]]] = defaultdict(deque)
         self._wakeup = asyncio.Event()
@@ -151,11 +154,8 @@ class BookieConnection:
         return future
 
     async def _run_stream(self) -> None:
-        method = self._channel.stream_stream(
-            _ADD_ENTRIES, request_serializer=None, response_deserializer=pb.AddResponse.FromString
-        )
         # No request iterator: requests go out through call.write as the outbox fills.
-        call: grpc.aio.StreamStreamCall[bytes, pb.AddResponse] = method()  # type: ignore[call-arg]
+        call: grpc.aio.StreamStreamCall[bytes, pb.AddResponse] = self._add_entries()  # type: ignore[call-arg]
         reader = asyncio.create_task(self._read_results(call))
         try:
             while not self._closed:

@@ -169,9 +169,13 @@ class ServerConnection:
         if len(self._outgoing) == 1:
             self._loop.call_soon(self._flush)
 
+    def _close_socket(self) -> None:
+        """Close after writing what ``send`` queued, so a reason sent just before still arrives."""
+        self._flush()
+        self._writer.close()
+
     def _flush(self) -> None:
-        """Write what ``send`` queued. Anything that closes the socket flushes first, so a
-        reason sent just before the close still reaches the client."""
+        """Write what ``send`` queued."""
         if not self._outgoing:
             return
         frames, self._outgoing = self._outgoing, []
@@ -236,8 +240,7 @@ class ServerConnection:
             if unanswered or not self._connected:
                 why = "no answer to PING" if self._connected else "no CONNECT"
                 log.info("connection %s: %s within %ds: closing", self._remote, why, interval)
-                self._flush()
-                self._writer.close()
+                self._close_socket()
                 self._producers.wake()  # a read loop paused on publishing sees the close
                 return
             ping_sent_at = None
@@ -405,8 +408,7 @@ class ServerConnection:
         """Authentication says the connection must go: tell the client why, then close."""
         log.warning("closing connection %s: %s", self._remote, reason)
         self.send(commands.error(2**64 - 1, E.AuthenticationError, reason))
-        self._flush()
-        self._writer.close()
+        self._close_socket()
         self._producers.wake()  # a read loop paused on publishing sees the close
 
     async def _ping(self, frame: Frame) -> None:
@@ -539,8 +541,7 @@ class ServerConnection:
         self._producers.close()
         self._consumers.close()
         with contextlib.suppress(Exception):
-            self._flush()
-            self._writer.close()
+            self._close_socket()
         self._on_close(self)
 
 
