@@ -4,11 +4,14 @@ memory. Needs root, `make kube-node` and `make image`.
 
     sudo .venv/bin/python bench/bench_kube.py
     sudo .venv/bin/python bench/bench_kube.py --rate 500 --topics 8 --keep   # leave the node up
+    sudo .venv/bin/python bench/bench_kube.py --starts 5 --no-restart      # five starts only
 
 A node of `magnetar kube up` (its own state directory and ports), the chart, then a MagnetarCluster
 of three bookies (E/Qw/Qa 2/2/2) and two brokers, secured as by default:
   1. apply -> first acknowledged message: from `kubectl apply` until a producer on this machine
-     (token, the brokers' pod-ip listener) gets its first receipt (target <= 60 s);
+     (token, the brokers' pod-ip listener) gets its first receipt (target <= 20 s), ``--starts``
+     times, each on a node of its own brought up for it (the chart installed and its operator
+     running before the apply), each printed with when the cluster's components were Ready;
   2. a rolling restart under ``--rate`` msg/s from lean client processes (bench/windows.py): a
      spec change the operator rolls out, bookies one at a time, then brokers after their bundles
      were transferred away; total time until every pod was replaced and the cluster is Ready
@@ -47,7 +50,9 @@ console = Console()
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = RUNS / "bench_kube.json"
 NAME = "bench"
-TARGETS = {"first_ack_s": 60.0, "window_ms": 1000.0, "lost": 0}
+TARGETS = {"first_ack_s": 20.0, "window_ms": 1000.0, "lost": 0}
+#: the components whose pods' readiness a start's breakdown shows, in the order they come up
+COMPONENTS = ("zookeeper", "bookie", "broker")
 
 
 @dataclass
@@ -114,6 +119,38 @@ def first_ack(node: Node, workdir: Path) -> tuple[float, Path, str]:
     raise RuntimeError(
         f"no acknowledged message within 600 s of kubectl apply\n{node.kubectl('get', 'pods')}"
     )
+
+
+def breakdown(node: Node, applied_at: float) -> dict[str, float]:
+    """Seconds from the apply until each component's last pod was Ready (its Ready condition's
+    transition), and until the operator's Converged Event: where a start's time went."""
+    found: dict[str, float] = {}
+    for pod in node.json("pods", "-l", f"app.kubernetes.io/instance={NAME}")["items"]:
+        component = pod["metadata"]["labels"].get("app.kubernetes.io/component", "")
+        ready = [
+            c for c in pod["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"
+        ]
+        if component in COMPONENTS and ready:
+            at = _stamp(ready[0]["lastTransitionTime"]) - applied_at
+            found[component] = max(found.get(component, 0.0), at)
+    converged = node.json("events", "--field-selector", f"involvedObject.name={NAME},reason=Converged")
+    stamps = [_stamp(e["lastTimestamp"] or e["metadata"]["creationTimestamp"]) for e in converged["items"]]
+    if stamps:
+        found["Converged"] = min(stamps) - applied_at
+    return {k: found[k] for k in (*COMPONENTS, "Converged") if k in found}
+
+
+def one_start(node: Node, workdir: Path, port_base: int) -> tuple[float, dict[str, float], Path, str]:
+    """A node, the chart, then apply -> first acknowledged message; the node stays up."""
+    magnetar("kube", "up", "--state-dir", str(node.state_dir), "--port-base", str(port_base))
+    helm = [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
+            str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
+            "--wait", "--timeout", "180s"]  # fmt: skip
+    subprocess.run(helm, check=True, capture_output=True, timeout=240)
+    applied_at = time.time()
+    seconds, token_file, ip = first_ack(node, workdir)
+    # Ready transitions are stamped to the second: the breakdown is coarser than the figure.
+    return seconds, breakdown(node, applied_at), token_file, ip
 
 
 def rolling_restart(
@@ -230,46 +267,56 @@ def main() -> None:
     parser.add_argument("--floor-seconds", type=float, default=10, help="nothing happening first (10)")
     parser.add_argument("--port-base", type=int, default=20440, help="the node's ports (20440)")
     parser.add_argument("--keep", action="store_true", help="leave the node up at the end")
+    parser.add_argument("--starts", type=int, default=1, help="starts to measure, each on a fresh node (1)")
+    parser.add_argument("--no-restart", action="store_true", help="the starts only: no rolling restart")
     args = parser.parse_args()
     workdir = RUNS / "bench-kube"
     node = Node(workdir / "state")
-    console.print("[bold]node[/]: magnetar kube up …")
-    magnetar("kube", "up", "--state-dir", str(node.state_dir), "--port-base", str(args.port_base))
-    try:
-        helm = [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
-                str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
-                "--wait", "--timeout", "180s"]  # fmt: skip
-        subprocess.run(helm, check=True, capture_output=True, timeout=240)
-        console.print("[bold]1.[/] kubectl apply -> first acknowledged message …")
-        seconds, token_file, ip = first_ack(node, workdir)
-        console.print(f"    {seconds:.1f} s")
-        console.print(f"[bold]2.[/] rolling restart under {args.rate:,.0f} msg/s …")
-        roll = rolling_restart(node, ip, token_file, args, workdir)
-        memory = pod_memory(node)
-    finally:
-        if not args.keep:
-            magnetar("kube", "down", "--state-dir", str(node.state_dir))
-    judged = verdict(roll["window_max_ms"], TARGETS["window_ms"], roll["floor_max_ms"])
+    starts: list[dict[str, Any]] = []
+    roll: dict[str, Any] = {}
+    memory: dict[str, float] = {}
+    for i in range(args.starts):
+        last = i == args.starts - 1
+        what = "a node, the chart, then kubectl apply -> first acknowledged message"
+        console.print(f"[bold]1.[/] start {i + 1}/{args.starts}: {what} …")
+        try:
+            seconds, parts, token_file, ip = one_start(node, workdir, args.port_base)
+            starts.append({"first_ack_s": seconds, "ready_s": parts})
+            shown = ", ".join(f"{k} {v:.0f} s" for k, v in parts.items())
+            console.print(f"    {seconds:.1f} s (Ready after the apply: {shown})")
+            if last and not args.no_restart:
+                console.print(f"[bold]2.[/] rolling restart under {args.rate:,.0f} msg/s …")
+                roll = rolling_restart(node, ip, token_file, args, workdir)
+                memory = pod_memory(node)
+        finally:
+            if not (last and args.keep):
+                magnetar("kube", "down", "--state-dir", str(node.state_dir))
     table = Table(title="Magnetar on a magnetar kube node (2 cores): 3 bookies, 2 brokers")
     for column in ("measure", "figure", "target", "met"):
         table.add_column(column)
-    table.add_row("kubectl apply -> first acked message", f"{seconds:.1f} s", "<= 60 s",
-                  "yes" if seconds <= TARGETS["first_ack_s"] else "no")  # fmt: skip
-    table.add_row("rolling restart, total", f"{roll['total_s']:.0f} s", "", "")
-    table.add_row(
-        "floor: largest producer lateness, nothing happening", f"{roll['floor_max_ms']:.0f} ms", "", ""
-    )
-    table.add_row(
-        "rolling restart: largest producer lateness", f"{roll['window_max_ms']:.0f} ms", "<= 1 s", judged
-    )
-    table.add_row("rolling restart: the latest message", roll["latest"], "", "")
-    table.add_row("acknowledged messages lost", f"{roll['lost']} of {roll['acked']:,}", "0",
-                  "yes" if roll["lost"] == 0 else "no")  # fmt: skip
+    for i, start in enumerate(starts, 1):
+        seconds = start["first_ack_s"]
+        table.add_row(f"start {i}: kubectl apply -> first acked message", f"{seconds:.1f} s", "<= 20 s",
+                      "yes" if seconds <= TARGETS["first_ack_s"] else "no")  # fmt: skip
+    judged = ""
+    if roll:
+        judged = verdict(roll["window_max_ms"], TARGETS["window_ms"], roll["floor_max_ms"])
+        table.add_row("rolling restart, total", f"{roll['total_s']:.0f} s", "", "")
+        table.add_row(
+            "floor: largest producer lateness, nothing happening", f"{roll['floor_max_ms']:.0f} ms", "", ""
+        )
+        table.add_row(
+            "rolling restart: largest producer lateness", f"{roll['window_max_ms']:.0f} ms", "<= 1 s", judged
+        )
+        table.add_row("rolling restart: the latest message", roll["latest"], "", "")
+        table.add_row("acknowledged messages lost", f"{roll['lost']} of {roll['acked']:,}", "0",
+                      "yes" if roll["lost"] == 0 else "no")  # fmt: skip
     for pod, mb in memory.items():
         table.add_row(f"RSS {pod}", f"{mb:.0f} MB", "", "")
     console.print(table)
-    write_results(RESULTS, {"first_ack_s": seconds, "rolling_restart": roll, "memory_mb": memory,
-                            "window_verdict": judged})  # fmt: skip
+    slowest = max(s["first_ack_s"] for s in starts)
+    write_results(RESULTS, {"first_ack_s": slowest, "starts": starts, "rolling_restart": roll,
+                            "memory_mb": memory, "window_verdict": judged})  # fmt: skip
     console.print(f"results: {RESULTS}")
     if judged.startswith("cannot tell"):
         sys.exit(2)
