@@ -58,6 +58,22 @@ async def _gather(waits: list[asyncio.Future[None]]) -> None:
             raise result
 
 
+def journal_failed(response: pb.AddResponse, detail: str) -> pb.AddResponse:
+    """The response for a request whose journal write failed: its accepted entries are not."""
+    failed = pb.AddResponse()
+    for result in response.results:
+        if result.reason == pb.OK:
+            failed.results.add(
+                ledger_id=result.ledger_id,
+                entry_id=result.entry_id,
+                reason=pb.INTERNAL,
+                message=f"entry {result.ledger_id}:{result.entry_id} not durable: {detail}",
+            )
+        else:
+            failed.results.append(result)
+    return failed
+
+
 @dataclass
 class BookieStats:
     """Counters since start, read by ``metrics.py`` at scrape time (no cost on the add path)."""

@@ -22,6 +22,11 @@ class BookieConfig(ComponentConfig):
 
     #: gRPC port; 0 picks a free port (the bound one is printed on the "ready" line)
     bookie_port: int = Field(default=3181, ge=0, le=65535)
+    #: port of the framed add path (BookKeeper's v3 shape, beside gRPC: ``bookie/frames.py``); 0
+    #: picks a free port. Clients find it in the bookie's registration.
+    bookie_add_port: int = Field(default=0, ge=0, le=65535)
+    #: serve adds on ``bookie_add_port``; off: clients add over the gRPC stream
+    framed_adds_enabled: bool = True
     #: interface the gRPC server binds to
     listen_address: str = "127.0.0.1"
     #: address clients use to reach this bookie; defaults to ``listen_address``

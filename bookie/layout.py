@@ -52,6 +52,8 @@ class BookieRegistration:
     bookie_id: str
     address: str  # host:port of the gRPC service
     rack: str = DEFAULT_RACK
+    #: host:port of the framed add port (``bookie/frames.py``); empty: adds go over gRPC
+    add_address: str = ""
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -59,3 +61,8 @@ class BookieRegistration:
     @classmethod
     def decode(cls, data: bytes) -> BookieRegistration:
         return cls(**json.loads(data))
+
+    def same_bookie(self, other: BookieRegistration) -> bool:
+        """Whether ``other`` is this bookie's registration, perhaps from an earlier run of it (an
+        add port picked at start may differ from run to run)."""
+        return (self.bookie_id, self.address) == (other.bookie_id, other.address)

@@ -71,7 +71,7 @@ class Registration:
             existing, _ = await self._store.get(path)
         except NoNodeError:
             existing = None
-        if existing is not None and existing != value:
+        if existing is not None and not self._registration.same_bookie(BookieRegistration.decode(existing)):
             raise RegistrationConflictError(
                 f"bookie id {self._registration.bookie_id} is already registered at {path} by "
                 f"another bookie ({existing.decode(errors='replace')}); give this one another bookie_id"

@@ -22,8 +22,9 @@ from typing import Any, NoReturn, Protocol
 import grpc
 from google.protobuf.message import DecodeError, Message
 
+from magnetar.bookie.add_port import AddPort
 from magnetar.bookie.autorecovery.service import AutoRecovery
-from magnetar.bookie.bookie import BadRequestError, Bookie, ReadOnlyError, UnauthorizedError
+from magnetar.bookie.bookie import BadRequestError, Bookie, ReadOnlyError, UnauthorizedError, journal_failed
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.disk_monitor import DiskMonitor
 from magnetar.bookie.entry_log import CorruptEntryError
@@ -36,6 +37,7 @@ from magnetar.bookie.metrics import MetricsServer
 from magnetar.bookie.registration import Registration
 from magnetar.common.grpc_tls import add_port, grpc_server_credentials
 from magnetar.common.metadata import MetadataStore, open_store
+from magnetar.common.tls import server_context
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
 
@@ -147,7 +149,7 @@ class BookieService(pb_grpc.BookieServicer):
                     try:
                         await durable
                     except JournalError as exc:
-                        response = _journal_failed(response, str(exc))
+                        response = journal_failed(response, str(exc))
                 latency.since(received)
                 yield response
             await reader  # re-raise what ended the request stream, if anything
@@ -293,22 +295,6 @@ class BookieService(pb_grpc.BookieServicer):
         )
 
 
-def _journal_failed(response: pb.AddResponse, detail: str) -> pb.AddResponse:
-    """The response for a request whose journal write failed: its accepted entries are not."""
-    failed = pb.AddResponse()
-    for result in response.results:
-        if result.reason == pb.OK:
-            failed.results.add(
-                ledger_id=result.ledger_id,
-                entry_id=result.entry_id,
-                reason=pb.INTERNAL,
-                message=f"entry {result.ledger_id}:{result.entry_id} not durable: {detail}",
-            )
-        else:
-            failed.results.append(result)
-    return failed
-
-
 class BookieServer:
     """A running bookie: storage, gRPC server and (with a metadata store) registration, GC and
     the disk monitor. Build with ``start_bookie``."""
@@ -319,7 +305,10 @@ class BookieServer:
         self.port = 0
         self.bookie_id = ""
         self.address = ""
+        #: ``host:port`` of the framed add port ("" when it is off)
+        self.add_address = ""
         self._grpc: grpc.aio.Server | None = None
+        self._add_port: AddPort | None = None
         self._services: list[_Service] = []
         self._stopping = False
         self._stopped = asyncio.Event()
@@ -341,9 +330,28 @@ class BookieServer:
         self.address = self.config.address_for(self.port)
         _register(BookieService(self.bookie, self.bookie_id), self._grpc)
         await self._grpc.start()
+        if self.config.framed_adds_enabled:
+            await self._start_add_port()
         self._services = await _start_services(self)
         tls = " (TLS)" if self.config.server_tls() else ""
         log.info("bookie %s listening on %s%s", self.bookie_id, self.address, tls)
+
+    async def _start_add_port(self) -> None:
+        files = self.config.server_tls()
+        tls = (
+            server_context(files, require_client_cert=self.config.tls_client_authentication)
+            if files is not None
+            else None
+        )
+        self._add_port = AddPort(self.bookie)
+        try:
+            port = await self._add_port.start(self.config.listen_address, self.config.bookie_add_port, tls)
+        except OSError:
+            if self._grpc is not None:
+                await self._grpc.stop(None)
+            await self.bookie.close()
+            raise
+        self.add_address = self.config.address_for(port)
 
     def _credentials(self) -> grpc.ServerCredentials | None:
         """TLS only when the bookie has a certificate; client certificates required with
@@ -365,6 +373,8 @@ class BookieServer:
         deadline = loop.time() + self.config.shutdown_timeout_ms / 1000 - grace_s - _FLUSH_RESERVE_S
         for service in reversed(self._services):
             await _stop_service(service, max(deadline - loop.time(), _MIN_STEP_S))
+        if self._add_port is not None:
+            await self._add_port.stop(grace_s)
         if self._grpc is not None:
             await self._grpc.stop(grace_s)
         try:
@@ -433,7 +443,9 @@ async def _start_services(server: BookieServer) -> list[_Service]:
         services.append(_StoreSession(store))
         registration = Registration(
             store,
-            BookieRegistration(server.bookie_id, server.address, config.rack or DEFAULT_RACK),
+            BookieRegistration(
+                server.bookie_id, server.address, config.rack or DEFAULT_RACK, add_address=server.add_address
+            ),
             read_only=bookie.read_only,
         )
         await registration.start()

@@ -1,21 +1,26 @@
-"""One gRPC connection to one bookie, shared by every ledger the client writes or reads.
+"""One connection to one bookie, shared by every ledger the client writes or reads.
 
 Adds are pipelined: every add queued while the previous request was being written goes out in the
 next ``AddRequest`` (one message for many entries, which is what makes Python fast enough here),
 put together from entries serialized once (``add_request.py``), and results come back on the same
-stream. A broken stream fails every add still waiting on it with
-``BookieUnavailableError``; the next add opens a new stream, so a restarted bookie is used again.
+stream. The stream is the bookie's framed add port where its registration names one (length-
+prefixed frames on a plain asyncio connection, ``frames.py``: a fraction of gRPC's CPU per
+request), else gRPC's AddEntries stream; the other calls are gRPC's. A broken stream fails every
+add still waiting on it with ``BookieUnavailableError``; the next add opens a new stream (looking
+the add port up again), so a restarted bookie is used again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from magnetar.bookie.client.add_request import EncodedEntry, encode
 from magnetar.bookie.client.errors import (
@@ -29,11 +34,12 @@ from magnetar.bookie.client.errors import (
     UnauthorizedAccessError,
 )
 from magnetar.bookie.errors import REASON_METADATA_KEY
+from magnetar.bookie.frames import FrameError, FrameReader, frame
 from magnetar.common.grpc_tls import explain_refusal, open_channel
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
 
-#: maps a bookie id to the address it listens on
+#: maps a bookie id to the address it listens on (gRPC), or to its framed add port ("": none)
 BookieResolver = Callable[[str], Awaitable[str]]
 
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -115,8 +121,12 @@ class BookieConnection:
         rpc_timeout_s: float = 10.0,
         connect_timeout_s: float = 10.0,
         credentials: grpc.ChannelCredentials | None = None,
+        find_add_port: BookieResolver | None = None,
+        add_port_tls: ssl.SSLContext | None = None,
     ) -> None:
-        """``credentials``: TLS (see ``magnetar.common.grpc_tls``); None: plain text."""
+        """``credentials``: TLS (see ``magnetar.common.grpc_tls``); None: plain text.
+        ``find_add_port``: the bookie's framed add port, looked up at each new add stream (None:
+        adds over gRPC), reached with ``add_port_tls`` when the channel is TLS."""
         self.bookie_id = bookie_id
         self.address = address
         self._rpc_timeout_s = rpc_timeout_s
@@ -132,6 +142,11 @@ class BookieConnection:
         self._wakeup = asyncio.Event()
         self._stream_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._find_add_port = find_add_port
+        self._add_port_tls = add_port_tls
+        #: the framed add connection while it is open
+        self._frames: asyncio.Transport | None = None
+        self._flush_scheduled = False
 
     # -- adds ------------------------------------------------------------------------------------
 
@@ -148,12 +163,67 @@ class BookieConnection:
             return future
         self._waiting[(entry.ledger_id, entry.entry_id)].append(future)
         self._outbox.append((entry, recovery, master_key))
-        self._wakeup.set()
+        if self._frames is not None:
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush_frames)
+        else:
+            self._wakeup.set()
         if self._stream_task is None or self._stream_task.done():
             self._stream_task = asyncio.create_task(self._run_stream(), name=f"add-stream-{self.bookie_id}")
         return future
 
     async def _run_stream(self) -> None:
+        address = await self._add_port()
+        if address:
+            await self._run_framed(address)
+        else:
+            await self._run_grpc_stream()
+
+    async def _add_port(self) -> str:
+        """The bookie's framed add port now, or "" (none, or not known within the connect
+        timeout: the metadata store may be away, and adds need not wait for it)."""
+        if self._find_add_port is None:
+            return ""
+        try:
+            return await asyncio.wait_for(self._find_add_port(self.bookie_id), self._connect_timeout_s)
+        except Exception:  # any failure to look it up leaves gRPC's stream
+            return ""
+
+    async def _run_framed(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        loop = asyncio.get_running_loop()
+        try:
+            transport, frames = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _AddFrames(self._complete),
+                    host,
+                    int(port),
+                    ssl=self._add_port_tls,
+                    server_hostname=host if self._add_port_tls is not None else None,
+                ),
+                self._connect_timeout_s,
+            )
+        except (OSError, TimeoutError, ValueError) as exc:
+            detail = f"cannot reach its add port {address}: {exc or type(exc).__name__}"
+            self._fail_all(BookieUnavailableError(self.bookie_id, detail))
+            return
+        self._frames = transport
+        try:
+            self._flush_frames()
+            await frames.closed
+        finally:
+            self._frames = None
+            transport.close()
+            self._fail_all(BookieUnavailableError(self.bookie_id, frames.why))
+
+    def _flush_frames(self) -> None:
+        """Write every request the outbox holds in one write (called once per loop turn)."""
+        self._flush_scheduled = False
+        if self._frames is not None and self._outbox:
+            self._frames.write(b"".join([frame(request) for request in self._drain_outbox()]))
+
+    async def _run_grpc_stream(self) -> None:
         # No request iterator: requests go out through call.write as the outbox fills.
         call: grpc.aio.StreamStreamCall[bytes, pb.AddResponse] = self._add_entries()  # type: ignore[call-arg]
         reader = asyncio.create_task(self._read_results(call))
@@ -299,12 +369,52 @@ class BookieConnection:
     async def close(self) -> None:
         self._closed = True
         self._wakeup.set()
+        if self._frames is not None:
+            self._frames.close()
         if self._stream_task is not None:
             self._stream_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._stream_task
         self._fail_all(BookieUnavailableError(self.bookie_id, "connection closed"))
         await self._channel.close(grace=None)
+
+
+class _AddFrames(asyncio.Protocol):
+    """The client's end of a framed add connection: each ``AddResponse`` frame's results go to
+    ``complete``; ``closed`` completes when the connection ends, ``why`` says how."""
+
+    def __init__(self, complete: Callable[[pb.AddResult], None]) -> None:
+        self._complete = complete
+        self._reader = FrameReader()
+        self._transport: asyncio.BaseTransport | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.why = "bookie closed the add connection"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for payload in self._reader.feed(data):
+                response = pb.AddResponse.FromString(payload)
+                if response.error:
+                    self._end(f"bookie closed the add connection: {response.error}")
+                    return
+                for result in response.results:
+                    self._complete(result)
+        except (FrameError, DecodeError) as exc:
+            self._end(f"unreadable answer on the add connection: {exc}")
+
+    def _end(self, why: str) -> None:
+        self.why = why
+        if self._transport is not None:
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and self.why == "bookie closed the add connection":
+            self.why = f"add connection lost: {exc}"
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 def _describe(exc: BaseException, *, tls: bool) -> str:
@@ -326,8 +436,12 @@ class BookieConnectionPool:
         rpc_timeout_s: float = 10.0,
         connect_timeout_s: float = 10.0,
         credentials: grpc.ChannelCredentials | None = None,
+        find_add_port: BookieResolver | None = None,
+        add_port_tls: ssl.SSLContext | None = None,
     ) -> None:
         self._resolve = resolve
+        self._find_add_port = find_add_port
+        self._add_port_tls = add_port_tls
         self._rpc_timeout_s = rpc_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._credentials = credentials
@@ -347,6 +461,8 @@ class BookieConnectionPool:
                     rpc_timeout_s=self._rpc_timeout_s,
                     connect_timeout_s=self._connect_timeout_s,
                     credentials=self._credentials,
+                    find_add_port=self._find_add_port,
+                    add_port_tls=self._add_port_tls,
                 )
             return self._connections[bookie_id]
 

@@ -64,6 +64,17 @@ class BookieDirectory:
     async def read_only(self) -> list[BookieRegistration]:
         return await self.registrations(READONLY_BOOKIES)
 
+    async def add_port(self, bookie_id: str) -> str:
+        """The framed add port the bookie registers now ("": none, or not registered). Writable
+        bookies' nodes are watched, so a restarted bookie's new port is seen without a read."""
+        for parent, get in ((WRITABLE_BOOKIES, self._writable.get), (READONLY_BOOKIES, self._get)):
+            try:
+                data = await get(f"{parent}/{bookie_id}")
+            except NoNodeError:
+                continue
+            return BookieRegistration.decode(data).add_address
+        return ""
+
     async def address(self, bookie_id: str) -> str:
         if bookie_id not in self._addresses:
             await self.writable()
