@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -151,6 +152,8 @@ def main() -> None:
         "--entries", type=int, nargs="+", default=[1, 8], help="entries per request (default 1 8)"
     )
     args = parser.parse_args()
+    # a terminated bench still stops its bookie (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="add-protocol-") as tmp:
         bookie = BookieProcess(Path(tmp))
