@@ -208,3 +208,70 @@ def test_a_pod_that_stops_being_ready_degrades_a_converged_cluster_until_it_reco
         kubelet.may_become_ready = lambda _pod: True
     recovered = wait_for("Ready again", lambda: converged(api, k8s_namespace, "health", 1))
     assert condition(recovered, "Degraded")["status"] == "False"
+
+
+def test_a_new_clusters_bookies_and_brokers_are_made_once_its_zookeeper_is_ready(
+    api: client.ApiClient,
+    k8s_namespace: str,
+    kubelet: MockKubelet,
+    timeline: Timeline,
+    start_operator: Callable[..., Any],
+) -> None:
+    """Started beside a ZooKeeper still starting they would share its CPU and time out connecting
+    to it; a StatefulSet that exists is still applied while ZooKeeper is not ready."""
+    apps = client.AppsV1Api(api)
+
+    def sets() -> set[str]:
+        return {s.metadata.name for s in apps.list_namespaced_stateful_set(k8s_namespace).items}
+
+    held = "staged-zookeeper-0"
+    kubelet.may_become_ready = lambda pod: pod["metadata"]["name"] != held
+    try:
+        start_operator()
+        spec = {"bookies": {"replicas": 2}, "brokers": {"replicas": 1}}  # ZooKeeper of its own
+        body = {"apiVersion": "magnetar.dev/v1alpha1", "kind": "MagnetarCluster",
+                "metadata": {"name": "staged"}, "spec": spec}  # fmt: skip
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            *CUSTOM, k8s_namespace, "magnetarclusters", body
+        )
+        waiting = wait_for(
+            "the status to say it waits for ZooKeeper",
+            lambda: (
+                c
+                if "zookeeper: 0/1 ready"
+                in (
+                    c := condition(get_cr(api, "magnetarclusters", k8s_namespace, "staged"), "Progressing")
+                ).get("message", "")
+                else None
+            ),
+        )
+        assert waiting["status"] == "True"
+        assert sets() == {"staged-zookeeper"}
+    finally:
+        kubelet.may_become_ready = lambda _pod: True
+    wait_for("staged Ready", lambda: converged(api, k8s_namespace, "staged", 1))
+    assert sets() == {"staged-zookeeper", "staged-bookie", "staged-broker"}
+    entries = since(timeline, 0, k8s_namespace)
+    zookeeper_ready = next(i for i, e in enumerate(entries) if e[0] == "ready" and short(e[1]) == held)
+    created = [i for i, e in enumerate(entries) if e[0] == "created" and "zookeeper" not in e[1]]
+    assert created, entries
+    assert min(created) > zookeeper_ready, entries
+
+    # Once made, a StatefulSet follows the spec whether ZooKeeper is ready or not.
+    kubelet.may_become_ready = lambda pod: pod["metadata"]["name"] != held
+    try:
+        client.CoreV1Api(api).delete_namespaced_pod(held, k8s_namespace)
+        before = apps.read_namespaced_stateful_set("staged-bookie", k8s_namespace).spec.template.metadata
+        patch_spec(api, k8s_namespace, "staged", {"bookies": {"config": {"journal_max_group_wait_msec": 3}}})
+        wait_for(
+            "the bookies' StatefulSet changed",
+            lambda: (
+                apps.read_namespaced_stateful_set(
+                    "staged-bookie", k8s_namespace
+                ).spec.template.metadata.annotations
+                != before.annotations
+            ),
+        )
+    finally:
+        kubelet.may_become_ready = lambda _pod: True
+    wait_for("staged Ready again", lambda: converged(api, k8s_namespace, "staged", 2), timeout_s=120)
