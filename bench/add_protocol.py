@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/add_protocol.py
     .venv/bin/python bench/add_protocol.py --requests 20000 --entries 1 8
+    .venv/bin/python bench/add_protocol.py --protocols framed --entries 1   # one row (to profile)
 
 One bookie process (journal fsync off: the protocol is measured, not the disk) and the ledger
 client's ``BookieConnection`` in this process, adding 1 KiB entries in rounds: each round queues
@@ -151,6 +152,13 @@ def main() -> None:
     parser.add_argument(
         "--entries", type=int, nargs="+", default=[1, 8], help="entries per request (default 1 8)"
     )
+    parser.add_argument(
+        "--protocols",
+        nargs="+",
+        choices=["grpc", "framed"],
+        default=["grpc", "framed"],
+        help="(default both)",
+    )
     args = parser.parse_args()
     # a terminated bench still stops its bookie (the finally below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -161,7 +169,7 @@ def main() -> None:
             idle = floor(bookie, 3.0)
             ledger_id = 1
             for size in args.entries:
-                for framed in (False, True):
+                for framed in [protocol == "framed" for protocol in args.protocols]:
                     console.print(f"[dim]{'framed' if framed else 'gRPC'}, {size} entries a request …[/]")
                     rows.append(asyncio.run(run_rounds(bookie, framed, ledger_id, args.requests, size)))
                     ledger_id += 1
