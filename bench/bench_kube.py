@@ -123,9 +123,12 @@ def first_ack(node: Node, workdir: Path) -> tuple[float, Path, str]:
 
 def breakdown(node: Node, applied_at: float) -> dict[str, float]:
     """Seconds from the apply until each component's last pod was Ready (its Ready condition's
-    transition), and until the operator's Converged Event: where a start's time went."""
+    transition), and until the operator's Converged Event; and the containers' restarts (a
+    process that gave up waiting and went into the kubelet's back-off): where a start's time went."""
     found: dict[str, float] = {}
+    restarts = 0
     for pod in node.json("pods", "-l", f"app.kubernetes.io/instance={NAME}")["items"]:
+        restarts += sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses", []))
         component = pod["metadata"]["labels"].get("app.kubernetes.io/component", "")
         ready = [
             c for c in pod["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"
@@ -137,7 +140,7 @@ def breakdown(node: Node, applied_at: float) -> dict[str, float]:
     stamps = [_stamp(e["lastTimestamp"] or e["metadata"]["creationTimestamp"]) for e in converged["items"]]
     if stamps:
         found["Converged"] = min(stamps) - applied_at
-    return {k: found[k] for k in (*COMPONENTS, "Converged") if k in found}
+    return {k: found[k] for k in (*COMPONENTS, "Converged") if k in found} | {"restarts": restarts}
 
 
 def one_start(node: Node, workdir: Path, port_base: int) -> tuple[float, dict[str, float], Path, str]:
@@ -282,8 +285,10 @@ def main() -> None:
         try:
             seconds, parts, token_file, ip = one_start(node, workdir, args.port_base)
             starts.append({"first_ack_s": seconds, "ready_s": parts})
-            shown = ", ".join(f"{k} {v:.0f} s" for k, v in parts.items())
-            console.print(f"    {seconds:.1f} s (Ready after the apply: {shown})")
+            shown = ", ".join(f"{k} {v:.0f} s" for k, v in parts.items() if k != "restarts")
+            console.print(
+                f"    {seconds:.1f} s (Ready after the apply: {shown}; restarts {parts['restarts']:.0f})"
+            )
             if last and not args.no_restart:
                 console.print(f"[bold]2.[/] rolling restart under {args.rate:,.0f} msg/s …")
                 roll = rolling_restart(node, ip, token_file, args, workdir)
