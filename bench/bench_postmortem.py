@@ -24,11 +24,12 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
@@ -55,6 +56,65 @@ def generate(root: Path, label: str, events: int) -> tuple[Path, int, float]:
     return run_dir, written, elapsed
 
 
+#: the post-mortem's progress lines that start a phase (by their first word), and its name
+PHASES = {
+    "reading": "read",
+    "disruption": "windows",
+    "duplicates,": "checkers",
+    "latency": "latency",
+    "summary": "summary",
+    "report.html": "report",
+}
+
+
+def jvm_cpu(spark: SparkSession) -> Callable[[], float] | None:
+    """The CPU seconds used so far by a local session's JVM (its driver and executors), from
+    /proc: on a shared machine a fairer measure than wall time. None where it cannot be read."""
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    stat = Path(f"/proc/{proc.pid}/stat") if proc is not None else None
+    if stat is None or not stat.exists():
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def used() -> float:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    return used
+
+
+class PhaseClock:
+    """Wall (and JVM CPU) seconds of each phase of one post-mortem, told by its progress lines."""
+
+    def __init__(self, cpu: Callable[[], float] | None) -> None:
+        self.cpu = cpu
+        self.began = time.perf_counter()
+        self.marks: list[tuple[str, float, float | None]] = []
+
+    def _now(self) -> tuple[float, float | None]:
+        return time.perf_counter() - self.began, self.cpu() if self.cpu else None
+
+    def status(self, message: str) -> None:
+        wall, cpu = self._now()
+        console.print(f"[dim]  {wall:6.1f} s  {message}[/]")
+        phase = PHASES.get(message.split(" ", 1)[0])
+        if phase:
+            self.marks.append((phase, wall, cpu))
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.began
+
+    def phases(self) -> dict[str, dict[str, float | None]]:
+        """phase: its wall seconds and its JVM CPU seconds (None on a cluster)."""
+        wall, cpu = self._now()
+        ends = [*self.marks[1:], ("end", wall, cpu)]
+        found: dict[str, dict[str, float | None]] = {}
+        for (phase, start, start_cpu), (_, end, end_cpu) in zip(self.marks, ends, strict=True):
+            used = end_cpu - start_cpu if end_cpu is not None and start_cpu is not None else None
+            found[phase] = {"s": round(end - start, 2), "cpu_s": None if used is None else round(used, 2)}
+        return found
+
+
 def time_master(master: str, runs: list[tuple[str, Path, int]], executor_memory: str) -> dict[str, Any]:
     """One session on ``master``: its start time, and each run's seconds and headline."""
     started = time.perf_counter()
@@ -65,17 +125,13 @@ def time_master(master: str, runs: list[tuple[str, Path, int]], executor_memory:
     try:
         for label, run_dir, events in runs:
             console.print(f"[dim]{master}, {label}: analysing[/]")
-            began = time.perf_counter()
-
-            def status(message: str, began: float = began) -> None:
-                console.print(f"[dim]  {time.perf_counter() - began:6.1f} s  {message}[/]")
-
+            clock = PhaseClock(jvm_cpu(spark))
             out = run_dir.parent / f"report-{label}-{master.split(':')[0].split('[')[0]}"
-            result = postmortem.run(run_dir.as_uri(), spark, out=out.as_uri(), status=status)
-            seconds = time.perf_counter() - began
+            result = postmortem.run(run_dir.as_uri(), spark, out=out.as_uri(), status=clock.status)
+            seconds = clock.elapsed()
             head = result.summary["headline"]
             assert head["events"] == events, (master, head["events"], events)
-            timed["runs"][label] = {"seconds": round(seconds, 2), "headline": head}
+            timed["runs"][label] = {"seconds": round(seconds, 2), "headline": head, "phases": clock.phases()}
     finally:
         spark.stop()
     return timed
@@ -141,6 +197,7 @@ def main() -> None:
             row["size"], f"{row['events']:,}", *figures, f"{row['windows']:,}", f"{row['duplicates']:,}"
         )
     console.print(table)
+    console.print(_phase_table(rows, masters, names))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     sessions_s = {m: timed[m]["session_s"] for m in masters}
     RESULTS.write_text(json.dumps({"masters": masters, "session_s": sessions_s, "runs": rows}, indent=2))
@@ -163,9 +220,31 @@ def _rows(
         }
         for m in masters:
             seconds = timed[m]["runs"][label]["seconds"]
-            row[m] = {"seconds": seconds, "events_per_s": round(events / seconds)}
+            phases = timed[m]["runs"][label]["phases"]
+            row[m] = {"seconds": seconds, "events_per_s": round(events / seconds), "phases": phases}
         rows.append(row)
     return rows
+
+
+def _phase_table(rows: list[dict[str, Any]], masters: list[str], names: dict[str, str]) -> Table:
+    """Each size's phases: wall seconds, and the JVM's CPU seconds where measured."""
+    table = Table(title="per phase: wall s (JVM CPU s, local only)")
+    for column in ("size", "master", *PHASES.values()):
+        table.add_column(column, justify="right")
+    for row in rows:
+        for m in masters:
+            phases = row[m]["phases"]
+            cells = []
+            for phase in PHASES.values():
+                took = phases.get(phase)
+                if took is None:
+                    cells.append("")
+                elif took["cpu_s"] is None:
+                    cells.append(f"{took['s']:.1f}")
+                else:
+                    cells.append(f"{took['s']:.1f} ({took['cpu_s']:.0f})")
+            table.add_row(row["size"], names[m], *cells)
+    return table
 
 
 if __name__ == "__main__":
