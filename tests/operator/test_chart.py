@@ -39,6 +39,11 @@ def test_the_default_release_watches_every_namespace_with_cluster_wide_rules() -
     deployment = objs[("Deployment", "mg-magnetar")]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["args"][:3] == ["operator", "run", "--all-namespaces"]
+    # Ready (what `helm install --wait` waits for) once kopf serves its health endpoint, not at
+    # the container's start; probed only until then, so it adds no request a minute after.
+    assert "--liveness=http://0.0.0.0:8080/healthz" in container["args"]
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert "readinessProbe" not in container
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     rules = objs[("ClusterRole", "mg-magnetar")]["rules"]
     pods = next(r for r in rules if r["resources"] == ["pods"])
