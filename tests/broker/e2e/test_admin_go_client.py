@@ -96,9 +96,14 @@ def test_messages_are_peeked_skipped_reset_and_expired(standalone: Standalone, a
     admin.ok("subscriptions.clearBacklog", topic=topic, subscription="later")
     assert _backlog(admin, topic, "later") == 0
     busy = client.subscribe(topic, "later")
+    producer.send(b"unread")
+    assert _backlog(admin, topic, "later") == 1
     assert admin("subscriptions.delete", topic=topic, subscription="later").code == 412
     admin.ok("subscriptions.delete", topic=topic, subscription="later", force=True)
-    assert "later" not in admin.ok("subscriptions.list", topic=topic)
+    # The consumer it disconnected reconnects and, as in Pulsar, makes the subscription anew, at
+    # the end of the topic: what the deleted one had not consumed is not its backlog any more.
+    after = admin.ok("subscriptions.list", topic=topic)
+    assert "later" not in after or _backlog(admin, topic, "later") == 0, after
     busy.close()
     client.close()
 
