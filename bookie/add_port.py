@@ -78,6 +78,7 @@ class _AddConnection(asyncio.Protocol):
             self._transport.pause_reading()
 
     def _start(self, request: pb.AddRequest) -> None:
+        self._bookie.stats.add_requests["framed"] += 1
         durable, response = self._bookie.add(request)
         self._pending.append(_Pending(time.perf_counter(), durable, response))
         self.drained.clear()

@@ -83,6 +83,8 @@ class BookieStats:
     refused_adds: int = 0
     reads: int = 0
     corrupt_reads: int = 0
+    #: add requests by the way they came: "grpc" (the AddEntries stream) or "framed" (the add port)
+    add_requests: dict[str, int] = field(default_factory=lambda: {"grpc": 0, "framed": 0})
     #: an add request's time in the bookie: decoded to answered (journal durable included)
     add_request_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 

@@ -45,6 +45,14 @@ class BookieCollector(Collector):
             "Entries refused (fenced, read-only, bad digest)",
             stats.refused_adds,
         )
+        requests = CounterMetricFamily(
+            "magnetar_bookie_add_requests",
+            "Add requests by protocol: grpc (the AddEntries stream) or framed (the add port)",
+            labels=["protocol"],
+        )
+        for protocol, count in stats.add_requests.items():
+            requests.add_metric([protocol], count)
+        yield requests
         yield CounterMetricFamily("bookkeeper_server_READ_ENTRY", "Entries read", stats.reads)
         yield CounterMetricFamily(
             "bookkeeper_server_READ_ENTRY_CORRUPT",

@@ -133,10 +133,12 @@ class BookieService(pb_grpc.BookieServicer):
         answers: asyncio.Queue[tuple[float, asyncio.Future[None] | None, pb.AddResponse] | None]
         answers = asyncio.Queue()
         latency = self._bookie.stats.add_request_latency
+        requests = self._bookie.stats.add_requests
 
         async def pump() -> None:
             try:
                 async for request in request_iterator:
+                    requests["grpc"] += 1
                     answers.put_nowait((time.perf_counter(), *self._bookie.add(request)))
             finally:
                 answers.put_nowait(None)
