@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 from magnetar.bookie.bookie import Bookie, journal_failed
 from magnetar.bookie.frames import FrameError, FrameReader, frame
 from magnetar.bookie.journal import JournalError
+from magnetar.common.tls import CertificateReloader
 from magnetar.proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -140,11 +141,19 @@ class AddPort:
         self._connections: set[_AddConnection] = set()
         self.port = 0
 
-    async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> int:
+    async def start(
+        self, host: str, port: int, tls: ssl.SSLContext | None, renewals: CertificateReloader | None = None
+    ) -> int:
+        """Bind and serve; with ``renewals``, a certificate renewed in place is loaded before the
+        next connection's handshake (as the gRPC port serves it from its next handshake on)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _AddConnection(self._bookie, self._connections), host, port, ssl=tls
-        )
+
+        def accepted() -> _AddConnection:
+            if renewals is not None:
+                renewals.check()
+            return _AddConnection(self._bookie, self._connections)
+
+        self._server = await loop.create_server(accepted, host, port, ssl=tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 

@@ -37,7 +37,7 @@ from magnetar.bookie.metrics import MetricsServer
 from magnetar.bookie.registration import Registration
 from magnetar.common.grpc_tls import add_port, grpc_server_credentials
 from magnetar.common.metadata import MetadataStore, open_store
-from magnetar.common.tls import server_context
+from magnetar.common.tls import CertificateReloader, server_context
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
 
@@ -340,14 +340,15 @@ class BookieServer:
 
     async def _start_add_port(self) -> None:
         files = self.config.server_tls()
-        tls = (
-            server_context(files, require_client_cert=self.config.tls_client_authentication)
-            if files is not None
-            else None
-        )
+        tls = renewals = None
+        if files is not None:
+            tls = server_context(files, require_client_cert=self.config.tls_client_authentication)
+            renewals = CertificateReloader(tls, files, interval_s=0)
         self._add_port = AddPort(self.bookie)
         try:
-            port = await self._add_port.start(self.config.listen_address, self.config.bookie_add_port, tls)
+            port = await self._add_port.start(
+                self.config.listen_address, self.config.bookie_add_port, tls, renewals
+            )
         except OSError:
             if self._grpc is not None:
                 await self._grpc.stop(None)

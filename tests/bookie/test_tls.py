@@ -141,18 +141,22 @@ async def test_a_renewed_certificate_is_served_without_a_restart(
 ) -> None:
     """The operator and cert-manager renew in place: the next connection gets the new certificate,
     a half-written renewal is skipped, and clients keep writing throughout."""
+    ports = (bookie.address, bookie.add_address)  # gRPC's, and the framed adds'
     first = await asyncio.to_thread(_served_certificate, bookie.address, pki)
     assert first == ssl.PEM_cert_to_DER_cert(pki.bookie.certificate.read_text())
+    assert await asyncio.to_thread(_served_certificate, bookie.add_address, pki) == first
     client = await ledger_client(memory_url, pki.client(pki.broker))
     try:
         writer = await client.create_ledger()
         await writer.add_entry(b"before")
         pki.bookie.certificate.write_text("half-written")
-        assert await asyncio.to_thread(_served_certificate, bookie.address, pki) == first
+        for port in ports:
+            assert await asyncio.to_thread(_served_certificate, port, pki) == first, port
         CertificateAuthority(pki.ca.parent).issue("bookie", "bookie", hosts=("127.0.0.1", "localhost"))
-        renewed = await asyncio.to_thread(_served_certificate, bookie.address, pki)
-        assert renewed != first
-        assert renewed == ssl.PEM_cert_to_DER_cert(pki.bookie.certificate.read_text())
+        for port in ports:
+            renewed = await asyncio.to_thread(_served_certificate, port, pki)
+            assert renewed != first, port
+            assert renewed == ssl.PEM_cert_to_DER_cert(pki.bookie.certificate.read_text()), port
         await writer.add_entry(b"after")
         await writer.close()
         reader = await client.open_ledger(writer.ledger_id)
