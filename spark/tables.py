@@ -1,4 +1,9 @@
-"""The post-mortem's tables on disk: each written once by Spark (one Parquet file), then read back.
+"""The post-mortem's tables on disk: each written once by Spark (a Parquet directory), then read back.
+
+A table is written as its plan's last stage leaves it, one file per task, not coalesced into one
+file: coalescing without a shuffle runs that whole stage (a window over every receipt, say) in a
+single task, on one core. The files' names keep the partitions' order, so a table read back in
+file order (see rows) is in the order its plan gave it.
 
 Every query costs a Spark job or more, a fixed cost that dominates a small run. So the tables that
 are small by nature (windows, gaps, latency, throughput: a row per window, per gap, per phase, per
@@ -17,7 +22,7 @@ from magnetar.spark.location import Location, Where
 
 
 def write(frame: DataFrame, path: Location) -> None:
-    frame.coalesce(1).write.mode("overwrite").parquet(path.spark)
+    frame.write.mode("overwrite").parquet(path.spark)
 
 
 def count(path: Where) -> int:
