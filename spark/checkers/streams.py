@@ -35,29 +35,33 @@ def subscription_types(events: DataFrame) -> DataFrame:
     return typed.groupBy("topic", "subscription").agg(F.max("sub_type").alias("sub_type"))
 
 
-def ranked(events: DataFrame) -> DataFrame:
+def promised(types: DataFrame) -> DataFrame:
+    """topic, order: the scopes of order (``partition``, ``key``) some subscription of the topic
+    promises; a small table (a row per topic and type)."""
+    kinds = F.create_map(*[F.lit(x) for pair in ORDERED.items() for x in pair])
+    return types.select("topic", kinds[F.col("sub_type")].alias("order")).where(F.col("order").isNotNull())
+
+
+def ranked(events: DataFrame, types: DataFrame) -> DataFrame:
     """topic, uid, producer, scope, rank, ts: every acknowledged message once in its partition's
-    stream and once (with a key) in its key's."""
+    stream and once (with a key) in its key's, for the topics whose subscriptions promise that
+    order (``types``: see subscription_types). A stream no subscription promises is never judged,
+    so it is not ranked: a log whose subscriptions promise no order sorts none of its sends."""
     oks = events.where((F.col("event") == "send_ok") & F.col("uid").isNotNull())
+    # each send once for every order its topic's subscriptions promise (none: not at all)
+    ordered = oks.join(F.broadcast(promised(types).distinct()), "topic")
     acked = with_sequence(
-        oks.groupBy("topic", "uid").agg(
+        ordered.groupBy("topic", "order", "uid").agg(
             F.min("ts").alias("ts"), F.max("key").alias("key"), F.max("partition").alias("partition")
         )
     )
-    by_partition = acked.select(
-        "topic",
-        "uid",
-        "producer",
-        "sequence",
-        "ts",
-        F.concat(F.lit("partition "), F.col("partition")).alias("scope"),
+    scope = F.when(F.col("order") == "partition", F.concat(F.lit("partition "), F.col("partition"))).when(
+        F.col("order") == "key", F.concat(F.lit("key "), F.col("key"))
     )
-    by_key = acked.where(F.col("key").isNotNull()).select(
-        "topic", "uid", "producer", "sequence", "ts", F.concat(F.lit("key "), F.col("key")).alias("scope")
-    )
+    streams = acked.select("topic", "uid", "producer", "sequence", "ts", scope.alias("scope"))
     order = Window.partitionBy("topic", "producer", "scope").orderBy("sequence")
     return (
-        by_partition.unionByName(by_key)
+        streams.where(F.col("scope").isNotNull())
         .withColumn("rank", F.row_number().over(order))
         .select("topic", "uid", "producer", "scope", "rank", "ts")
     )

@@ -27,8 +27,9 @@ def findings(
 
     ``numbered``: every receipt, numbered (see receipts); ``losses`` and ``duplicates``: the
     tables of those names, whose rows are the lost-write and duplicate findings."""
-    ranks = streams.ranked(events)
-    ordered = streams.ordered_receipts(numbered, streams.subscription_types(events), ranks)
+    types = streams.subscription_types(events)
+    ranks = streams.ranked(events, types)
+    ordered = streams.ordered_receipts(numbered, types, ranks)
     found = (
         lost_write.find(losses)
         .unionByName(duplicate.find(duplicates))
