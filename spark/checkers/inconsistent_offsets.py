@@ -51,8 +51,23 @@ def _by_message(numbered: DataFrame, events: DataFrame) -> DataFrame:
     )
 
 
+#: a message's position: its id in one cluster's topic
+POSITION = ("cluster", "topic", "msg_id")
+
+
+def _clashing(placed: DataFrame) -> DataFrame:
+    """The receipts of positions that hold two uids or more. Found by counting the uids of every
+    position (two hash aggregations, no lists), so that the lists below are built for these few
+    positions only, not for every message received."""
+    uids = placed.select(*POSITION, "uid").distinct().groupBy(*POSITION).count()
+    clashes = uids.where(F.col("count") > 1).drop("count")
+    # null-safe: a position with no cluster is still one position, as in the grouping below
+    same = [placed[key].eqNullSafe(clashes[key]) for key in POSITION]
+    return placed.join(clashes, same, "left_semi")
+
+
 def _by_position(numbered: DataFrame) -> DataFrame:
-    placed = numbered.where(F.col("msg_id").isNotNull())
+    placed = _clashing(numbered.where(F.col("msg_id").isNotNull()))
     per_uid = placed.groupBy("cluster", "topic", "msg_id", "uid").agg(
         F.min("ts").alias("ts"), F.collect_set("subscription").alias("subscriptions")
     )
