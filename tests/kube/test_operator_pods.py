@@ -5,8 +5,8 @@ bookie and broker pods that pass their readiness probes, with the MagnetarCluste
 pulsar-client on this machine produces and consumes through the broker Service, `magnetar admin`
 works through it, and a MagnetarNamespace becomes a namespace of the admin API.
 
-One node, chart and cluster for the module (the node up in about 25 s, the chart once its operator
-serves in about 5 s, the cluster Ready 20 to 25 s after it is applied, ZooKeeper first, on 2 cores;
+One node, chart and cluster for the module (the node up in about 25 s, the chart until its operator
+serves, the cluster Ready 20 to 25 s after it is applied, ZooKeeper first, on 2 cores;
 `down` takes about 50 s); the node is taken down at the end, also when a test fails.
 """
 
