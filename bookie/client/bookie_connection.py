@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import ssl
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
@@ -39,8 +41,12 @@ from magnetar.common.grpc_tls import explain_refusal, open_channel
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
 
+log = logging.getLogger(__name__)
+
 #: maps a bookie id to the address it listens on (gRPC), or to its framed add port ("": none)
 BookieResolver = Callable[[str], Awaitable[str]]
+#: an add's outcome: None once the bookie has made the entry durable, else why not
+AddCallback = Callable[[BKError | None], None]
 
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: at most this many entries in one AddRequest, so one huge batch cannot delay every other result
@@ -138,7 +144,7 @@ class BookieConnection:
             _ADD_ENTRIES, request_serializer=None, response_deserializer=pb.AddResponse.FromString
         )
         self._outbox: deque[tuple[EncodedEntry, bool, bytes]] = deque()
-        self._waiting: defaultdict[tuple[int, int], deque[asyncio.Future[None]]] = defaultdict(deque)
+        self._waiting: defaultdict[tuple[int, int], deque[AddCallback]] = defaultdict(deque)
         self._wakeup = asyncio.Event()
         self._stream_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -153,15 +159,30 @@ class BookieConnection:
     def add(
         self, entry: pb.Entry | EncodedEntry, master_key: bytes, *, recovery: bool = False
     ) -> asyncio.Future[None]:
-        """Queue an add; the future completes when the bookie has made the entry durable. An
-        entry sent to several bookies is best given encoded (``EncodedEntry.of``), once."""
+        """Queue an add; the future completes when the bookie has made the entry durable."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.add_then(entry, master_key, functools.partial(_settle, future), recovery=recovery)
+        return future
+
+    def add_then(
+        self,
+        entry: pb.Entry | EncodedEntry,
+        master_key: bytes,
+        done: AddCallback,
+        *,
+        recovery: bool = False,
+    ) -> None:
+        """Queue an add; ``done`` is called with None once the bookie has made the entry durable,
+        else with the add's error, as the answer is read (no future or loop turn per add: a
+        writer's hot path). An entry sent to several bookies is best given encoded
+        (``EncodedEntry.of``), once."""
         if isinstance(entry, pb.Entry):
             entry = EncodedEntry.of(entry)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._closed:
-            future.set_exception(BookieUnavailableError(self.bookie_id, "connection closed"))
-            return future
-        self._waiting[(entry.ledger_id, entry.entry_id)].append(future)
+            error = BookieUnavailableError(self.bookie_id, "connection closed")
+            asyncio.get_running_loop().call_soon(done, error)
+            return
+        self._waiting[(entry.ledger_id, entry.entry_id)].append(done)
         self._outbox.append((entry, recovery, master_key))
         if self._frames is not None:
             if not self._flush_scheduled:
@@ -171,7 +192,6 @@ class BookieConnection:
             self._wakeup.set()
         if self._stream_task is None or self._stream_task.done():
             self._stream_task = asyncio.create_task(self._run_stream(), name=f"add-stream-{self.bookie_id}")
-        return future
 
     async def _run_stream(self) -> None:
         address = await self._add_port()
@@ -276,28 +296,26 @@ class BookieConnection:
 
     def _complete(self, result: pb.AddResult) -> None:
         key = (result.ledger_id, result.entry_id)
-        futures = self._waiting.get(key)
-        if not futures:
+        callbacks = self._waiting.get(key)
+        if not callbacks:
             return  # answered after we gave up on it (stream reset); nothing waits any more
-        future = futures.popleft()
-        if not futures:
+        done = callbacks.popleft()
+        if not callbacks:
             del self._waiting[key]
-        if future.done():
-            return
         if result.reason == pb.OK:
-            future.set_result(None)
+            _call(done, None)
         else:
-            future.set_exception(
-                add_failure(self.bookie_id, result.ledger_id, result.entry_id, result.reason, result.message)
+            _call(
+                done,
+                add_failure(self.bookie_id, result.ledger_id, result.entry_id, result.reason, result.message),
             )
 
     def _fail_all(self, error: BKError) -> None:
         self._outbox.clear()
         waiting, self._waiting = self._waiting, defaultdict(deque)
-        for futures in waiting.values():
-            for future in futures:
-                if not future.done():
-                    future.set_exception(error)
+        for callbacks in waiting.values():
+            for done in callbacks:
+                _call(done, error)
 
     # -- unary RPCs --------------------------------------------------------------------------------
 
@@ -415,6 +433,24 @@ class _AddFrames(asyncio.Protocol):
             self.why = f"add connection lost: {exc}"
         if not self.closed.done():
             self.closed.set_result(None)
+
+
+def _settle(future: asyncio.Future[None], error: BKError | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+def _call(done: AddCallback, error: BKError | None) -> None:
+    """Run an add's callback where its answer is read; one that raises must not stop the answers
+    after it (as a future's callback cannot)."""
+    try:
+        done(error)
+    except Exception:
+        log.exception("an add's callback failed")
 
 
 def _describe(exc: BaseException, *, tls: bool) -> str:

@@ -199,18 +199,21 @@ class LedgerHandle:
             positions if positions is not None else self._metadata.write_positions(pending.entry_id)
         ):
             bookie = ensemble[position]
-            result = self._connections[bookie].add(pending.message, self._master_key, recovery=self._recovery)
-            result.add_done_callback(functools.partial(self._on_bookie_result, pending, position, bookie))
+            self._connections[bookie].add_then(
+                pending.message,
+                self._master_key,
+                functools.partial(self._on_bookie_result, pending, position, bookie),
+                recovery=self._recovery,
+            )
 
     def _on_bookie_result(
-        self, pending: _PendingAdd, position: int, bookie: str, result: asyncio.Future[None]
+        self, pending: _PendingAdd, position: int, bookie: str, error: BKError | None
     ) -> None:
-        if result.cancelled() or pending.future.done() or self._error is not None:
+        if pending.future.done() or self._error is not None:
             return
         # An answer from a bookie that has since been replaced at this position means nothing.
         if self._metadata.ensemble_for(pending.entry_id)[position] != bookie:
             return
-        error = result.exception()
         if error is None:
             pending.acked.add(position)
             if len(pending.acked) >= self._metadata.ack_quorum:
@@ -218,10 +221,8 @@ class LedgerHandle:
             return
         if isinstance(error, LedgerFencedError):
             self._fail(error)
-        elif isinstance(error, BKError):
-            self._bookie_failed(bookie, error)
         else:
-            self._fail(BookieUnavailableError(bookie, repr(error)))
+            self._bookie_failed(bookie, error)
 
     def _complete_in_order(self) -> None:
         quorum = self._metadata.ack_quorum
