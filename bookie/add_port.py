@@ -162,9 +162,11 @@ class AddPort:
         if self._server is None:
             return
         self._server.close()
-        owed = [connection.drained.wait() for connection in self._connections]
+        owed = [asyncio.ensure_future(connection.drained.wait()) for connection in self._connections]
         if owed:
-            await asyncio.wait([asyncio.ensure_future(wait) for wait in owed], timeout=grace_s)
+            _, late = await asyncio.wait(owed, timeout=grace_s)
+            for wait in late:
+                wait.cancel()
         for connection in list(self._connections):
             connection.close()
         await self._server.wait_closed()
