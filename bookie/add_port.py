@@ -20,7 +20,7 @@ from typing import NamedTuple, cast
 from google.protobuf.message import DecodeError
 
 from magnetar.bookie.bookie import Bookie, journal_failed
-from magnetar.bookie.frames import FrameError, FrameReader, frame
+from magnetar.bookie.frames import FrameError, FrameReader, frame, framed
 from magnetar.bookie.journal import JournalError
 from magnetar.common.tls import CertificateReloader
 from magnetar.proto import bookie_pb2 as pb
@@ -99,11 +99,11 @@ class _AddConnection(asyncio.Protocol):
             if durable is not None and (error := _failure(durable)) is not None:
                 response = journal_failed(response, error)
             latency.since(received)
-            answers.append(frame(response.SerializeToString()))
+            answers.append(response.SerializeToString())
         if not pending:
             self.drained.set()
         if answers and self._transport is not None:
-            self._transport.write(b"".join(answers))
+            self._transport.write(framed(answers))
         if self._paused and len(pending) < _LOW_WATER and self._transport is not None:
             self._paused = False
             self._transport.resume_reading()

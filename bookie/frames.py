@@ -10,6 +10,7 @@ LAC, info).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 
 #: a frame's header: the length of what follows
 HEADER = struct.Struct(">I")
@@ -23,6 +24,14 @@ class FrameError(ValueError):
 
 def frame(payload: bytes) -> bytes:
     return HEADER.pack(len(payload)) + payload
+
+
+def framed(payloads: Iterable[bytes]) -> bytes:
+    """The frames of ``payloads``, back to back, in one buffer (for one write)."""
+    parts: list[bytes] = []
+    for payload in payloads:
+        parts += (HEADER.pack(len(payload)), payload)
+    return b"".join(parts)
 
 
 class FrameReader:

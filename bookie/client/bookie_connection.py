@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
 
+from magnetar.bookie.client.add_frames import AddFrames
 from magnetar.bookie.client.add_request import EncodedEntry, encode
 from magnetar.bookie.client.errors import (
     BKError,
@@ -36,7 +36,7 @@ from magnetar.bookie.client.errors import (
     UnauthorizedAccessError,
 )
 from magnetar.bookie.errors import REASON_METADATA_KEY
-from magnetar.bookie.frames import FrameError, FrameReader, frame
+from magnetar.bookie.frames import framed
 from magnetar.common.grpc_tls import explain_refusal, open_channel
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
@@ -216,7 +216,7 @@ class BookieConnection:
         try:
             transport, frames = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _AddFrames(self._complete),
+                    lambda: AddFrames(self._complete),
                     host,
                     int(port),
                     ssl=self._add_port_tls,
@@ -241,7 +241,7 @@ class BookieConnection:
         """Write every request the outbox holds in one write (called once per loop turn)."""
         self._flush_scheduled = False
         if self._frames is not None and self._outbox:
-            self._frames.write(b"".join([frame(request) for request in self._drain_outbox()]))
+            self._frames.write(framed(self._drain_outbox()))
 
     async def _run_grpc_stream(self) -> None:
         # No request iterator: requests go out through call.write as the outbox fills.
@@ -395,44 +395,6 @@ class BookieConnection:
                 await self._stream_task
         self._fail_all(BookieUnavailableError(self.bookie_id, "connection closed"))
         await self._channel.close(grace=None)
-
-
-class _AddFrames(asyncio.Protocol):
-    """The client's end of a framed add connection: each ``AddResponse`` frame's results go to
-    ``complete``; ``closed`` completes when the connection ends, ``why`` says how."""
-
-    def __init__(self, complete: Callable[[pb.AddResult], None]) -> None:
-        self._complete = complete
-        self._reader = FrameReader()
-        self._transport: asyncio.BaseTransport | None = None
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.why = "bookie closed the add connection"
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            for payload in self._reader.feed(data):
-                response = pb.AddResponse.FromString(payload)
-                if response.error:
-                    self._end(f"bookie closed the add connection: {response.error}")
-                    return
-                for result in response.results:
-                    self._complete(result)
-        except (FrameError, DecodeError) as exc:
-            self._end(f"unreadable answer on the add connection: {exc}")
-
-    def _end(self, why: str) -> None:
-        self.why = why
-        if self._transport is not None:
-            self._transport.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if exc is not None and self.why == "bookie closed the add connection":
-            self.why = f"add connection lost: {exc}"
-        if not self.closed.done():
-            self.closed.set_result(None)
 
 
 def _settle(future: asyncio.Future[None], error: BKError | None) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.bookie.frames import HEADER, FrameError, FrameReader, frame
+from magnetar.bookie.frames import HEADER, FrameError, FrameReader, frame, framed
 
 
 @given(
@@ -14,7 +14,8 @@ from magnetar.bookie.frames import HEADER, FrameError, FrameReader, frame
     cuts=st.lists(st.integers(min_value=0, max_value=7000), max_size=30),
 )
 def test_any_chunking_gives_back_every_payload_in_order(payloads: list[bytes], cuts: list[int]) -> None:
-    stream = b"".join(frame(p) for p in payloads)
+    stream = framed(payloads)
+    assert stream == b"".join(frame(p) for p in payloads)
     reader = FrameReader()
     got: list[bytes] = []
     start = 0
