@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import cpu_seconds, stop_process
 from rich.console import Console
 from rich.table import Table
 
@@ -40,18 +41,12 @@ from magnetar.proto import bookie_pb2 as pb
 console = Console()
 RESULTS = Path("runs/bench/add_protocol.json")
 PAYLOAD = os.urandom(1024)
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
 class BookieProcess:
@@ -76,8 +71,7 @@ class BookieProcess:
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
+        stop_process(self.process)
 
 
 def entry(ledger_id: int, entry_id: int) -> EncodedEntry:
