@@ -92,8 +92,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# mypy's cache is kept with the other caches: it checks each file's hash, so a fresh clone (CI's)
+# reuses what an earlier one found unchanged (90 s cold, 6 s warm).
 typecheck: install
-	$(BIN)/mypy -p magnetar
+	$(BIN)/mypy --cache-dir $(HOME)/.cache/magnetar/mypy -p magnetar
 
 # The documentation site (mkdocs.yml, docs/), built strictly into site/: a broken link or anchor,
 # a page missing from the nav or a reference page the hook cannot generate fails the build. Not
