@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs itself, so both work on a fresh
-# machine: Debian packages (ZooKeeper, a JRE), a virtual environment with the project and its
+# machine: Debian packages (ZooKeeper, a JRE), a virtual environment (filled by uv) with the project and its
 # test extras, and the generated protobuf modules.
 SHELL := /bin/bash
 PYTHON ?= python3
