@@ -24,10 +24,9 @@ export MAGNETAR_MAKE_GOALS := $(or $(MAKECMDGOALS),test)
 
 .PHONY: test check kube-tier demo install system-deps proto lint typecheck docs bench bench-compare clean k8s-testenv kube-deps kube-node image
 
-# --durations: the slowest steps (setups, tests, teardowns) listed at the end, where CI's log keeps them
 test: install kube-tier lint typecheck docs
-	$(BIN)/pytest $(PYTEST_PARALLEL) --exclusive=skip --durations=40 --durations-min=15 $(PYTEST_ARGS)
-	$(BIN)/pytest --exclusive=only --durations=10 $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_PARALLEL) --exclusive=skip $(PYTEST_ARGS)
+	$(BIN)/pytest --exclusive=only $(PYTEST_ARGS)
 
 # The inner loop, a few minutes warm: lint, types, the unit tests and each component's fastest
 # end-to-end test (tests/check.py). Never instead of `make test`, which CI runs.
