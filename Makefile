@@ -80,11 +80,11 @@ endef
 
 # uv installs the same packages as pip from its cache under ~/.cache/uv in a fraction of pip's
 # time (a fresh clone's install: about 1 minute instead of 2 on this machine); pip stays in the
-# venv for the image's wheelhouse.
+# venv for the image's wheelhouse. --native-tls: the system's CA store, as pip's cert setting here.
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip uv
-	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[test,bench]'
+	$(BIN)/uv pip install -q --native-tls --python $(BIN)/python -e '.[test,bench]'
 	touch $(STAMP)
 
 proto: $(STAMP)
