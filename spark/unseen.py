@@ -21,10 +21,17 @@ def unseen(acked: DataFrame, finished: DataFrame, firsts: DataFrame) -> DataFram
     expected = acked.join(finished, "topic").where(F.col("ts") >= F.col("since"))
     received = firsts.select(*SUBSCRIPTION, "uid", F.col("ts").alias("received"))
     paired = expected.join(received, [*SUBSCRIPTION, "uid"], "left")
-    steps = paired.select(*SUBSCRIPTION, F.col("ts"), F.lit(1).alias("delta")).unionByName(
-        paired.where(F.col("received").isNotNull()).select(
-            *SUBSCRIPTION, F.greatest("ts", "received").alias("ts"), F.lit(-1).alias("delta")
-        )
+    # each message's +1 and, once received, its -1, from one pass over the join (a union of two
+    # selects of it would plan the join twice)
+    step = F.struct(F.col("ts").alias("ts"), F.lit(1).alias("delta"))
+    back = F.when(
+        F.col("received").isNotNull(),
+        F.struct(F.greatest("ts", "received").alias("ts"), F.lit(-1).alias("delta")),
+    )
+    steps = (
+        paired.select(*SUBSCRIPTION, F.explode(F.array(step, back)).alias("step"))
+        .where(F.col("step").isNotNull())
+        .select(*SUBSCRIPTION, "step.ts", "step.delta")
     )
     per_second = steps.groupBy(
         *SUBSCRIPTION, F.floor(F.col("ts") / BUCKET_NS).cast("long").alias("second")
