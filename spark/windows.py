@@ -56,8 +56,14 @@ def availability_steps(acked: DataFrame, firsts: DataFrame) -> DataFrame:
         firsts.select(*SUBSCRIPTION, "uid", F.col("ts").alias("received")), ["topic", "uid"]
     )
     waited = paired.where(F.col("received") > F.col("acked"))
-    return waited.select(*SUBSCRIPTION, F.col("acked").alias("ts"), F.lit(1).alias("delta")).unionByName(
-        waited.select(*SUBSCRIPTION, F.col("received").alias("ts"), F.lit(-1).alias("delta"))
+    # both steps of a message from one pass over the join (a union of two selects of it would
+    # plan the join twice)
+    steps = F.array(
+        F.struct(F.col("acked").alias("ts"), F.lit(1).alias("delta")),
+        F.struct(F.col("received").alias("ts"), F.lit(-1).alias("delta")),
+    )
+    return waited.select(*SUBSCRIPTION, F.explode(steps).alias("step")).select(
+        *SUBSCRIPTION, "step.ts", "step.delta"
     )
 
 
