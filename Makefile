@@ -1,6 +1,6 @@
 # The two commands of the README. Each installs what it needs itself, so both work on a fresh
-# machine: Debian packages (ZooKeeper, a JRE), a virtual environment (filled by uv) with the project and its
-# test extras, and the generated protobuf modules.
+# machine: Debian packages (ZooKeeper, a JRE), a virtual environment (filled by uv) with the
+# project and its test extras, and the generated protobuf modules.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -78,9 +78,9 @@ define apt_install
 	fi
 endef
 
-# uv installs the same packages as pip from its cache under ~/.cache/uv in a fraction of pip's
-# time (a fresh clone's install: about 1 minute instead of 2 on this machine); pip stays in the
-# venv for the image's wheelhouse. --native-tls: the system's CA store, as pip's cert setting here.
+# uv installs the same packages as pip, from its cache under ~/.cache/uv, in a fraction of pip's
+# time (docs/development.md); pip stays in the venv for the image's wheelhouse. --native-tls: the
+# system's CA store, which pip's cert setting names on these machines.
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip uv
@@ -95,7 +95,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 # mypy's cache is kept with the other caches: it checks each file's hash, so a fresh clone (CI's)
-# reuses what an earlier one found unchanged (90 s cold, 6 s warm).
+# reuses what an earlier clone found unchanged.
 typecheck: install
 	$(BIN)/mypy --cache-dir $(HOME)/.cache/magnetar/mypy -p magnetar
 
