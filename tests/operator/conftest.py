@@ -202,3 +202,12 @@ def events(api: client.ApiClient, namespace: str, name: str) -> list[tuple[str, 
         namespace, field_selector=f"involvedObject.name={name}"
     )
     return [(e.type, e.reason, e.message) for e in found.items]
+
+
+def wait_for_event(api: client.ApiClient, namespace: str, name: str, type_: str, reason: str) -> None:
+    """Waits for an event kopf posts about ``name``: it posts events from a queue of its own, so an
+    event can land after the status patch that a test waited for."""
+    wait_for(
+        f"{type_} event {reason} on {name}",
+        lambda: (type_, reason) in {(t, r) for t, r, _ in events(api, namespace, name)},
+    )

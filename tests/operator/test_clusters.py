@@ -14,7 +14,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.kube.control_plane import ControlPlane
 from magnetar.operator.configs import reserved
 from magnetar.operator.resources import ClusterSpec
-from tests.operator.conftest import ROOT, condition, events, get_cr, wait_for
+from tests.operator.conftest import ROOT, condition, get_cr, wait_for, wait_for_event
 
 EXAMPLES = ROOT / "examples" / "k8s"
 
@@ -169,7 +169,7 @@ def test_a_spec_only_the_operator_refuses_is_a_condition_and_an_event_then_fixin
     assert obj is not None
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
     assert condition(obj, "Ready")["status"] == "False"
-    assert ("Warning", "InvalidConfig") in {(t, r) for t, r, _ in events(api, k8s_namespace, "typo")}
+    wait_for_event(api, k8s_namespace, "typo", "Warning", "InvalidConfig")
     assert not client.AppsV1Api(api).list_namespaced_stateful_set(k8s_namespace).items
     assert op.error is None  # the operator is still running, not crash-looping
 
@@ -216,7 +216,7 @@ def test_an_object_the_api_server_refuses_is_a_condition_and_an_event_not_a_retr
     )
     assert "the API server refused StatefulSet quota-" in degraded["message"]
     assert "HTTP 403" in degraded["message"]
-    assert ("Warning", "Refused") in {(t, r) for t, r, _ in events(api, k8s_namespace, "quota")}
+    wait_for_event(api, k8s_namespace, "quota", "Warning", "Refused")
     assert op.error is None
 
 

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from magnetar.kube.control_plane import ControlPlane
 from magnetar.operator.manifests import COMPONENT, INSTANCE
-from tests.operator.conftest import condition, events, get_cr, wait_for
+from tests.operator.conftest import condition, events, get_cr, wait_for, wait_for_event
 from tests.operator.test_chart import CHART, helm
 
 CRD = "podmonitors.monitoring.coreos.com"
@@ -130,6 +130,7 @@ def test_without_them_the_operator_makes_none_and_reports_nothing(
     create(api, k8s_namespace, "unwatched")
     cluster = wait_for("unwatched Ready", lambda: ready(api, k8s_namespace, "unwatched"))
     assert condition(cluster, "Degraded")["status"] == "False"
+    wait_for_event(api, k8s_namespace, "unwatched", "Normal", "Applied")
     applied = [m for _, reason, m in events(api, k8s_namespace, "unwatched") if reason == "Applied"]
     assert applied
     assert all("PodMonitor" not in m for m in applied), applied

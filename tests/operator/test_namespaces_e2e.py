@@ -26,7 +26,7 @@ from magnetar.local.supervisor import ClusterState, Supervisor
 from magnetar.operator.gates import AdminDrainer, ClusterRef, MetadataReplicationGate
 from magnetar.operator.resources import MetadataStoreSpec
 from magnetar.operator.validation import parse_cluster
-from tests.operator.conftest import condition, events, get_cr, wait_for
+from tests.operator.conftest import condition, get_cr, wait_for, wait_for_event
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 CUSTOM = ("magnetar.dev", "v1alpha1")
@@ -112,7 +112,7 @@ def test_namespaces_and_bundles_are_reconciled_in_a_real_cluster(
     assert "acme/orders" in magnetar.admin("GET", "/admin/v2/namespaces/acme")
     assert magnetar.admin("GET", "/admin/v2/namespaces/acme/orders/replication") == ["r1"]
     assert magnetar.admin("GET", "/admin/v2/namespaces/acme/orders/bundles")["numBundles"] == 2
-    assert ("Normal", "NamespaceCreated") in {(t, r) for t, r, _ in events(api, k8s_namespace, "acme-orders")}
+    wait_for_event(api, k8s_namespace, "acme-orders", "Normal", "NamespaceCreated")
 
     # A topic makes its bundle owned; the mirror shows it.
     pc = pulsar.Client(magnetar.service_url, operation_timeout_seconds=30, logger=_LOG)
@@ -219,7 +219,7 @@ def test_an_unknown_cluster_is_a_condition_and_a_warning_not_a_crash(
             ),
         )
         assert degraded["status"] == "True"
-        assert ("Warning", reason) in {(t, r) for t, r, _ in events(api, k8s_namespace, name)}
+        wait_for_event(api, k8s_namespace, name, "Warning", reason)
     assert (
         "nowhere"
         in condition(get_cr(api, "magnetarnamespaces", k8s_namespace, "no-such-region"), "Degraded")[

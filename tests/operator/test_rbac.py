@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from magnetar.kube.control_plane import BIN, ControlPlane
-from tests.operator.conftest import ROOT, condition, events, get_cr, wait_for
+from tests.operator.conftest import ROOT, condition, get_cr, wait_for, wait_for_event
 from tests.operator.test_placement import bind, rack
 
 
@@ -73,8 +73,8 @@ def test_the_operator_works_with_the_charts_service_account_only(
         wait_for("bookie-0's rack", lambda: rack(api, k8s_namespace, "rbac-bookie-0") == "/z1")
     finally:
         core.delete_node(node)
-    reasons = {r for _, r, _ in events(api, k8s_namespace, "rbac")}
-    assert {"Applied", "RestartingPod", "Converged"} <= reasons
+    for reason in ("Applied", "RestartingPod", "Converged"):
+        wait_for_event(api, k8s_namespace, "rbac", "Normal", reason)
     # The cluster's Secrets were made under the chart's rules.
     made = {s.metadata.name for s in client.CoreV1Api(api).list_namespaced_secret(k8s_namespace).items}
     assert {"rbac-token-key", "rbac-superuser-token", "rbac-ca", "rbac-broker-tls"} <= made

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.operator.conftest import RecordingGate, condition, events, get_cr, wait_for
+from tests.operator.conftest import RecordingGate, condition, events, get_cr, wait_for, wait_for_event
 from tests.operator.mock_kubelet import MockKubelet, Timeline
 
 CUSTOM = ("magnetar.dev", "v1alpha1")
@@ -102,8 +102,10 @@ def test_a_spec_change_restarts_bookies_one_at_a_time_then_drains_and_restarts_b
         owner = pod.metadata.owner_references[0].name
         want = sets[owner].spec.template.metadata.annotations["magnetar.dev/config-hash"]
         assert pod.metadata.annotations["magnetar.dev/config-hash"] == want
-    restarts = [m for _, r, m in events(api, k8s_namespace, "roll") if r == "RestartingPod"]
-    assert len(restarts) == 5
+    wait_for(
+        "5 RestartingPod events",
+        lambda: [r for _, r, _ in events(api, k8s_namespace, "roll")].count("RestartingPod") == 5,
+    )
 
 
 def test_a_new_brokers_restarted_at_restarts_only_the_brokers_each_drained_first(
@@ -203,7 +205,7 @@ def test_a_pod_that_stops_being_ready_degrades_a_converged_cluster_until_it_reco
         )
         assert degraded["status"] == "True"
         assert "bookie: 1/2 ready" in degraded["message"]
-        assert ("Warning", "PodsNotReady") in {(t, r) for t, r, _ in events(api, k8s_namespace, "health")}
+        wait_for_event(api, k8s_namespace, "health", "Warning", "PodsNotReady")
     finally:
         kubelet.may_become_ready = lambda _pod: True
     recovered = wait_for("Ready again", lambda: converged(api, k8s_namespace, "health", 1))

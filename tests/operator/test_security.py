@@ -30,7 +30,7 @@ from magnetar.operator.kube_api import Kube
 from magnetar.operator.manifests import render_cluster
 from magnetar.operator.resources import SpecError
 from magnetar.operator.validation import parse_cluster
-from tests.operator.conftest import condition, events, get_cr, wait_for
+from tests.operator.conftest import condition, get_cr, wait_for, wait_for_event
 
 CUSTOM = ("magnetar.dev", "v1alpha1")
 DAY = datetime.timedelta(days=1)
@@ -487,7 +487,7 @@ def test_a_tls_secret_without_its_key_is_a_clear_condition(
     assert f"Secret {k8s_namespace}/half-tls has no tls.key" in half["message"]
     absent = wait_for("nosecret Degraded", lambda: degraded("nosecret", "TlsSecretNotFound"))
     assert f"Secret {k8s_namespace}/absent-tls does not exist" in absent["message"]
-    assert ("Warning", "InvalidTlsSecret") in {(t, r) for t, r, _ in events(api, k8s_namespace, "half")}
+    wait_for_event(api, k8s_namespace, "half", "Warning", "InvalidTlsSecret")
     assert not client.AppsV1Api(api).list_namespaced_stateful_set(k8s_namespace).items
     assert op.error is None
 
@@ -529,8 +529,7 @@ def test_a_certificate_near_its_expiry_is_reissued_and_the_pods_restarted_onto_i
     assert (
         new_hash.annotations["magnetar.dev/config-hash"] != sts_hash.annotations["magnetar.dev/config-hash"]
     )
-    reasons = [r for _, r, _ in events(api, ns, "renew")]
-    assert "RestartingPod" in reasons
+    wait_for_event(api, ns, "renew", "Normal", "RestartingPod")
     assert (
         after["metadata"]["annotations"][cluster_secrets.REVISION_ANNOTATION]
         == after["status"]["secretsRevision"]
