@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from magnetar.spark.literal_table import literal_table
 from magnetar.spark.phases import Phase
 
 #: percentile_approx's accuracy: the rank error is at most 1/ACCURACY of the count
@@ -22,9 +23,16 @@ def latency(spark: SparkSession, events: DataFrame, cuts: list[Phase]) -> DataFr
         "ts",
         "latency_ms",
     )
-    table = spark.createDataFrame(
+    table = literal_table(
+        spark,
+        [
+            ("fault", "string"),
+            ("phase", "string"),
+            ("position", "int"),
+            ("p_start", "bigint"),
+            ("p_end", "bigint"),
+        ],
         [(p.fault, p.phase, i, p.start_ns, p.end_ns) for i, p in enumerate(cuts)],
-        "fault string, phase string, position int, p_start long, p_end long",
     )
     within = measured.join(
         F.broadcast(table), (measured["ts"] >= table["p_start"]) & (measured["ts"] < table["p_end"])

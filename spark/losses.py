@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from magnetar.common.run_directory import ExpectedSubscription
+from magnetar.spark.literal_table import literal_table
 from magnetar.spark.receipts import SUBSCRIPTION
 
 TAIL_NS = 5_000_000_000
@@ -41,8 +42,10 @@ def finished_subscriptions(
     )
     ran = ran.select(*SUBSCRIPTION, "since")
     if expected:
-        listed = spark.createDataFrame(
-            [(s.topic, s.subscription) for s in expected], "topic string, subscription string"
+        listed = literal_table(
+            spark,
+            [("topic", "string"), ("subscription", "string")],
+            [(s.topic, s.subscription) for s in expected],
         )
         # listed subscriptions expect everything (they may never have logged anything)
         ran = ran.join(listed, SUBSCRIPTION, "full").select(
