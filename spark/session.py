@@ -12,8 +12,11 @@ from pyspark.sql import SparkSession
 SMALL_INPUT = {"spark.sql.shuffle.partitions": "1", "spark.sql.codegen.wholeStage": "false"}
 #: the JVMs of a session that analyses only small logs: the JIT's first tier, and the serial
 #: collector. A post-mortem of a few thousand events is over in seconds, long before C2's compiler
-#: threads (which took as much CPU as the analysis itself) pay off.
-SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: threads (which took as much CPU as the analysis itself) pay off. The first tier alone gets a
+#: 48 MB code cache, which a session's generated classes fill within a dozen post-mortems (47.7 MB
+#: used at the twelfth, the JIT then evicting and recompiling); 240 MB is what tiered compilation
+#: reserves by default, committed only as it is used (55 MB after twelve).
+SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 #: the logs (bytes of events/*.jsonl) a session is started for SMALL_INPUT_JVM
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
 
@@ -46,6 +49,12 @@ def spark_session(
         # plans it has seen; one post-mortem compiles more classes than the default 100 keep
         .config("spark.sql.codegen.cache.maxEntries", "2000")
         .config("spark.driver.memory", "3g")
+        # what the status store keeps of finished queries, jobs and stages, with or without a UI:
+        # a long session (the tests', several runs) would otherwise hold a thousand plans' worth
+        .config("spark.sql.ui.retainedExecutions", "50")
+        .config("spark.ui.retainedJobs", "200")
+        .config("spark.ui.retainedStages", "200")
+        .config("spark.ui.retainedTasks", "5000")
     )
     if small_input:
         # the driver's, and on a cluster the executors' (in local mode they are the driver)
