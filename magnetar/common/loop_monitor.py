@@ -12,14 +12,13 @@ every publish and every dispatch. Three figures, exported on the server's ``/met
   per callback (asyncio's own slow-callback log needs debug mode, which costs more than what it
   measures, and uvloop's handles are not Python objects to time). Each stall is logged at DEBUG
   with its name.
-
-The monitor is sampling, and its cost is what an idle server burns: at a 20 ms heartbeat with a
-watchdog polling every 5 ms it took 3% of a core in every broker and bookie, doing nothing. The
-watchdog therefore sleeps until the heartbeat it waits for would be ``slow_s`` overdue, and the
-heartbeat beats ten times a second: a stall of 10 ms or more is still counted whenever it holds
-up a heartbeat, which any stall long enough to matter to a client's latency does.
 - ``magnetar_gc_pause_seconds{generation}``: each collection's duration. A collection holds the
   interpreter lock, so it stalls the loop whichever thread triggered it.
+
+The monitor samples, because its own cost is what every idle server pays: a watchdog polling every
+few milliseconds costs a few percent of a core per process. So the heartbeat beats ten times a
+second, and the watchdog sleeps until the heartbeat it waits for would be ``slow_s`` overdue; a
+stall of 10 ms or more is counted whenever it holds up a heartbeat.
 """
 
 from __future__ import annotations
@@ -105,18 +104,17 @@ class LoopMonitor:
     # -- the watchdog, on its own thread --------------------------------------------------------
 
     def _watch(self) -> None:
-        # Wakes when the awaited heartbeat would be slow_s overdue (or soon after a report, to
-        # find the next heartbeat), not on a fixed short poll: a poll is what an idle server pays.
         wait_s = self.slow_s
         while not self._stopping.wait(wait_s):
             due = self._due
-            overdue_at = due + self.slow_s
+            wait_s = self.interval_s / 2
+            if due == self._reported_due:
+                continue  # this stall is counted; look again for the next heartbeat
             now = time.perf_counter()
-            if due == self._reported_due or now < overdue_at:
-                wait_s = max(overdue_at - now, 0.0) if due != self._reported_due else self.interval_s / 2
+            if now < due + self.slow_s:
+                wait_s = due + self.slow_s - now  # asleep until the heartbeat would be overdue
                 continue
             self._reported_due = due  # one count per stall, however long it lasts
-            wait_s = self.interval_s / 2
             frame = sys._current_frames().get(self._loop_thread)
             name = callback_name(frame) if frame is not None else "?"
             self.slow_callbacks[name] += 1
