@@ -8,7 +8,9 @@ is a poll-skip and a lost-write; two messages of a key delivered in swapped orde
 before is a nonmonotonic-poll and a duplicate.
 
 The mutations are judged by the checkers alone (``postmortem.findings``: the log read as the
-post-mortem reads it, then the checkers over it), a second or two each; the whole post-mortem runs
+post-mortem reads it, then the checkers over it), all in one pass: each is planted in a copy of the
+clean run on a topic of its own, its clients and subscriptions renamed with it, and the checkers
+judge each topic apart, so a copy's findings are its own mutation's. The whole post-mortem runs
 only where its own tables, headline or report are under test, and once on a mutation to show
 that findings.parquet, the headline and the report carry exactly what the checkers found.
 """
@@ -196,12 +198,74 @@ MUTATIONS: dict[str, tuple[Callable[[Events], Events], Found]] = {
 }
 
 
+def neighbours(events: Events) -> Events:
+    """Every consumer gets two neighbours (of different keys) in each other's turn."""
+    for client in ("c-ex", "c-fo", "c-ks", "c-sh"):
+        events = swap(events, client, LATE, LATE + 1)
+    return events
+
+
+def explained(events: Events) -> Events:
+    """Three steps back, each explained: a redelivery count, a seek, a negative acknowledgement."""
+    events = back(events, "c-ex", 130, 135, redelivery=1)
+    events = [*back(events, "c-fo", 140, 145), event_of(events, "c-fo", 145, "seek")]
+    return [*back(events, "c-ks", 150, 158), event_of(events, "c-ks", 158, "nack")]
+
+
+#: every log the checkers judge alone: the mutations, and the two of the tests after them
+PLANTED: dict[str, Callable[[Events], Events]] = {
+    **{name: mutate for name, (mutate, _) in MUTATIONS.items()},
+    "neighbours": neighbours,
+    "explained": explained,
+}
+
+
+def relabel(events: Events, copy: str) -> Events:
+    """``events`` on a topic of their own: topic, clients, subscriptions and uids marked ``~copy``."""
+    mark = f"~{copy}"
+    out = []
+    for e in events:
+        e = {**e, "topic": e["topic"] + mark, "client": e["client"] + mark}
+        if "subscription" in e:
+            e["subscription"] += mark
+        if "uid" in e:
+            producer, _, seq = e["uid"].rpartition(":")
+            e["uid"] = f"{producer}{mark}:{seq}"
+        out.append(e)
+    return out
+
+
+def unlabel(row: dict[str, Any], copy: str) -> dict[str, Any]:
+    """A finding of a relabelled copy, named as in the clean run."""
+    mark = f"~{copy}"
+    return {
+        **row,
+        "subscription": row["subscription"].replace(mark, ""),
+        "uids": [u.replace(mark, "") for u in row["uids"]],
+    }
+
+
+@pytest.fixture(scope="module")
+def judged(
+    spark: SparkSession, clean: Events, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[dict[str, Any]]]:
+    """Each planted log's findings, named as in the clean run: every copy judged in one pass."""
+    events = [e for copy, mutate in PLANTED.items() for e in relabel(mutate(clean), copy)]
+    rows = check(spark, tmp_path_factory.mktemp("planted"), events)
+    by_copy: dict[str, list[dict[str, Any]]] = {copy: [] for copy in PLANTED}
+    for row in rows:
+        copy = row["topic"].rpartition("~")[2]
+        assert copy in by_copy, row  # a finding on no copy's topic
+        by_copy[copy].append(unlabel(row, copy))
+    return by_copy
+
+
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_each_checker_finds_exactly_its_planted_fault(
-    spark: SparkSession, clean: Events, tmp_path: Path, name: str
+    judged: dict[str, list[dict[str, Any]]], name: str
 ) -> None:
-    mutate, expected = MUTATIONS[name]
-    rows = check(spark, tmp_path / name, mutate(clean))
+    _, expected = MUTATIONS[name]
+    rows = judged[name]
     assert found(rows) == expected
     # every finding is dated in the unload's aftermath and attributed to it
     assert {f["fault"] for f in rows} == {CHECKED_FAULT}
@@ -230,24 +294,17 @@ def test_a_planted_fault_reaches_the_findings_table_the_headline_and_the_report(
     assert uid(170) in html
 
 
-def test_what_order_each_type_promises(spark: SparkSession, clean: Events, tmp_path: Path) -> None:
+def test_what_order_each_type_promises(judged: dict[str, list[dict[str, Any]]]) -> None:
     """Swapping two neighbours (different keys) breaks only the types that order by partition."""
-    events = clean
-    for client in ("c-ex", "c-fo", "c-ks", "c-sh"):
-        events = swap(events, client, LATE, LATE + 1)
-    rows = check(spark, tmp_path / "neighbours", events)
     expected = {("sub-ex", (uid(LATE),)), ("sub-fo", (uid(LATE),))}
-    assert found(rows) == expect(poll_skip=expected, nonmonotonic_poll=expected)
+    assert found(judged["neighbours"]) == expect(poll_skip=expected, nonmonotonic_poll=expected)
 
 
 def test_a_seek_a_negative_ack_or_a_redelivery_explains_a_step_back(
-    spark: SparkSession, clean: Events, tmp_path: Path
+    judged: dict[str, list[dict[str, Any]]],
 ) -> None:
-    events = back(clean, "c-ex", 130, 135, redelivery=1)
-    events = [*back(events, "c-fo", 140, 145), event_of(events, "c-fo", 145, "seek")]
-    events = [*back(events, "c-ks", 150, 158), event_of(events, "c-ks", 158, "nack")]
-    rows = check(spark, tmp_path / "explained", events)
-    assert found(rows) == expect(duplicate=one("sub-ex", 130) | one("sub-fo", 140) | one("sub-ks", 150))
+    expected = one("sub-ex", 130) | one("sub-fo", 140) | one("sub-ks", 150)
+    assert found(judged["explained"]) == expect(duplicate=expected)
 
 
 def test_a_loss_stays_in_the_unseen_count(spark: SparkSession, clean: Events, tmp_path: Path) -> None:
