@@ -2,9 +2,11 @@
 acknowledged.
 
 Records are framed ``length u32 | crc u32 | type u8 | body`` (``length`` counts type and body, the
-CRC32C covers them). **Group commit**: ``append`` only queues a record; one writer task hands every
-record queued meanwhile to a thread that writes them with one ``write`` and makes them durable
-with ONE ``fdatasync``, then completes all their futures. With ``journal_sync_data`` off, records
+CRC32C covers them). **Group commit**: ``append`` only queues a record; the journal's own thread
+(BookKeeper's journal thread) takes every record queued meanwhile, writes them with one ``write``
+and makes them durable with ONE ``fdatasync``, then hands the whole group back to the event loop
+in one call, which completes their futures. The loop never waits on the disk, and a group costs it
+one wake-up, not a task, a timer and a thread-pool job. With ``journal_sync_data`` off, records
 are acknowledged once written (the page cache survives a process crash, not a power cut).
 
 **Replay** (at start) reads every file from the last checkpoint mark on. A record that is cut
@@ -22,10 +24,12 @@ import asyncio
 import logging
 import os
 import struct
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 
@@ -176,6 +180,10 @@ def _check_record(data: bytes, offset: int) -> tuple[str | None, int]:
 # -- writing ---------------------------------------------------------------------------------------
 
 
+#: a queued record: its file id, its framed bytes, its future, when it was queued (perf_counter)
+_Queued = tuple[int, bytes, asyncio.Future[None], float]
+
+
 class Journal:
     def __init__(
         self,
@@ -193,12 +201,15 @@ class Journal:
         self._max_file_bytes = max_file_bytes
         self._file_id = 0
         self._offset = 0
-        #: (file id, record, its future, when it was queued: time.perf_counter())
-        self._queue: list[tuple[int, bytes, asyncio.Future[None], float]] = []
+        # The queue is shared by the loop (append) and the journal thread (_take): both hold
+        # the condition's lock for a list swap or append only.
+        self._ready = threading.Condition()
+        self._queue: list[_Queued] = []
         self._queued_bytes = 0
-        self._wakeup = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
         self._closing = False
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._fd: int | None = None
         self._fd_file_id = -1
         #: fsyncs made so far (group commit: far fewer than records)
@@ -215,7 +226,10 @@ class Journal:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._file_id = file_id
         self._offset = 0
-        self._writer = asyncio.get_running_loop().create_task(self._run(), name="journal-writer")
+        self._loop = asyncio.get_running_loop()
+        self._stopped = self._loop.create_future()
+        self._thread = threading.Thread(target=self._run, name="journal", daemon=True)
+        self._thread.start()
 
     @property
     def position(self) -> Mark:
@@ -232,42 +246,67 @@ class Journal:
         if self._offset and self._offset + len(data) > self._max_file_bytes:
             self._file_id += 1
             self._offset = 0
-        self._queue.append((self._file_id, data, future, time.perf_counter()))
         self._offset += len(data)
-        self._queued_bytes += len(data)
-        self._wakeup.set()
+        with self._ready:
+            self._queue.append((self._file_id, data, future, time.perf_counter()))
+            self._queued_bytes += len(data)
+            if len(self._queue) == 1:
+                self._ready.notify()
         return future
 
-    async def _run(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            if not self._queue:
+    # -- the journal thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while (batch := self._take()) is not None:
+                started = time.perf_counter()
+                try:
+                    self._write([(file_id, data) for file_id, data, _, _ in batch])
+                except OSError as exc:
+                    log.error("journal write failed: %s", exc)
+                    self._post(self._failed, batch, exc)
+                else:
+                    self._post(self._durable, batch, started, time.perf_counter())
+        finally:
+            self._post(_settle, self._stopped)
+
+    def _post(self, callback: Callable[..., None], *args: Any) -> None:
+        """Run ``callback(*args)`` on the event loop (unless it is gone: nobody waits any more)."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:
+            log.debug("journal: the event loop closed before %s", getattr(callback, "__name__", callback))
+
+    def _take(self) -> list[_Queued] | None:
+        """The next group: every record queued once one is there and the group wait is over
+        (None once closing with nothing left)."""
+        with self._ready:
+            while not self._queue:
                 if self._closing:
-                    return
-                continue
+                    return None
+                self._ready.wait()
             if self._group_wait_s and self._queued_bytes < self._threshold and not self._closing:
                 # Let more adds join this group: one fsync for all of them.
-                await asyncio.sleep(self._group_wait_s)
+                self._ready.wait(self._group_wait_s)
             batch, self._queue, self._queued_bytes = self._queue, [], 0
-            started = time.perf_counter()
-            try:
-                await asyncio.to_thread(self._write, [(file_id, data) for file_id, data, _, _ in batch])
-            except OSError as exc:
-                log.error("journal write failed: %s", exc)
-                error = JournalError(f"journal write to {self.directory} failed: {exc}")
-                for _, _, future, _ in batch:
-                    if not future.done():
-                        future.set_exception(error)
-            else:
-                done = time.perf_counter()
-                self.sync_latency.observe(done - started)
-                self.record_count += len(batch)
-                for _, _, future, queued in batch:
-                    self.add_latency.observe(done - queued)
-                    if not future.done():
-                        future.set_result(None)
-            self._wakeup.set()  # records may have queued meanwhile
+        return batch
+
+    # -- back on the event loop --------------------------------------------------------------------
+
+    def _durable(self, batch: list[_Queued], started: float, done: float) -> None:
+        self.sync_latency.observe(done - started)
+        self.record_count += len(batch)
+        for _, _, future, queued in batch:
+            self.add_latency.observe(done - queued)
+            if not future.done():
+                future.set_result(None)
+
+    def _failed(self, batch: list[_Queued], exc: OSError) -> None:
+        error = JournalError(f"journal write to {self.directory} failed: {exc}")
+        for _, _, future, _ in batch:
+            if not future.done():
+                future.set_exception(error)
 
     def _write(self, chunks: list[tuple[int, bytes]]) -> None:
         start = 0
@@ -291,8 +330,11 @@ class Journal:
             return self._fd
         if self._fd is not None:
             # Rolling over: the old file must be complete on disk before the new one exists.
-            os.fsync(self._fd)
-            os.close(self._fd)
+            fd, self._fd = self._fd, None
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         path = self.directory / journal_name(file_id)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._fd_file_id = file_id
@@ -312,11 +354,17 @@ class Journal:
 
     async def close(self) -> None:
         """Write what is queued, then stop."""
-        self._closing = True
-        self._wakeup.set()
-        if self._writer is not None:
-            await self._writer
+        with self._ready:
+            self._closing = True
+            self._ready.notify()
+        if self._stopped is not None:
+            await self._stopped
         if self._fd is not None:
             fd, self._fd = self._fd, None
             await asyncio.to_thread(os.fsync, fd)
             os.close(fd)
+
+
+def _settle(future: asyncio.Future[None] | None) -> None:
+    if future is not None and not future.done():
+        future.set_result(None)

@@ -105,3 +105,33 @@ async def test_flipped_byte_before_the_tail_refuses_replay(tmp_path: Path) -> No
     path.write_bytes(bytes(data))
     with pytest.raises(JournalCorruptError, match=r"corrupt at offset 17 \(CRC32C mismatch\)"):
         _replay(tmp_path)
+
+
+async def test_a_failed_write_fails_its_records_with_the_journals_error_and_later_ones_too(
+    tmp_path: Path,
+) -> None:
+    """The journal's directory is gone when a record rolls over to a new file: that record's
+    add fails with a JournalError naming the directory (not a hang), and so does the next."""
+    directory = tmp_path / "journal"
+    j = Journal(directory, max_file_bytes=64)
+    j.start(0)
+    await j.append(journal.FENCE, journal.encode_fence(1))
+    for path in directory.iterdir():
+        path.unlink()
+    directory.rmdir()
+    for ledger in (2, 3):
+        with pytest.raises(journal.JournalError, match=str(directory)):
+            await j.append(journal.FENCE, journal.encode_fence(ledger) + bytes(64))
+    await j.close()
+    assert j.record_count == 1
+
+
+async def test_after_close_an_append_is_refused_and_what_was_queued_is_durable(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    j.start(0)
+    queued = [j.append(journal.FENCE, body) for body in _bodies(5)]
+    await j.close()
+    assert all(f.done() and f.exception() is None for f in queued)
+    with pytest.raises(journal.JournalError, match="closed"):
+        await j.append(journal.FENCE, journal.encode_fence(9))
+    assert _replay(tmp_path) == _bodies(5)
