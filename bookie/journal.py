@@ -207,7 +207,6 @@ class Journal:
         self._queue: list[_Queued] = []
         self._queued_bytes = 0
         self._closing = False
-        self._thread: threading.Thread | None = None
         self._stopped: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fd: int | None = None
@@ -228,8 +227,7 @@ class Journal:
         self._offset = 0
         self._loop = asyncio.get_running_loop()
         self._stopped = self._loop.create_future()
-        self._thread = threading.Thread(target=self._run, name="journal", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._run, name="journal", daemon=True).start()
 
     @property
     def position(self) -> Mark:
