@@ -88,13 +88,34 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime of every thread
 
 
+def started_at(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch (None: gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return BOOT_TIME + int(fields[19]) / TICKS  # starttime: ticks since boot
+
+
+def _boot_time() -> float:
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
+
+
+BOOT_TIME = _boot_time()
+
+
 class Sampler(threading.Thread):
-    """Names every process it sees (pid → kind, first command line after exec wins the last word)."""
+    """Names every process it sees: pid -> [(when it started, kind)], one entry for each process
+    that had that pid (pids are reused over a long command), the last command line after exec
+    having the last word."""
 
     def __init__(self, interval: float = 0.5) -> None:
         super().__init__(daemon=True)
         self.interval = interval
-        self.kinds: dict[int, str] = {}
+        self.kinds: dict[int, dict[int, str]] = {}
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -104,9 +125,19 @@ class Sampler(threading.Thread):
     def sample(self) -> None:
         for entry in os.listdir("/proc"):
             if entry.isdigit():
-                argv = read_argv(int(entry))
-                if argv:
-                    self.kinds[int(entry)] = kind_of(argv)
+                pid = int(entry)
+                argv = read_argv(pid)
+                start = started_at(pid)
+                if argv and start is not None:
+                    self.kinds.setdefault(pid, {})[round(start)] = kind_of(argv)
+
+    def kind(self, pid: int, start: float) -> str | None:
+        """The kind of the process ``pid`` that started at ``start`` (to the second), if seen."""
+        seen = self.kinds.get(pid, {})
+        for when in (round(start), round(start) - 1, round(start) + 1):
+            if when in seen:
+                return seen[when]
+        return None
 
 
 def census(accounting: Path, sampler: Sampler, before: set[int]) -> dict[str, float]:
@@ -116,14 +147,19 @@ def census(accounting: Path, sampler: Sampler, before: set[int]) -> dict[str, fl
         record = ACCT_V3.unpack_from(data, offset)
         if record[1] != 3:
             continue
-        pid, utime, stime, comm = record[6], record[10], record[11], record[18]
+        pid, btime, utime, stime, comm = record[6], record[8], record[10], record[11], record[18]
         seconds = (comp_t(utime) + comp_t(stime)) / 100  # AHZ
         name = comm.split(b"\0")[0].decode(errors="replace")
-        kind = sampler.kinds.get(pid, f"{name} (unsampled)")
+        kind = sampler.kind(pid, btime) or f"{name} (unsampled)"
         totals[kind] = totals.get(kind, 0.0) + seconds
-    for pid, kind in sampler.kinds.items():  # still running: what it used while we watched
-        if pid not in before and Path(f"/proc/{pid}").exists():
-            totals[kind + " (running)"] = cpu_seconds(pid)
+    # still running (a process, not a thread or a later owner of the pid): what it used so far
+    for entry in os.listdir("/proc"):
+        pid = int(entry) if entry.isdigit() else 0
+        start = started_at(pid) if pid and pid not in before else None
+        running = sampler.kind(pid, start) if start is not None else None
+        if running is not None:
+            key = running + " (running)"
+            totals[key] = totals.get(key, 0.0) + cpu_seconds(pid)
     return totals
 
 
