@@ -108,9 +108,9 @@ BOOT_TIME = _boot_time()
 
 
 class Sampler(threading.Thread):
-    """Names every process it sees: pid -> [(when it started, kind)], one entry for each process
-    that had that pid (pids are reused over a long command), the last command line after exec
-    having the last word."""
+    """Names every process it sees: pid -> {the second it started: kind}, an entry for each
+    process that had that pid (pids are reused over a long command), the last command line seen
+    after its exec having the last word."""
 
     def __init__(self, interval: float = 0.5) -> None:
         super().__init__(daemon=True)
