@@ -133,14 +133,17 @@ def main() -> None:
                 server_costs.start_profiles(servers, args.seconds, RUNS / "profiles") if args.profile else []
             )
             before, cpu_before = snapshot(urls), server_costs.cpu(servers)
+            threads_before = server_costs.thread_cpu(servers)
             result["client"] = publish(service_url, args, "persistent://public/default/latency")
             after, cpu_after = snapshot(urls), server_costs.cpu(servers)
+            threads = server_costs.thread_cpu_used(threads_before, server_costs.thread_cpu(servers))
             result["stages"] = stage_rows(urls, before, after)
             sends = int(delta(buckets(after[urls["broker"][0]], STAGES[0][1]),
                               buckets(before[urls["broker"][0]], STAGES[0][1]))[-1][1])  # fmt: skip
             result["cpu"] = server_costs.cpu_rows(servers, cpu_before, cpu_after, sends)
             result["loops"] = server_costs.loop_rows(servers, before, after)
             result["profiles"] = server_costs.finish_profiles(profiles)
+            result["thread_cpu_s"], result["profile_rate"] = threads, server_costs.PROFILE_RATE
             result["cpu_stages"] = cpu_stages.stage_rows(result)
         finally:
             supervisor.down()

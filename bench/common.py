@@ -35,8 +35,29 @@ def percentile(values: list[float], q: float) -> float:
 
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time a process has used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_user_system(pid))
+
+
+def cpu_user_system(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds a process has used (Linux /proc, all its threads)."""
+    return cpu_user_system_of(Path(f"/proc/{pid}/stat"))
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User and system CPU seconds of each of a process's threads, by thread id (Linux /proc)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found[int(task.name)] = sum(cpu_user_system_of(task / "stat"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended while listed
+    return found
+
+
+def cpu_user_system_of(stat: Path) -> tuple[float, float]:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def machine_ticks() -> tuple[int, int, int]:

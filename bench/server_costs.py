@@ -1,7 +1,8 @@
 """What a local cluster's servers pay for a workload: CPU per message, event-loop lateness, stalls,
 garbage collections, and (on request) a py-spy profile of each.
 
-CPU is each process's user + system time from /proc (all its threads) between two readings;
+CPU is each process's user + system time from /proc (all its threads) between two readings, with
+the system part's share beside it (the kernel's work: socket calls, the loopback's TCP, fsync);
 lateness and stalls are the difference of two scrapes of ``magnetar_event_loop_lag_seconds``,
 ``magnetar_event_loop_slow_callbacks_total`` and ``magnetar_gc_pause_seconds`` (see
 magnetar/common/loop_monitor.py). ZooKeeper has CPU only.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import cpu_seconds
+from common import cpu_user_system, thread_cpu_seconds
 from histograms import buckets, delta, quantile, scrape, worst_bucket
 from rich.console import Console
 from rich.table import Table
@@ -55,29 +56,48 @@ def servers(state: ClusterState) -> list[Server]:
     return found
 
 
-def cpu(group: list[Server]) -> tuple[float, dict[str, float]]:
-    """(now, CPU seconds of each server so far)."""
-    return time.monotonic(), {server.name: cpu_seconds(server.pid) for server in group}
+CpuReading = tuple[float, dict[str, tuple[float, float]]]
+ThreadCpu = dict[str, dict[int, float]]
+#: py-spy's samples a second (``start_profiles``)
+PROFILE_RATE = 200
+
+
+def cpu(group: list[Server]) -> CpuReading:
+    """(now, (user, system) CPU seconds of each server so far)."""
+    return time.monotonic(), {server.name: cpu_user_system(server.pid) for server in group}
+
+
+def thread_cpu(group: list[Server]) -> ThreadCpu:
+    """CPU seconds of each server's threads so far, by thread id."""
+    return {server.name: thread_cpu_seconds(server.pid) for server in group}
+
+
+def thread_cpu_used(before: ThreadCpu, after: ThreadCpu) -> dict[str, dict[str, float]]:
+    """Each thread's CPU seconds between two readings (a thread started since counts from 0);
+    thread ids as strings, as they come back from JSON."""
+    return {name: {str(tid): used - before.get(name, {}).get(tid, 0.0) for tid, used in threads.items()}
+            for name, threads in after.items()}  # fmt: skip
 
 
 def cpu_rows(
-    group: list[Server],
-    before: tuple[float, dict[str, float]],
-    after: tuple[float, dict[str, float]],
-    messages: int,
+    group: list[Server], before: CpuReading, after: CpuReading, messages: int
 ) -> list[dict[str, Any]]:
-    """Per server and in total: cores used, and microseconds of CPU per message."""
+    """Per server and in total: cores used, microseconds of CPU per message, the system share."""
     elapsed = after[0] - before[0]
     rows = []
     for server in group:
-        used = after[1][server.name] - before[1][server.name]
-        rows.append({"server": server.name, "cpu_s": used, "cores": used / elapsed,
-                     "us_per_message": used / messages * 1e6 if messages else None})  # fmt: skip
-    total = sum(row["cpu_s"] for row in rows)
-    rows.append({"server": "all servers", "cpu_s": total, "cores": total / elapsed,
-                 "us_per_message": total / messages * 1e6 if messages else None,
-                 "messages": messages, "seconds": elapsed})  # fmt: skip
-    return rows
+        user = after[1][server.name][0] - before[1][server.name][0]
+        system = after[1][server.name][1] - before[1][server.name][1]
+        rows.append(_cpu_row(server.name, user, system, elapsed, messages))
+    user, system = sum(r["user_s"] for r in rows), sum(r["system_s"] for r in rows)
+    return [*rows, {**_cpu_row("all servers", user, system, elapsed, messages), "messages": messages}]
+
+
+def _cpu_row(name: str, user: float, system: float, elapsed: float, messages: int) -> dict[str, Any]:
+    used = user + system
+    return {"server": name, "cpu_s": used, "user_s": user, "system_s": system, "cores": used / elapsed,
+            "us_per_message": used / messages * 1e6 if messages else None,
+            "system_share": system / used if used else None, "seconds": elapsed}  # fmt: skip
 
 
 def loop_rows(group: list[Server], before: dict[str, str], after: dict[str, str]) -> list[dict[str, Any]]:
@@ -125,8 +145,10 @@ Profiling = list[tuple[subprocess.Popen[bytes], Path]]
 
 
 def start_profiles(group: list[Server], seconds: float, directory: Path) -> Profiling:
-    """py-spy on every Python server for ``seconds`` (200 Hz, active samples only: their shares
-    are shares of CPU), as collapsed stacks (``--format raw``: a line per stack, its count last).
+    """py-spy on every Python server for ``seconds`` (``PROFILE_RATE``), each thread's stacks apart,
+    as collapsed stacks (``--format raw``: a line per stack, its count last). py-spy's "idle"
+    judgement is not to be trusted here (an event loop waiting in epoll is sampled as running):
+    bench/cpu_stages.py weighs the samples by each thread's CPU time.
     Without native frames and without pausing the process: py-spy's native unwinding stops the
     process for each sample, and the loop falls seconds behind."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -138,7 +160,7 @@ def start_profiles(group: list[Server], seconds: float, directory: Path) -> Prof
         if server.metrics_url is None:
             continue
         out = directory / f"{server.name}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
-        command = [spy, "record", "--pid", str(server.pid), "--rate", "200", "--nonblocking",
+        command = [spy, "record", "--pid", str(server.pid), "--rate", str(PROFILE_RATE), "--nonblocking",
                    "--threads", "--format", "raw", "--duration", str(int(seconds)), "--output", str(out),
                    ]  # fmt: skip
         started.append((subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), out))
@@ -158,10 +180,11 @@ def finish_profiles(started: Profiling) -> list[str]:
 def print_tables(console: Console, cpu: list[dict[str, Any]], loops: list[dict[str, Any]]) -> None:
     total = cpu[-1]
     title = f"what the servers paid: {total['messages']:,} messages in {total['seconds']:.1f} s"
-    table = Table("server", "CPU s", "cores", "µs CPU per message", title=title)
+    table = Table("server", "CPU s", "cores", "µs CPU per message", "of it in the kernel", title=title)
     for row in cpu:
         per = "—" if row["us_per_message"] is None else f"{row['us_per_message']:.0f}"
-        table.add_row(row["server"], f"{row['cpu_s']:.2f}", f"{row['cores']:.2f}", per)
+        kernel = "—" if row["system_share"] is None else f"{row['system_share']:.0%}"
+        table.add_row(row["server"], f"{row['cpu_s']:.2f}", f"{row['cores']:.2f}", per, kernel)
     console.print(table)
     columns = ("server", "samples", "lag p99 ms", "worst ≤ ms", "GCs 0/1/2", "GC ms 0/1/2", "stalls > 10 ms")
     table = Table(*columns, title="event loops over the same seconds")
