@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -18,11 +19,13 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.deduplication import REPLICATED_CURSOR_NAME, Deduplication, Status, replicated_identity
 from magnetar.broker.managed_ledger import Entry, InitialPosition, ManagedCursor, Position, TopicLedger
+from magnetar.broker.managed_ledger.topic_ledger import AddCallback
 from magnetar.broker.markers import REPLICATED_PROPERTY, SNAPSHOT, MarkerIndex
 from magnetar.broker.policies.topic_settings import TopicSettings
 from magnetar.broker.producer_access import ProducerAccess
 from magnetar.broker.protocol.frames import FrameError, read_metadata
 from magnetar.broker.subscription import Subscription, SubscriptionBusyError
+from magnetar.common.futures import settle
 from magnetar.proto import PulsarApi_pb2 as api
 
 log = logging.getLogger(__name__)
@@ -171,6 +174,8 @@ class Topic:
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     #: the latest write (deduplication only: a duplicate's answer waits for earlier writes)
     _tail: asyncio.Future[Position] | None = None
+    #: deduplicated publishes being written (held here: the loop keeps only weak references)
+    _writes: set[asyncio.Future[Position]] | None = None
     #: geo-replication: what replicators from other clusters stored, by origin producer and
     #: sequence id (created when the first replicator producer connects)
     replicated_dedup: Deduplication | None = None
@@ -258,31 +263,86 @@ class Topic:
         sequence_id: int | None = None,
         highest_sequence_id: int = 0,
     ) -> Position:
-        """Append the producer's bytes (see ``_publish``); marker entries are noted apart and
-        handed to the replicated-subscriptions controller. TopicFencedError once the topic is
-        fenced: a publish started before is waited for by ``drain``, from its very start (a
-        deduplicated one may first wait for earlier writes)."""
+        """Append the producer's bytes (see ``publish_then``)."""
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        self.publish_then(
+            headers_and_payload, metadata, sequence_id, highest_sequence_id, functools.partial(settle, future)
+        )
+        return await future
+
+    def publish_then(
+        self,
+        headers_and_payload: bytes,
+        metadata: api.MessageMetadata,
+        sequence_id: int | None,
+        highest_sequence_id: int,
+        done: AddCallback,
+    ) -> None:
+        """Append the producer's bytes; ``done(position, None)`` once stored, ``done(None,
+        error)`` if not (DuplicateMessage when deduplication recognises them), never before this
+        returns. A message no deduplication has to look at goes straight to the ledger: no task
+        per message on a publish's path. Marker entries are noted apart and handed to the
+        replicated-subscriptions controller. TopicFencedError (raised) once the topic is fenced:
+        a publish started before is waited for by ``drain``, from its very start (a deduplicated
+        one may first wait for earlier writes)."""
         if self.fenced:
             raise TopicFencedError(f"{self.name} is being unloaded")
         self.in_flight += 1
         self._idle.clear()
-        try:
-            position = await self._publish(headers_and_payload, metadata, sequence_id, highest_sequence_id)
-        finally:
-            self.in_flight -= 1
-            if not self.in_flight:
-                self._idle.set()
-        if metadata.HasField("marker_type"):
-            self.markers.add(position)
-            if metadata.HasField("replicated_from"):
-                self.markers_in += 1
-            if len(self.markers.positions) > 1000:
-                cursors = [c.mark_delete_position for c in self.ledger.cursors.values() if c.durable]
-                if cursors:
-                    self.markers.forget_through(min(cursors))
-            if self.replicated_subscriptions is not None:
-                self.replicated_subscriptions.marker_stored(metadata, headers_and_payload, position)
-        return position
+        finish = functools.partial(self._published, headers_and_payload, metadata, done)
+        if self._direct(metadata):
+            self.ledger.add_entry_then(headers_and_payload, finish)
+            return
+        write = asyncio.ensure_future(
+            self._publish(headers_and_payload, metadata, sequence_id, highest_sequence_id)
+        )
+        if self._writes is None:
+            self._writes = set()
+        self._writes.add(write)
+        write.add_done_callback(functools.partial(self._written, finish))
+
+    def _direct(self, metadata: api.MessageMetadata) -> bool:
+        """Whether a message goes straight to the ledger: no deduplication has to look at it."""
+        if self.deduplication is not None:
+            return False
+        return self.replicated_dedup is None or not metadata.HasField("replicated_from")
+
+    def _written(self, finish: AddCallback, write: asyncio.Future[Position]) -> None:
+        if self._writes is not None:
+            self._writes.discard(write)
+        if write.cancelled():
+            finish(None, TopicFencedError(f"{self.name}: the write was cancelled"))
+            return
+        error = write.exception()
+        finish(None if error is not None else write.result(), error)
+
+    def _published(
+        self,
+        headers_and_payload: bytes,
+        metadata: api.MessageMetadata,
+        done: AddCallback,
+        position: Position | None,
+        error: BaseException | None,
+    ) -> None:
+        self.in_flight -= 1
+        if not self.in_flight:
+            self._idle.set()
+        if position is not None and metadata.HasField("marker_type"):
+            self._marker_stored(headers_and_payload, metadata, position)
+        done(position, error)
+
+    def _marker_stored(
+        self, headers_and_payload: bytes, metadata: api.MessageMetadata, position: Position
+    ) -> None:
+        self.markers.add(position)
+        if metadata.HasField("replicated_from"):
+            self.markers_in += 1
+        if len(self.markers.positions) > 1000:
+            cursors = [c.mark_delete_position for c in self.ledger.cursors.values() if c.durable]
+            if cursors:
+                self.markers.forget_through(min(cursors))
+        if self.replicated_subscriptions is not None:
+            self.replicated_subscriptions.marker_stored(metadata, headers_and_payload, position)
 
     async def _publish(
         self,

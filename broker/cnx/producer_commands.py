@@ -7,6 +7,8 @@ reading; the read loop pauses once ``max_pending_publish_requests_per_connection
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -27,6 +29,7 @@ from magnetar.common.latency import LatencyHistogram
 from magnetar.proto import PulsarApi_pb2 as api
 
 E = api.ServerError
+log = logging.getLogger(__name__)
 
 
 class ReadOnlyRefusal(Protocol):
@@ -200,7 +203,9 @@ class ProducerCommands:
             )
         )
 
-    async def send(self, frame: Frame) -> None:
+    def send(self, frame: Frame) -> None:
+        """A SEND: checked, then handed to its topic, whose answer writes the receipt (no task
+        or coroutine per message; the connection calls this directly, errors refuse it)."""
         received = time.perf_counter()
         send = frame.command.send
         entry = self._producers.get(send.producer_id)
@@ -220,46 +225,54 @@ class ProducerCommands:
         topic, producer = entry
         if topic.fenced:
             return  # being handed over: the client resends it to the new owner after reconnecting
-        producer.messages_in += max(1, send.num_messages)
-        producer.bytes_in += len(frame.headers_and_payload)
+        data = frame.headers_and_payload
+        messages = max(1, send.num_messages)
+        producer.messages_in += messages
+        producer.bytes_in += len(data)
         limiter = topic.settings.publish
         if limiter.limited:
-            limiter.consume(max(1, send.num_messages), len(frame.headers_and_payload))
+            limiter.consume(messages, len(data))
             self._throttled_until = max(self._throttled_until, time.monotonic() + limiter.wait_s())
+        done = functools.partial(self._published, topic, send, messages, len(data), received)
+        topic.publish_then(data, metadata, send.sequence_id, send.highest_sequence_id, done)
         self._publishing += 1
         if self._publishing >= self._max_pending:
             self._room.clear()
-        self._channel.spawn(self._publish(topic, send, metadata, frame.headers_and_payload, received))
 
-    async def _publish(
+    def _published(
         self,
         topic: Topic,
         send: api.CommandSend,
-        metadata: api.MessageMetadata,
-        data: bytes,
+        messages: int,
+        size: int,
         received: float,
+        position: Position | None,
+        error: BaseException | None,
     ) -> None:
-        try:
-            position = await topic.publish(data, metadata, send.sequence_id, send.highest_sequence_id)
-        except DuplicateMessage:
-            self._receipt(send, Position(-1, -1))
+        self._publishing -= 1
+        if self._publishing < self._max_pending:
+            self._room.set()
+        if error is not None:
+            self._publish_failed(send, error)
             return
-        except TopicFencedError:
-            return  # as a send that arrives once fenced: resent to the next owner after the close
-        except ManagedLedgerTerminatedError as exc:
-            self._send_error(send, E.TopicTerminatedError, str(exc))
-            return
-        except ManagedLedgerError as exc:
-            self._send_error(send, E.PersistenceError, str(exc))
-            return
-        finally:
-            self._publishing -= 1
-            if self._publishing < self._max_pending:
-                self._room.set()
-        topic.messages_in += max(1, send.num_messages)
-        topic.bytes_in += len(data)
+        assert position is not None
+        topic.messages_in += messages
+        topic.bytes_in += size
         self._receipt(send, position)
         self._publish_latency.since(received)
+
+    def _publish_failed(self, send: api.CommandSend, error: BaseException) -> None:
+        if isinstance(error, DuplicateMessage):
+            self._receipt(send, Position(-1, -1))
+        elif isinstance(error, TopicFencedError):
+            return  # as a send that arrives once fenced: resent to the next owner after the close
+        elif isinstance(error, ManagedLedgerTerminatedError):
+            self._send_error(send, E.TopicTerminatedError, str(error))
+        elif isinstance(error, ManagedLedgerError):
+            self._send_error(send, E.PersistenceError, str(error))
+        else:
+            log.error("a publish failed", exc_info=error)
+            self._send_error(send, E.UnknownError, str(error) or type(error).__name__)
 
     def _receipt(self, send: api.CommandSend, position: Position) -> None:
         self._channel.send(

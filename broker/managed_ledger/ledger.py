@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -40,7 +41,9 @@ from magnetar.broker.managed_ledger.new_entries import NewEntries
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
 from magnetar.broker.managed_ledger.retention import consumed_beyond_retention
 from magnetar.broker.managed_ledger.span import Span
+from magnetar.broker.managed_ledger.topic_ledger import AddCallback
 from magnetar.common.background import BackgroundTasks
+from magnetar.common.futures import settle
 from magnetar.common.latency import LatencyHistogram
 from magnetar.common.metadata import MetadataStore
 
@@ -75,6 +78,8 @@ class ManagedLedger:
         self._writer_created = 0.0
         self._write_lock = asyncio.Lock()  # orders adds and ledger rolls
         self._last_add: asyncio.Future[int] | None = None
+        #: adds waiting their turn behind a roll (or the adds before them): none goes direct
+        self._queued_adds = 0
         self._last_confirmed: Position | None = None
         self._readers = LedgerReaders(client, self.name)
         self._cache = EntryCache(config.cache_size_mb * MB)
@@ -168,30 +173,84 @@ class ManagedLedger:
     # -- writing --------------------------------------------------------------------------------
     async def add_entry(self, data: bytes) -> Position:
         """Append; returns once Qa bookies have the entry. Concurrent calls complete in order."""
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        self.add_entry_then(data, functools.partial(settle, future))
+        return await future
+
+    def add_entry_then(self, data: bytes, done: AddCallback) -> None:
+        """Append; ``done(position, None)`` once Qa bookies have the entry, or ``done(None,
+        error)``, in order with every add before it and never before this returns. With no roll
+        and nothing queued before it, the entry goes to the writer in this call: no task, lock
+        or awaited future per entry on a publish's path."""
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"add_entry takes bytes, not {type(data).__name__}")
-        payload = bytes(data)
-        started = time.perf_counter()
-        async with self._write_lock:
-            self._check_writable()
-            if self._writer_failed or self._needs_roll():
-                await self._roll()
-            writer = self._writer
-            assert writer is not None
-            future = writer.add_entry_async(payload)
-            self._last_add = future
+        payload = data if type(data) is bytes else bytes(data)
+        if self._queued_adds or self._write_lock.locked() or self._writer_failed or self._needs_roll():
+            self._queued_adds += 1
+            self._background.spawn(self._add_in_turn(payload, done))
+            return
         try:
-            entry_id = await future
-        except LedgerFencedError as exc:
-            raise self.fenced(f"ledger {writer.ledger_id} was fenced") from exc
-        except BKError as exc:
+            self._check_writable()
+        except ManagedLedgerError as exc:
+            asyncio.get_running_loop().call_soon(done, None, exc)
+            return
+        self._submit(payload, done)
+
+    async def _add_in_turn(self, payload: bytes, done: AddCallback) -> None:
+        """An add that waits for a roll, or for the adds queued before it (the lock is FIFO, and
+        no add takes the direct path while one is queued, so order is kept)."""
+        queued = True
+        try:
+            async with self._write_lock:
+                self._queued_adds -= 1
+                queued = False
+                self._check_writable()
+                if self._writer_failed or self._needs_roll():
+                    await self._roll()
+                self._submit(payload, done)
+        except asyncio.CancelledError:
+            done(None, ManagedLedgerClosedError(f"managed ledger {self.name} is closed"))
+            raise
+        except Exception as exc:  # whatever stopped it is the add's answer
+            done(None, exc)
+        finally:
+            if queued:
+                self._queued_adds -= 1
+
+    def _submit(self, payload: bytes, done: AddCallback) -> None:
+        writer = self._writer
+        assert writer is not None
+        future = writer.add_entry_async(payload)
+        self._last_add = future
+        future.add_done_callback(
+            functools.partial(self._confirmed, writer.ledger_id, payload, time.perf_counter(), done)
+        )
+
+    def _confirmed(
+        self, ledger_id: int, payload: bytes, started: float, done: AddCallback, future: asyncio.Future[int]
+    ) -> None:
+        """The writer's answer (callbacks run in its completion order, which is the adds')."""
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled() or error is not None:
+            done(None, self._add_error(ledger_id, error))
+            return
+        self._write_latency.since(started)
+        position = Position(ledger_id, future.result())
+        self._added(position, payload)
+        done(position, None)
+
+    def _add_error(self, ledger_id: int, error: BaseException | None) -> BaseException:
+        if isinstance(error, LedgerFencedError):
+            fenced = self.fenced(f"ledger {ledger_id} was fenced")
+            fenced.__cause__ = error
+            return fenced
+        if isinstance(error, BKError):
             # The next add closes this ledger (recovering what it holds) and starts a new one.
             self._writer_failed = True
-            raise ManagedLedgerError(f"cannot write to {self.name}: {exc}") from exc
-        self._write_latency.since(started)
-        position = Position(writer.ledger_id, entry_id)
-        self._added(position, payload)
-        return position
+            failed = ManagedLedgerError(f"cannot write to {self.name}: {error}")
+            failed.__cause__ = error
+            return failed
+        return error if error is not None else ManagedLedgerError(f"an add to {self.name} was cancelled")
 
     def _check_writable(self) -> None:
         if self._fenced:

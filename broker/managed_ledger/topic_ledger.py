@@ -18,6 +18,9 @@ from magnetar.broker.managed_ledger.cursor import ManagedCursor
 from magnetar.broker.managed_ledger.meta_store import LedgerInfo
 from magnetar.broker.managed_ledger.position import Entry, InitialPosition, Position
 
+#: an add's outcome: its position, or the error it failed with
+AddCallback = Callable[[Position | None, BaseException | None], None]
+
 
 class TopicLedger(Protocol):
     # -- identity and settings ------------------------------------------------------------------
@@ -71,6 +74,11 @@ class TopicLedger(Protocol):
 
     # -- reading and writing --------------------------------------------------------------------
     async def add_entry(self, data: bytes) -> Position: ...
+
+    def add_entry_then(self, data: bytes, done: AddCallback) -> None:
+        """Append, as ``add_entry``, and call ``done(position, None)`` once stored or
+        ``done(None, error)``: in order with every add before it, and never before this returns
+        (a publish's hot path: no task or future awaited per entry)."""
 
     async def read_entries(
         self, start: Position, max_entries: int, max_bytes: int | None = None

@@ -31,6 +31,7 @@ from magnetar.broker.managed_ledger import (
 from magnetar.broker.managed_ledger.meta_store import validate_name
 from magnetar.broker.managed_ledger.new_entries import NewEntries
 from magnetar.broker.managed_ledger.span import Span
+from magnetar.broker.managed_ledger.topic_ledger import AddCallback
 
 
 class NotStoredError(ManagedLedgerError):
@@ -62,6 +63,9 @@ class MemoryLedger:
 
     # -- writing --------------------------------------------------------------------------------
     async def add_entry(self, data: bytes) -> Position:
+        return self._append(data)
+
+    def _append(self, data: bytes) -> Position:
         if self._closed:
             raise ManagedLedgerClosedError(f"managed ledger {self.name} is closed")
         payload = bytes(data)
@@ -73,6 +77,16 @@ class MemoryLedger:
         self.bytes_added += len(payload)
         self._new_entries.notify()
         return position
+
+    def add_entry_then(self, data: bytes, done: AddCallback) -> None:
+        """As ``add_entry``, answered in the next loop turn (stored at once: nothing to wait for)."""
+        loop = asyncio.get_running_loop()
+        try:
+            position = self._append(data)
+        except ManagedLedgerClosedError as exc:
+            loop.call_soon(done, None, exc)
+            return
+        loop.call_soon(done, position, None)
 
     def forget_through(self, position: Position) -> None:
         """Drop the entries up to ``position``: no subscription will read them again."""

@@ -36,6 +36,9 @@ class NonPersistentTopic(Topic):
     def messages_dropped(self) -> int:
         return sum(self.drops.values())
 
+    def _direct(self, metadata: api.MessageMetadata) -> bool:
+        return False  # each message is offered to the subscriptions once stored (``_publish``)
+
     async def _publish(
         self,
         headers_and_payload: bytes,

@@ -39,6 +39,7 @@ from magnetar.broker.managed_ledger.ledger_readers import LedgerReaders
 from magnetar.broker.managed_ledger.meta_store import LedgerInfo, LedgerList, ledger_path, validate_name
 from magnetar.broker.managed_ledger.new_entries import NewEntries
 from magnetar.broker.managed_ledger.span import Span
+from magnetar.broker.managed_ledger.topic_ledger import AddCallback
 from magnetar.broker.read_only.cursor import RemoteCursor
 from magnetar.broker.read_only.cursor_client import CursorClient
 from magnetar.common.metadata import MetadataStore, WatchEvent
@@ -382,7 +383,13 @@ class ReadOnlyManagedLedger:
 
     # -- what a read-only owner never does ------------------------------------------------------
     async def add_entry(self, data: bytes) -> Position:
-        raise ReadOnlyManagedLedgerError(
+        raise self._no_writes()
+
+    def add_entry_then(self, data: bytes, done: AddCallback) -> None:
+        asyncio.get_running_loop().call_soon(done, None, self._no_writes())
+
+    def _no_writes(self) -> ReadOnlyManagedLedgerError:
+        return ReadOnlyManagedLedgerError(
             f"{self.name} is owned read-only here: produce to its writable owner"
         )
 

@@ -71,6 +71,34 @@ async def test_ledgers_roll_by_entry_count_and_reads_cross_them(storage: Storage
     await factory.close()
 
 
+async def test_adds_queued_behind_a_roll_stay_ahead_of_later_adds(storage: Storage) -> None:
+    """Adds that wait for the write lock (a roll, a termination, a maintenance roll holds it) are
+    stored before any add issued after them, also in the loop turns after the lock is let go,
+    while the first of them is woken but has not run yet."""
+    factory = ManagedLedgerFactory(storage.store, storage.client)
+    ledger = await factory.open("t/ns/persistent/queued-order")
+    answers: list[tuple[int, Position | None, BaseException | None]] = []
+
+    def add(i: int) -> None:
+        ledger.add_entry_then(data(i), lambda position, error: answers.append((i, position, error)))
+
+    lock = ledger._write_lock  # held here as a roll holds it
+    await lock.acquire()
+    for i in range(5):
+        add(i)
+    await asyncio.sleep(0)  # they wait for the lock
+    lock.release()  # the first is woken, and runs in a later loop turn
+    for i in range(5, 10):
+        add(i)
+        await asyncio.sleep(0)
+    await eventually(lambda: len(answers) == 10)
+    assert [error for _, _, error in answers] == [None] * 10
+    assert [i for i, _, _ in answers] == list(range(10))
+    entries = await ledger.read_entries(ledger.first_position(), 100)
+    assert [e.data for e in entries] == [data(i) for i in range(10)]
+    await factory.close()
+
+
 async def test_reads_honour_max_bytes_but_return_at_least_one_entry(storage: Storage) -> None:
     factory = ManagedLedgerFactory(storage.store, storage.client)
     ledger = await factory.open("t/ns/persistent/bytes")
