@@ -60,6 +60,9 @@ class LedgerMetadata:
         return master_key(self.password)
 
     def ensemble_for(self, entry_id: int) -> tuple[str, ...]:
+        last_first, last = self.ensembles[-1]
+        if entry_id >= last_first:  # a writer's entries: the current ensemble, asked per entry
+            return last
         firsts = [first for first, _ in self.ensembles]
         index = bisect.bisect_right(firsts, entry_id) - 1
         return self.ensembles[max(index, 0)][1]

@@ -199,7 +199,8 @@ class ServerConnection:
                 await self._handle(frame)
                 if self._writer.transport.get_write_buffer_size() > 1 << 20:
                     await self._writer.drain()
-                await self._producers.room()
+                if self._producers.must_wait():
+                    await self._producers.room()
         except (ConnectionError, asyncio.IncompleteReadError, ConnectionClosed):
             pass
         except Exception:

@@ -86,6 +86,10 @@ class ProducerCommands:
         if pause_s > 0:
             await asyncio.sleep(pause_s)
 
+    def must_wait(self) -> bool:
+        """Whether ``room`` would wait (checked per frame, so a frame with room pays no await)."""
+        return not self._room.is_set() or self._throttled_until > time.monotonic()
+
     def wake(self) -> None:
         """Let a read loop waiting for room go on (the connection is closing)."""
         self._room.set()

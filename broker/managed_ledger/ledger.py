@@ -269,7 +269,13 @@ class ManagedLedger:
             self._last_confirmed = position
         self.entries_added += 1
         self.bytes_added += len(data)
-        info = self._info(position.ledger_id)
+        ledgers = self._record.ledgers
+        # The ledger being written is the last one: looked up only if a roll came in between.
+        info = (
+            ledgers[-1]
+            if ledgers and ledgers[-1].ledger_id == position.ledger_id
+            else self._info(position.ledger_id)
+        )
         if info is not None:
             info.size += len(data)
         self._cache.put(position, data)
