@@ -75,18 +75,21 @@ NOT_A_KEY = ""
 
 def _fanned(frame: DataFrame, kinds: dict[str, tuple[list[str], Column]], *columns: str) -> DataFrame:
     """``frame``'s rows once for each of ``kinds`` (kind: its keys, and which rows are its) that
-    they belong to, keyed by KEYS: one scan of ``frame`` for several kinds. A row with a null key
-    never made a window (its key matches no lifetime), so it is left out of that kind here."""
-    member = [
-        F.when(F.coalesce(mine & ~_any_null(keys), F.lit(False)), F.lit(kind))
+    they belong to, keyed by KEYS. A row with a null key never made a window (its key matches no
+    lifetime), so it is left out of that kind here.
+
+    A plain select of ``frame`` for each kind, the selects unioned: ``frame`` (a scan of the staged
+    log's few columns, or a small table) is read once a kind, which costs far less than one read
+    whose rows are each copied into an array of kinds and exploded (twice the CPU a row)."""
+    fanned = [
+        frame.where(F.coalesce(mine & ~_any_null(keys), F.lit(False))).select(
+            F.lit(kind).alias("kind"),
+            *[(F.col(k).cast("string") if k in keys else F.lit(NOT_A_KEY)).alias(k) for k in KEYS[1:]],
+            *columns,
+        )
         for kind, (keys, mine) in kinds.items()
     ]
-    fanned = frame.withColumn("kind", F.explode(F.filter(F.array(*member), lambda k: k.isNotNull())))
-    return fanned.select(
-        "kind",
-        *[_key(k, [kind for kind, (keys, _) in kinds.items() if k in keys]) for k in KEYS[1:]],
-        *columns,
-    )
+    return _union(fanned)
 
 
 def _any_null(keys: list[str]) -> Column:
@@ -96,15 +99,9 @@ def _any_null(keys: list[str]) -> Column:
     return found
 
 
-def _key(key: str, kinds: list[str]) -> Column:
-    """Column ``key`` for the ``kinds`` that have it, NOT_A_KEY for the others."""
-    value = F.when(F.col("kind").isin(*kinds), F.col(key).cast("string")) if kinds else F.lit(None)
-    return F.coalesce(value, F.lit(NOT_A_KEY)).alias(key)
-
-
 def _kinds(events: DataFrame, lives: DataFrame, available: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Every kind's steps and lifetimes, keyed by KEYS; the log is scanned once for the sends and
-    once for the receipts."""
+    """Every kind's steps and lifetimes, keyed by KEYS; the log's sends and receipts are read once
+    for each kind they make steps of (see _fanned)."""
     producer, consumer, topic = ["client", "topic"], ["client", "topic", "subscription"], ["topic"]
     is_consumer = (F.col("role") == "consumer") & F.col("subscription").isNotNull()
     everyone = F.lit(True)
