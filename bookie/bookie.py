@@ -101,6 +101,7 @@ class Bookie:
             max_group_wait_ms=config.journal_max_group_wait_msec,
             buffered_writes_threshold=config.journal_buffered_writes_threshold,
             max_file_bytes=config.journal_max_size_mb * 1024 * 1024,
+            prealloc_bytes=config.journal_pre_alloc_size_mb * 1024 * 1024,
         )
         self._read_only = False
         self._forced_read_only = False

@@ -2,7 +2,7 @@
 
 Defaults are BookKeeper's where the setting exists there (``bookiePort`` 3181,
 ``journalSyncData`` true, ``journalMaxGroupWaitMSec`` 2, ``journalBufferedWritesThreshold``
-512 KiB, ``journalMaxSizeMB`` 2048, ``entryLogSizeLimit`` 1 GiB, ``flushInterval`` 10 s,
+512 KiB, ``journalMaxSizeMB`` 2048, ``journalPreAllocSizeMB`` 16, ``entryLogSizeLimit`` 1 GiB, ``flushInterval`` 10 s,
 ``diskUsageThreshold`` 0.95, ``diskUsageLwmThreshold`` 0.90, ``diskCheckInterval`` 10 s,
 ``readOnlyModeEnabled`` true, ``gcWaitTime`` 15 min). Environment variables are
 ``MAGNETAR_BOOKIE_<FIELD>``.
@@ -43,6 +43,9 @@ class BookieConfig(ComponentConfig):
     journal_buffered_writes_threshold: int = Field(default=512 * 1024, gt=0)
     #: a journal file is rolled over past this size
     journal_max_size_mb: int = Field(default=2048, gt=0)
+    #: a journal file is extended with zeros this much at a time ahead of its records, so an
+    #: fsync flushes data, not the file system's metadata (BookKeeper's journalPreAllocSizeMB)
+    journal_pre_alloc_size_mb: int = Field(default=16, gt=0)
     #: an entry log file is rolled over past this size (bytes)
     entry_log_size_limit: int = Field(default=1024 * 1024 * 1024, gt=0)
     #: checkpoint interval (ms): flush entry logs, record the journal mark, drop old journals

@@ -135,3 +135,47 @@ async def test_after_close_an_append_is_refused_and_what_was_queued_is_durable(t
     with pytest.raises(journal.JournalError, match="closed"):
         await j.append(journal.FENCE, journal.encode_fence(9))
     assert _replay(tmp_path) == _bodies(5)
+
+
+async def test_an_open_file_is_preallocated_and_cut_back_to_its_records_at_close(tmp_path: Path) -> None:
+    """The file grows by whole preallocations while records go in (an fsync then flushes data
+    only), and holds exactly its records once closed."""
+    j = Journal(tmp_path, prealloc_bytes=4096)
+    j.start(0)
+    await asyncio.gather(*(j.append(journal.FENCE, body) for body in _bodies(10)))
+    path = journal_files(tmp_path)[0]
+    assert path.stat().st_size == 4096  # 10 records of 17 bytes, inside the first preallocation
+    await j.append(journal.FENCE, bytes(5000))  # past it: extended by a whole preallocation
+    assert path.stat().st_size == 8192
+    await j.close()
+    assert path.stat().st_size == 10 * 17 + 8 + 1 + 5000
+    assert _replay(tmp_path) == [*_bodies(10), bytes(5000)]
+
+
+async def _crash_image(directory: Path, file_id: int, bodies: list[bytes]) -> bytes:
+    """A file's bytes as a process killed with it open leaves them (preallocated, not cut back);
+    the file is left so."""
+    j = Journal(directory, prealloc_bytes=4096)
+    j.start(file_id)
+    for body in bodies:
+        await j.append(journal.FENCE, body)
+    path = journal_files(directory)[file_id]
+    image = path.read_bytes()
+    await j.close()
+    path.write_bytes(image)
+    return image
+
+
+async def test_a_crash_leaves_preallocated_zeros_that_replay_reads_past(tmp_path: Path) -> None:
+    """The zeros after the last record end the records (no torn tail, nothing refused), in the
+    last file and in an older one alike."""
+    for file_id in (0, 1):
+        assert len(await _crash_image(tmp_path, file_id, _bodies(5))) == 4096
+    assert _replay(tmp_path) == _bodies(5) * 2
+
+
+async def test_a_record_torn_inside_preallocated_space_is_a_torn_tail(tmp_path: Path) -> None:
+    data = bytearray(await _crash_image(tmp_path, 0, _bodies(5)))
+    data[4 * 17 + 12] ^= 0x01  # the last record, zeros after it
+    journal_files(tmp_path)[0].write_bytes(bytes(data))
+    assert _replay(tmp_path) == _bodies(4)
