@@ -2,10 +2,10 @@
 
 Defaults are BookKeeper's where the setting exists there (``bookiePort`` 3181,
 ``journalSyncData`` true, ``journalMaxGroupWaitMSec`` 2, ``journalBufferedWritesThreshold``
-512 KiB, ``journalMaxSizeMB`` 2048, ``journalPreAllocSizeMB`` 16, ``entryLogSizeLimit`` 1 GiB, ``flushInterval`` 10 s,
-``diskUsageThreshold`` 0.95, ``diskUsageLwmThreshold`` 0.90, ``diskCheckInterval`` 10 s,
-``readOnlyModeEnabled`` true, ``gcWaitTime`` 15 min). Environment variables are
-``MAGNETAR_BOOKIE_<FIELD>``.
+512 KiB, ``journalMaxSizeMB`` 2048, ``journalPreAllocSizeMB`` 16, ``entryLogSizeLimit`` 1 GiB,
+``flushInterval`` 10 s, ``diskUsageThreshold`` 0.95, ``diskUsageLwmThreshold`` 0.90,
+``diskCheckInterval`` 10 s, ``readOnlyModeEnabled`` true, ``gcWaitTime`` 15 min). Environment
+variables are ``MAGNETAR_BOOKIE_<FIELD>``.
 """
 
 from __future__ import annotations
