@@ -25,6 +25,7 @@ from magnetar.broker.policies.topic_settings import TopicSettings
 from magnetar.broker.producer_access import ProducerAccess
 from magnetar.broker.protocol.frames import FrameError, read_metadata
 from magnetar.broker.subscription import Subscription, SubscriptionBusyError
+from magnetar.common.background import BackgroundTasks
 from magnetar.common.futures import settle
 from magnetar.proto import PulsarApi_pb2 as api
 
@@ -174,8 +175,8 @@ class Topic:
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     #: the latest write (deduplication only: a duplicate's answer waits for earlier writes)
     _tail: asyncio.Future[Position] | None = None
-    #: deduplicated publishes being written (held here: the loop keeps only weak references)
-    _writes: set[asyncio.Future[Position]] | None = None
+    #: deduplicated publishes being written (made by the first: most topics never have one)
+    _writes: BackgroundTasks | None = None
     #: geo-replication: what replicators from other clusters stored, by origin producer and
     #: sequence id (created when the first replicator producer connects)
     replicated_dedup: Deduplication | None = None
@@ -293,12 +294,11 @@ class Topic:
         if self._direct(metadata):
             self.ledger.add_entry_then(headers_and_payload, finish)
             return
-        write = asyncio.ensure_future(
+        if self._writes is None:
+            self._writes = BackgroundTasks()
+        write = self._writes.spawn(
             self._publish(headers_and_payload, metadata, sequence_id, highest_sequence_id)
         )
-        if self._writes is None:
-            self._writes = set()
-        self._writes.add(write)
         write.add_done_callback(functools.partial(self._written, finish))
 
     def _direct(self, metadata: api.MessageMetadata) -> bool:
@@ -308,8 +308,6 @@ class Topic:
         return self.replicated_dedup is None or not metadata.HasField("replicated_from")
 
     def _written(self, finish: AddCallback, write: asyncio.Future[Position]) -> None:
-        if self._writes is not None:
-            self._writes.discard(write)
         if write.cancelled():
             finish(None, TopicFencedError(f"{self.name}: the write was cancelled"))
             return

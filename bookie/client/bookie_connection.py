@@ -37,6 +37,7 @@ from magnetar.bookie.client.errors import (
 )
 from magnetar.bookie.errors import REASON_METADATA_KEY
 from magnetar.bookie.frames import framed
+from magnetar.common.futures import settle
 from magnetar.common.grpc_tls import explain_refusal, open_channel
 from magnetar.proto import bookie_pb2 as pb
 from magnetar.proto import bookie_pb2_grpc as pb_grpc
@@ -161,7 +162,7 @@ class BookieConnection:
     ) -> asyncio.Future[None]:
         """Queue an add; the future completes when the bookie has made the entry durable."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.add_then(entry, master_key, functools.partial(_settle, future), recovery=recovery)
+        self.add_then(entry, master_key, functools.partial(settle, future, None), recovery=recovery)
         return future
 
     def add_then(
@@ -395,15 +396,6 @@ class BookieConnection:
                 await self._stream_task
         self._fail_all(BookieUnavailableError(self.bookie_id, "connection closed"))
         await self._channel.close(grace=None)
-
-
-def _settle(future: asyncio.Future[None], error: BKError | None) -> None:
-    if future.done():
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
 
 
 def _call(done: AddCallback, error: BKError | None) -> None:
