@@ -3,7 +3,8 @@ what applies to a topic: its own setting, else its namespace's, else the broker'
 (Pulsar's order).
 
 Namespace-level settings are kept with the namespace's policies; topic-level ones in the
-configuration store under ``/admin/topic-policies`` (Pulsar keeps those in a system topic).
+configuration store under ``/admin/topic-policies`` (Pulsar keeps those in a system topic, read
+once per namespace into a cache).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from magnetar.admin.schema_strategies import SchemaStrategy
 from magnetar.common.metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from magnetar.common.metadata.cache import ReadCache
 
 ROOT = "/admin/topic-policies"
 _PARTITION = re.compile(r"-partition-\d+$")
@@ -128,10 +130,20 @@ def own_policies(topic: str, table: dict[str, Policies]) -> Policies:
 
 
 class TopicPolicyStore:
-    """Topic-level policies in the configuration store."""
+    """Topic-level policies in the configuration store.
+
+    Most topics set none, and a topic's policies are read at each load (and at each producer's
+    schema check): a round trip per topic, twice, when a bundle of a thousand topics moves. The
+    names of the topics that set some are read once per namespace and kept until a child is
+    added or removed (a watch on the namespace's node, as Pulsar's topic-policies cache is kept
+    per namespace), so a topic without policies costs no round trip; one with policies is read
+    afresh each time (a change of a node's data does not change its parent's children)."""
 
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
+        self._listed = ReadCache(store)
+        #: each listed folder's names as a set, with the list it was made from
+        self._name_sets: dict[str, tuple[list[str], frozenset[str]]] = {}
 
     @staticmethod
     def _path(topic: str) -> str:
@@ -146,11 +158,32 @@ class TopicPolicyStore:
         return own if base == topic else own.over(await self._get(base))
 
     async def _get(self, topic: str) -> Policies:
+        path = self._path(topic)
+        if not await self._listed_here(path):
+            return Policies()
         try:
-            data, _ = await self._store.get(self._path(topic))
+            data, _ = await self._store.get(path)
         except NoNodeError:
             return Policies()
         return Policies.model_validate_json(data)
+
+    async def _listed_here(self, path: str) -> bool:
+        """Whether ``path`` is among its folder's children (as last listed)."""
+        folder, name = path.rsplit("/", 1)
+        try:
+            names = await self._listed.children(folder)
+        except NoNodeError:
+            return False
+        kept = self._name_sets.get(folder)
+        if kept is None or kept[0] is not names:
+            kept = self._name_sets[folder] = (names, frozenset(names))
+        return name in kept[1]
+
+    def _written(self, path: str) -> None:
+        """This process added or removed ``path``: its folder's listing is read again."""
+        folder = path.rsplit("/", 1)[0]
+        self._listed.drop(folder)
+        self._name_sets.pop(folder, None)
 
     async def in_namespace(self, namespace: str) -> dict[str, Policies]:
         """Every topic-level policy set in ``namespace`` (persistent topics), by topic name."""
@@ -180,6 +213,7 @@ class TopicPolicyStore:
             try:
                 if version is None:
                     await self._store.create(path, encoded, make_parents=True)
+                    self._written(path)
                 else:
                     await self._store.put(path, encoded, expected_version=version)
                 return updated
@@ -189,7 +223,11 @@ class TopicPolicyStore:
     async def delete_namespace(self, namespace: str) -> None:
         with contextlib.suppress(NoNodeError):
             await self._store.delete(f"{ROOT}/{namespace}", recursive=True)
+        for domain in ("persistent", "non-persistent"):
+            self._written(f"{ROOT}/{namespace}/{domain}/-")
 
     async def delete(self, topic: str) -> None:
+        path = self._path(topic)
         with contextlib.suppress(NoNodeError):
-            await self._store.delete(self._path(topic))
+            await self._store.delete(path)
+        self._written(path)

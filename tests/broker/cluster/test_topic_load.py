@@ -13,8 +13,11 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.loadbalance.bundles import Bundles
 from magnetar.broker.namespace import NamespacePolicies
 from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Ownership
+from magnetar.broker.policies.data import ROOT as POLICIES_ROOT
+from magnetar.broker.policies.data import TopicPolicyStore
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import Topic, TopicName
+from magnetar.common.metadata import Stat
 from tests.broker.conftest import Storage
 
 
@@ -98,3 +101,46 @@ async def test_clients_held_for_a_handover_that_fails_are_refused(
         await bundles(broker).acquire_and_load(namespace, bundle, [name])
     with pytest.raises(NotServedError):
         await asyncio.wait_for(early, 10)
+
+
+async def test_topic_policies_cost_a_read_only_for_topics_that_set_some(
+    broker: BrokerService, storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle of a thousand topics moving read each topic's policy node at every load, and
+    again at every producer's schema check: most topics set none. A policy set through another
+    broker (its own session) still applies at the next load."""
+    assert broker.configuration_store is not None
+    store = broker.configuration_store
+    read = store.get
+    reads: list[str] = []
+
+    async def counted(path: str) -> tuple[bytes, Stat]:
+        reads.append(path)
+        return await read(path)
+
+    monkeypatch.setattr(store, "get", counted)
+    names = [f"persistent://public/default/policies-{i}" for i in range(20)]
+    for name in names:
+        await bundles(broker).lookup(name, authoritative=True)
+        await load(broker, name)
+    assert broker.policies is not None
+    for name in names:
+        assert (await broker.policies.resolved(name)).maxProducers == 0  # the default: no limit
+    assert [p for p in reads if p.startswith(POLICIES_ROOT)] == []
+    # Another broker sets a topic's policy: this one sees it at the topic's next load.
+    folder = POLICIES_ROOT + "/public/default/persistent"
+    listed_again = asyncio.Event()
+    store.watch(folder, lambda _event: listed_again.set(), children=True)  # after the cache's watch
+    other_store, other_client = await storage.new_client()
+    try:
+        await TopicPolicyStore(other_store).update(names[3], {"maxProducers": 2})
+        await asyncio.wait_for(listed_again.wait(), 10)
+        assert broker.topics is not None
+        await broker.topics.evict([await load(broker, names[3])])
+        reloaded = await load(broker, names[3])
+        assert reloaded.settings.own.maxProducers == 2
+        assert (await broker.policies.resolved(names[3])).maxProducers == 2
+        assert (await broker.policies.resolved(names[4])).maxProducers == 0
+    finally:
+        await other_client.close()
+        await other_store.close()
