@@ -21,7 +21,8 @@ one bundle (``scale-a``), the rest in a namespace of 16 bundles (``scale-b``). M
   ZK writes/s    ZooKeeper's transactions per second at rest (its zxid's advance)
   round trip     one message through every topic: sent to its last arrival
   bundle unload  the unload of the 1,000-topic bundle: from the unload's start until every one of
-                 its producers has a receipt again for a message sent when the unload returned
+                 its producers has a receipt again for a message sent when the unload returned;
+                 and ZooKeeper's requests and writes per topic over that time (``mntr``, zxid)
   ns unload      the same for the whole ``scale-b`` namespace (N > 1,000)
 
 Prints a table and writes runs/bench/bench_scale.json. Targets (Magnetar): 100,000 topics served
@@ -59,7 +60,7 @@ from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.local.supervisor import ClusterState, Supervisor
 from magnetar.local.zookeeper import four_letter_word
 
-console = Console(width=max(Console().width, 170))  # the table's fourteen columns
+console = Console(width=max(Console().width, 190))  # the table's sixteen columns
 RESULTS = RUNS / "bench_scale.json"
 CLIENT = Path(__file__).parent / "scale_client.py"
 #: topics in the one-bundle namespace whose unload is measured
@@ -134,7 +135,7 @@ def zookeeper_stats(address: str) -> dict[str, int]:
     stats = {}
     for line in four_letter_word(host, int(port), "mntr").splitlines():
         key, _, value = line.partition("\t")
-        if key in ("zk_znode_count", "zk_approximate_data_size"):
+        if key in ("zk_znode_count", "zk_approximate_data_size", "zk_packets_received"):
             stats[key] = int(value)
     for line in four_letter_word(host, int(port), "srvr").splitlines():
         if line.startswith("Zxid:"):
@@ -222,15 +223,25 @@ def check(answers: list[dict[str, Any]], what: str) -> None:
         raise RuntimeError(f"{what}: {failed} failed ({first})")
 
 
-def unload(system: System, clients: Clients, namespace: str, path: str) -> dict[str, float]:
-    """Unload (``path``); when it returns, one message on each of ``namespace``'s topics: seconds
-    from the unload's start to the last receipt, and how long the unload call took."""
+def unload(system: System, clients: Clients, namespace: str, path: str, topics: int) -> dict[str, float]:
+    """Unload (``path``); when it returns, one message on each of ``namespace``'s ``topics``:
+    seconds from the unload's start to the last receipt, how long the unload call took, and
+    ZooKeeper's requests and writes per topic from the start until every receipt is in (every
+    session's: the broker's are nearly all of them then; the counts do not depend on load)."""
+    zk_before = zookeeper_stats(system.zookeeper)
     began = time.time()
     system.admin("PUT", path)
     returned = time.time()
     answers = clients.ask(f"send {namespace}", only=namespace)
+    zk_after = zookeeper_stats(system.zookeeper)
     check(answers, f"sends after the unload of {namespace}")
-    return {"acked_again_s": max(a["last_receipt"] for a in answers) - began, "call_s": returned - began}
+    requests = zk_after["zk_packets_received"] - zk_before["zk_packets_received"]
+    return {
+        "acked_again_s": max(a["last_receipt"] for a in answers) - began,
+        "call_s": returned - began,
+        "zk_requests_per_topic": requests / topics,
+        "zk_writes_per_topic": (zk_after["zxid"] - zk_before["zxid"]) / topics,
+    }
 
 
 def event_loop(system: System) -> dict[str, Any] | None:
@@ -285,11 +296,15 @@ def measure(
         check(answers, "round trip")
         row["roundtrip_s"] = max(x["seconds"] for x in answers)
         console.print(f"{system.name}: unloading the bundle of {min(topics, BUNDLE_TOPICS):,} topics …")
-        moved = unload(system, clients, a, f"/admin/v2/namespaces/{a}/{FULL_RANGE}/unload")
+        moved = unload(
+            system, clients, a, f"/admin/v2/namespaces/{a}/{FULL_RANGE}/unload", min(topics, BUNDLE_TOPICS)
+        )
         row["bundle_unload_s"], row["bundle_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
+        row["bundle_unload_zk_requests_per_topic"] = moved["zk_requests_per_topic"]
+        row["bundle_unload_zk_writes_per_topic"] = moved["zk_writes_per_topic"]
         if topics > BUNDLE_TOPICS:
             console.print(f"{system.name}: unloading the namespace of {topics - BUNDLE_TOPICS:,} topics …")
-            moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload")
+            moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload", topics - BUNDLE_TOPICS)
             row["ns_unload_s"], row["ns_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
     except (RuntimeError, AdminError) as exc:  # what was measured before it stays in the table
         console.print(f"[red]{system.name} at {topics:,} topics: {exc}[/]")
@@ -311,6 +326,8 @@ COLUMNS = (
     ("zk_writes_per_s", "ZK writes/s", "{:.1f}"),
     ("roundtrip_s", "round trip s", "{:.2f}"),
     ("bundle_unload_s", "1k-bundle unload s", "{:.2f}"),
+    ("bundle_unload_zk_requests_per_topic", "its ZK requests/topic", "{:.1f}"),
+    ("bundle_unload_zk_writes_per_topic", "its ZK writes/topic", "{:.1f}"),
     ("ns_unload_s", "ns unload s", "{:.2f}"),
 )
 
