@@ -7,7 +7,7 @@ store is unreachable. The cursor's node (``/managed-ledgers/<ledger>/cursors/<cu
 ManagedCursorInfo) holds only
 
     {"cursors_ledger": <ledger id, -1: none>, "mark_delete": [l, e], "ranges": [[l, e, l, e]...],
-     "properties": {...}, "writer": <this owner>}
+     "properties": {...}, "writer": <this owner>, "closed": true (only when written by a close)}
 
 where the position is a snapshot, the fallback when the named ledger has no entries (or when
 there is none). The node is written with compare-and-set only when the cursor ledger changes
@@ -15,7 +15,10 @@ there is none). The node is written with compare-and-set only when the cursor le
 
 - Recovery (``load``): read the node; if it names a ledger, open it with recovery (fencing the
   previous owner's writer) and take its last entry; an empty or missing ledger means the
-  snapshot. The node is then rewritten as ours, so a deposed owner's next node write fails.
+  snapshot. A node written by its owner's close (``closed``) holds that owner's last state, and
+  the owner appends no more: its snapshot is taken without opening the ledger (a round trip to
+  the store and one to a bookie, per cursor, when a bundle of many topics is unloaded and loaded
+  again). The node is then rewritten as ours, so a deposed owner's next node write fails.
 - Ledgers are created lazily, as Pulsar does (its NoLedger state): the first save after an open
   creates one. Rollover (``managed_ledger_cursor_max_entries_per_ledger`` entries or
   ``managed_ledger_cursor_rollover_time_in_seconds``): create a ledger, write the state into it,
@@ -103,13 +106,15 @@ class LedgerCursorStorage:
         return self._handle.ledger_id if self._handle is not None else self._named
 
     # -- the node -------------------------------------------------------------------------------
-    def _node_doc(self, ledger_id: int, state: CursorState) -> bytes:
+    def _node_doc(self, ledger_id: int, state: CursorState, *, closed: bool = False) -> bytes:
         doc: dict[str, Any] = {"cursors_ledger": ledger_id, **state.to_doc(), "writer": self._writer_id}
+        if closed:
+            doc["closed"] = True
         return json.dumps(doc, separators=(",", ":")).encode()
 
-    async def _write_node(self, ledger_id: int, state: CursorState) -> None:
+    async def _write_node(self, ledger_id: int, state: CursorState, *, closed: bool = False) -> None:
         try:
-            await self._node.write(self._node_doc(ledger_id, state))
+            await self._node.write(self._node_doc(ledger_id, state, closed=closed))
             self._node_current = True
         except (BadVersionError, NoNodeError) as exc:
             raise self._fenced(f"cursor {self._cursor} was rewritten by another broker") from exc
@@ -136,11 +141,11 @@ class LedgerCursorStorage:
                 return None
             except MetadataError as exc:
                 raise ManagedLedgerError(f"cannot read {self!r}: {exc}") from exc
-            ledger_id, state = self._decode_node(data)
-            recovered = await self._recover(ledger_id) if ledger_id != NO_LEDGER else None
+            ledger_id, state, closed = self._decode_node(data)
+            recovered = await self._recover(ledger_id) if ledger_id != NO_LEDGER and not closed else None
             if recovered is not None:
                 state = recovered
-            elif ledger_id != NO_LEDGER:
+            elif ledger_id != NO_LEDGER and not closed:
                 await delete_ledger(self._client, self._ledger_name, ledger_id)  # empty: snapshot
                 ledger_id = NO_LEDGER
             self._node.version = stat.version
@@ -154,13 +159,15 @@ class LedgerCursorStorage:
             return state
         raise ManagedLedgerError(f"{self!r} keeps changing under us")
 
-    def _decode_node(self, data: bytes) -> tuple[int, CursorState]:
+    def _decode_node(self, data: bytes) -> tuple[int, CursorState, bool]:
+        """(the ledger named, the snapshot, whether its owner's close wrote it)"""
         try:
             doc = json.loads(data)
             ledger_id = int(doc.get("cursors_ledger", NO_LEDGER))  # absent: written before ledgers
+            closed = doc.get("closed") is True
         except (ValueError, TypeError, AttributeError) as exc:
             raise ManagedLedgerError(f"{self!r} is unreadable: {exc}") from exc
-        return ledger_id, CursorState.from_doc(doc, repr(self))
+        return ledger_id, CursorState.from_doc(doc, repr(self)), closed
 
     async def _recover(self, ledger_id: int) -> CursorState | None:
         """The last state in ``ledger_id``, fenced first (None: the ledger is empty or gone)."""
@@ -257,7 +264,9 @@ class LedgerCursorStorage:
                 except ManagedLedgerError as exc:
                     log.warning("%r: last state not in the cursor ledger, only in the node: %s", self, exc)
         if changed or not self._node_current:
-            await self._write_node(self.ledger_id if in_ledger else NO_LEDGER, state)
+            # This owner's last state: the ledger gets no entry after it (the flush lock is held,
+            # and a closed cursor saves no more).
+            await self._write_node(self.ledger_id if in_ledger else NO_LEDGER, state, closed=True)
         if handle is not None and self._handle is handle:
             self._handle, self._named = None, handle.ledger_id
             await self._close_quietly(handle)

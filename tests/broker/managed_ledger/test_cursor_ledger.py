@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from magnetar.bookie.client import NoSuchLedgerError
+from magnetar.bookie.client import LedgerClient, NoSuchLedgerError
 from magnetar.broker.managed_ledger import (
     InitialPosition,
     ManagedLedgerConfig,
@@ -184,9 +184,50 @@ async def test_close_writes_the_snapshot_and_an_empty_ledger_means_the_snapshot(
     # A ledger named by the node with no entries (created, never written): the snapshot counts.
     empty = await storage.client.create_ledger(2, 2, 2)
     path = cursor_path("t/ns/persistent/close", "sub")
-    await storage.store.put(path, json.dumps({**doc, "cursors_ledger": empty.ledger_id}).encode())
+    crashed = {k: v for k, v in doc.items() if k != "closed"}  # as a crash leaves it: the ledger counts
+    await storage.store.put(path, json.dumps({**crashed, "cursors_ledger": empty.ledger_id}).encode())
     reopened = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/close")
     assert reopened.cursors["sub"].mark_delete_position == positions[2]
+    await reopened.close()
+
+
+async def test_a_cursor_closed_by_its_owner_loads_without_reading_its_ledger(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unload closes every cursor of a bundle and its next owner loads them all: the close's
+    snapshot is the owner's last state, so reading the cursor ledger's last entry (a round trip
+    to the store and one to a bookie per cursor) learns nothing."""
+    factory = ManagedLedgerFactory(storage.store, storage.client, CONFIG)
+    ledger = await factory.open("t/ns/persistent/closed")
+    cursor = await ledger.open_cursor("sub", InitialPosition.EARLIEST)
+    positions = [await ledger.add_entry(data(i)) for i in range(6)]
+    await cursor.mark_delete(positions[1])
+    await cursor.flush()  # in the cursor ledger
+    await cursor.delete([positions[3]])
+    await cursor.flush()
+    await cursor.mark_delete(positions[4])  # only in the close's snapshot and last entry
+    await factory.close()
+    cursor_ledger = (await node(storage, "t/ns/persistent/closed"))["cursors_ledger"]
+    assert cursor_ledger >= 0
+    opened: list[int] = []
+    real_open = LedgerClient.open_ledger
+
+    async def counted(client: LedgerClient, ledger_id: int) -> Any:
+        opened.append(ledger_id)
+        return await real_open(client, ledger_id)
+
+    monkeypatch.setattr(LedgerClient, "open_ledger", counted)
+    reopened = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/closed")
+    again = reopened.cursors["sub"]
+    assert cursor_ledger not in opened
+    assert again.mark_delete_position == positions[4]
+    assert [e.data for e in await again.read_entries(10)] == [data(5)]
+    # The old ledger goes once the new owner has its own, as after a recovery.
+    await again.mark_delete(positions[5])
+    await again.flush()
+    assert (await node(storage, "t/ns/persistent/closed"))["cursors_ledger"] not in (cursor_ledger, -1)
+    with pytest.raises(NoSuchLedgerError):
+        await storage.client.ledger_metadata(cursor_ledger)
     await reopened.close()
 
 
