@@ -22,7 +22,7 @@ from kazoo.retry import KazooRetry
 
 from magnetar.common.metadata import paths
 from magnetar.common.metadata.election import StoreLeaderElection
-from magnetar.common.metadata.kazoo_poll import PollingHandler
+from magnetar.common.metadata.kazoo_poll import Inline, PollingHandler
 from magnetar.common.metadata.store import (
     BadVersionError,
     EventType,
@@ -125,7 +125,7 @@ class ZooKeeperStore(MetadataStore):
 
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
-        result.rawlink(settle)
+        result.rawlink(Inline(settle))  # settle only hands the answer to the loop
         return await future
 
     # -- reads ----------------------------------------------------------------------------------
