@@ -28,7 +28,7 @@ from magnetar.operator.manifests import RACK_NODE_LABEL
 from magnetar.operator.metrics import OperatorMetrics
 from magnetar.operator.namespaces import NamespaceReconciler, Unresolved
 from magnetar.operator.resources import BUNDLES, CLUSTERS, GROUP, NAMESPACES, VERSION, SpecError
-from magnetar.operator.rollout import Roller
+from magnetar.operator.rollout import READY_DEADLINE_S, Roller
 
 log = logging.getLogger(__name__)
 PREFIX = "magnetar.dev"
@@ -41,6 +41,8 @@ class Deps:
     drainer: Drainer = field(default_factory=AdminDrainer)
     #: how often a converging cluster is looked at again
     poll_s: float = 2.0
+    #: how long a restarted pod may take to become ready before its roll halts, Degraded
+    ready_deadline_s: float = READY_DEADLINE_S
     #: how often bundles are mirrored from the cluster
     mirror_interval_s: float = 15.0
     #: how long an unresolved namespace or bundle waits before the next try
@@ -101,9 +103,8 @@ def _write(patch: kopf.Patch, status: dict[str, Any]) -> None:
 def registry(deps: Deps) -> kopf.OperatorRegistry:
     reg = kopf.OperatorRegistry()
     kube = Kube(deps.api)
-    clusters = ClusterReconciler(
-        kube, Roller(kube, deps.gate, deps.drainer), poll_s=deps.poll_s, pod_monitors=deps.pod_monitors
-    )
+    roller = Roller(kube, deps.gate, deps.drainer, ready_deadline_s=deps.ready_deadline_s)
+    clusters = ClusterReconciler(kube, roller, poll_s=deps.poll_s, pod_monitors=deps.pod_monitors)
     namespaces = NamespaceReconciler(kube)
     bundles = BundleActions(kube)
 
@@ -114,7 +115,10 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
     # -- MagnetarCluster ------------------------------------------------------------------------
     @kopf.on.resume(GROUP, VERSION, CLUSTERS, registry=reg)
     @kopf.on.create(GROUP, VERSION, CLUSTERS, registry=reg)
-    @kopf.on.update(GROUP, VERSION, CLUSTERS, registry=reg, field="spec")
+    # Each new generation, not each new spec: a spec set back to the last one a reconcile
+    # finished (the previous image, while a roll to a broken one is halted) is no change of the
+    # spec to kopf, which would then drop the halted handler and leave the roll halted.
+    @kopf.on.update(GROUP, VERSION, CLUSTERS, registry=reg, field=("metadata", "generation"))
     # the renewal timer's mark: the Secrets the pods mount changed, restart them onto the new ones
     @kopf.on.update(
         GROUP, VERSION, CLUSTERS, registry=reg, field=("metadata", "annotations", REVISION_ANNOTATION)

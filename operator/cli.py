@@ -39,6 +39,8 @@ def operator() -> None:
               help="Serve the operator's Prometheus /metrics on this port (all addresses).")  # fmt: skip
 @click.option("--pod-monitors/--no-pod-monitors", default=True, show_default=True,
               help="Make a PodMonitor per component where the Prometheus Operator's CRDs exist.")  # fmt: skip
+@click.option("--ready-deadline", type=click.FloatRange(min=1), default=600.0, show_default=True,
+              help="Seconds a restarted pod may take to be ready before its roll halts.")  # fmt: skip
 @click.option("--verbose", is_flag=True, help="Debug logging.")
 def run(
     namespaces: tuple[str, ...],
@@ -48,6 +50,7 @@ def run(
     liveness: str | None,
     metrics_port: int | None,
     pod_monitors: bool,
+    ready_deadline: float,
     verbose: bool,
 ) -> None:
     """Reconcile Magnetar resources until interrupted.
@@ -70,7 +73,7 @@ def run(
     from magnetar.operator.app import run as run_operator
     from magnetar.operator.kube_api import api_client
 
-    deps = Deps(api=api_client(kubeconfig), pod_monitors=pod_monitors)
+    deps = Deps(api=api_client(kubeconfig), pod_monitors=pod_monitors, ready_deadline_s=ready_deadline)
     if metrics_port is not None:
         deps.metrics.serve(metrics_port)
     with contextlib.suppress(KeyboardInterrupt):

@@ -13,6 +13,10 @@ more. A StatefulSet that exists is always applied: the stages hold back only a f
 A spec that cannot work (Qa > Qw > E broken, too few bookies, an unknown setting) sets the
 ``Degraded`` condition and a Warning Event and stops there: nothing is retried until the spec
 changes, so a bad resource never becomes a crash loop.
+
+A new image is an upgrade: the same ordered roll, its stage and versions in ``status.upgrade``
+(upgrades.py). A change to a StatefulSet field the API server never updates is made by deleting
+the StatefulSet with its pods orphaned and making it again (recreate.py).
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from magnetar.operator import conditions, monitors
+from magnetar.operator import conditions, monitors, upgrades
 from magnetar.operator.admin import AdminError
 from magnetar.operator.cluster_secrets import REVISION_ANNOTATION, Keeper, SecretError, secret_names
 from magnetar.operator.gates import ClusterRef
 from magnetar.operator.kube_api import Kube, failing, pod_ready
 from magnetar.operator.manifests import COMPONENT, admin_url, render_cluster, selector
+from magnetar.operator.recreate import Recreator, refused_as_immutable
 from magnetar.operator.resources import CLUSTERS, ClusterSpec, SpecError
 from magnetar.operator.rollout import Roller, Wait
 from magnetar.operator.validation import parse_cluster
@@ -41,6 +46,8 @@ NOT_READY = "PodsNotReady"
 #: the API server refused an object of the spec; forbidden ones (a quota) are tried again after
 REFUSED = "Refused"
 REFUSED_RETRY_S = 60.0
+#: a StatefulSet is being deleted, its pods orphaned, to be made again (recreate.py)
+RECREATING = "RecreatingStatefulSet"
 #: a Secret the cluster needs that cannot be used yet is looked at again after
 SECRET_RETRY_S = 60.0
 
@@ -62,6 +69,7 @@ class ClusterReconciler:
         #: make PodMonitors where the Prometheus Operator's CRDs are installed
         self.pod_monitors = pod_monitors
         self.keeper = Keeper(kube)
+        self.recreator = Recreator(kube)
 
     async def reconcile(self, body: Any, name: str, namespace: str) -> Outcome:
         try:
@@ -121,10 +129,10 @@ class ClusterReconciler:
         objs = [o for o in objs if (o["kind"], o["metadata"]["name"]) not in held]
         kopf.adopt(objs, owner=body)
         digest = _digest(objs)
-        refused = await self._apply(objs, cluster.namespace)
+        previous = body.get("status") or {}
+        refused = await self._apply(body, objs, cluster.namespace)
         if refused is not None:
-            _event(body, "Warning", REFUSED, refused.retry_message)
-            refused.status = conditions.degraded(body, REFUSED, refused.retry_message) | info
+            refused.status |= info
             return refused
         if (body.get("status") or {}).get("appliedHash") != digest:
             kinds = sorted({o["kind"] for o in objs})
@@ -134,6 +142,7 @@ class ClusterReconciler:
         if step.action is not None:
             _event(body, "Normal", step.action.reason, step.action.message)
         if step.wait is not None:
+            info["upgrade"] = upgrades.status(previous, spec.image, step.component)
             return Outcome(self._waiting(body, step.wait) | info, retry_in=self.poll_s,
                            retry_message=step.wait.message)  # fmt: skip
         pending = [
@@ -145,9 +154,11 @@ class ClusterReconciler:
             != want
         ]
         if pending:
+            info["upgrade"] = upgrades.status(previous, spec.image, pending[0])
             message = f"scaling {', '.join(pending)} one pod at a time"
             status = conditions.progressing(body, "Scaling", message) | info
             return Outcome(status, retry_in=self.poll_s, retry_message=message)
+        info["upgrade"] = upgrades.status(previous, spec.image, None)
         message = f"{spec.bookies.replicas} bookie(s), {spec.brokers.replicas} broker(s) ready and current"
         was_ready = conditions.find(body.get("status"), "Ready")
         if not was_ready or was_ready.get("status") != "True" or was_ready.get("reason") != CONVERGED:
@@ -183,20 +194,30 @@ class ClusterReconciler:
             _event(body, "Warning", wait.reason, wait.message)
         return conditions.degraded(body, wait.reason, wait.message)
 
-    async def _apply(self, objs: list[dict[str, Any]], namespace: str) -> Outcome | None:
+    async def _apply(self, body: Any, objs: list[dict[str, Any]], namespace: str) -> Outcome | None:
         """Apply every object; an API server's refusal ends the reconcile as a Degraded outcome
         (the reason on the resource, never a traceback loop). A spec it finds invalid waits for
-        the spec to change; one it forbids now (a quota, a conflict) is tried again later."""
+        the spec to change; one it forbids now (a quota, a conflict) is tried again later. A
+        StatefulSet refused for a field that never changes is made again instead (recreate.py),
+        the reconcile coming back until it exists with the new spec."""
         for obj in objs:
             try:
                 await self.kube.apply(obj, namespace)
             except ApiException as exc:
                 if exc.status is None or exc.status >= 500 or exc.status == 429:
                     raise  # the API server's own trouble: kopf tries again
+                if refused_as_immutable(obj, exc):
+                    message, deleted = await self.recreator.recreate(namespace, obj)
+                    if deleted:
+                        _event(body, "Normal", RECREATING, message)
+                    status = conditions.progressing(body, RECREATING, message)
+                    return Outcome(status, retry_in=self.poll_s, retry_message=message)
                 what = f"{obj['kind']} {obj['metadata']['name']}"
                 message = f"the API server refused {what} (HTTP {exc.status}): {_api_message(exc)}"
                 retry = None if exc.status in (400, 422) else REFUSED_RETRY_S
-                return Outcome({}, retry_in=retry, retry_message=message)
+                _event(body, "Warning", REFUSED, message)
+                status = conditions.degraded(body, REFUSED, message)
+                return Outcome(status, retry_in=retry, retry_message=message)
         return None
 
 

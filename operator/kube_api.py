@@ -105,6 +105,18 @@ class Kube:
     async def statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await _read_or_none(self.apps.read_namespaced_stateful_set, namespace, name)
 
+    async def orphan_statefulset(self, namespace: str, name: str, uid: str) -> None:
+        """Delete StatefulSet ``name`` (that one: ``uid``) and leave its pods running, ownerless:
+        the garbage collector takes the owner references off them before the object goes."""
+        options = client.V1DeleteOptions(
+            propagation_policy="Orphan", preconditions=client.V1Preconditions(uid=uid)
+        )
+        try:
+            await asyncio.to_thread(self.apps.delete_namespaced_stateful_set, name, namespace, body=options)
+        except ApiException as exc:
+            if exc.status not in (404, 409):  # gone already, or another one by that name now
+                raise
+
     # -- Secrets (their data never reaches a log line or an exception message from here) -------
     async def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await _read_or_none(self.core.read_namespaced_secret, namespace, name)

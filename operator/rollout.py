@@ -10,17 +10,30 @@ Order: storage before serving (ZooKeeper, bookies, brokers, read-only brokers); 
 component the highest ordinal first, as a StatefulSet does. Before a bookie goes, every bookie is
 ready and no ledger is under-replicated; before a broker goes, its bundles are transferred. A
 bookie a scale-down removed is decommissioned (gates.py) before the cluster is Ready again or the
-next one goes.
+next one goes. ZooKeeper's own StatefulSet controller restarts its pods (RollingUpdate); the roll
+waits until each of them runs the current template and is ready. Each step names the component it
+is at, which is the stage of an upgrade (clusters.py).
+
+A pod of the current template that is not ready ``ready_deadline_s`` after it was made (an image
+that crashes or never passes its probe) halts the roll there, as a Deployment's
+``progressDeadlineSeconds`` does: nothing further is restarted, and the wait is a failing one (the
+Degraded condition). A new spec moves it on: a pod that is not ready and not of the current
+template serves nobody, so it is replaced at once, without the gates, whichever way the spec went
+(the previous image back, or a fixed one); with ``OnDelete`` no StatefulSet controller would.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from magnetar.operator.gates import ClusterRef, Drainer, ReplicationGate
 from magnetar.operator.kube_api import Kube, failing, ordinal, pod_ready
 from magnetar.operator.manifests import CONFIG_HASH, ROLL_ORDER, selector
+
+#: the reason of a roll halted by a pod that does not become ready (a Deployment's)
+STALLED = "ProgressDeadlineExceeded"
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,13 @@ class Action:
 class Step:
     wait: Wait | None = None
     action: Action | None = None
+    #: the component the roll is at (waits for, or acted on); None when every one is done
+    component: str | None = None
+
+
+#: how long a pod of the current template may take to become ready before the roll halts: a
+#: Deployment's default ``progressDeadlineSeconds``
+READY_DEADLINE_S = 600.0
 
 
 def _hash(obj: dict[str, Any]) -> str | None:
@@ -53,11 +73,30 @@ def _hash(obj: dict[str, Any]) -> str | None:
     return str(value) if value is not None else None
 
 
+def _age_s(pod: dict[str, Any]) -> float:
+    made = pod["metadata"].get("creationTimestamp")
+    if not made:
+        return 0.0
+    return (datetime.now(UTC) - datetime.fromisoformat(made.replace("Z", "+00:00"))).total_seconds()
+
+
+def _images(pod: dict[str, Any]) -> str:
+    return ", ".join(c.get("image", "?") for c in pod.get("spec", {}).get("containers") or [])
+
+
 class Roller:
-    def __init__(self, kube: Kube, gate: ReplicationGate, drainer: Drainer) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        gate: ReplicationGate,
+        drainer: Drainer,
+        *,
+        ready_deadline_s: float = READY_DEADLINE_S,
+    ) -> None:
         self.kube = kube
         self.gate = gate
         self.drainer = drainer
+        self.ready_deadline_s = ready_deadline_s
 
     async def step(self, cluster: ClusterRef, components: list[str]) -> Step:
         """One step towards every component being ready and current; ``Step()`` when done."""
@@ -66,7 +105,7 @@ class Roller:
                 continue
             step = await self._component(cluster, component)
             if step.wait is not None:
-                return step
+                return Step(step.wait, step.action, component)
         return Step()
 
     async def _component(self, cluster: ClusterRef, component: str) -> Step:
@@ -79,6 +118,9 @@ class Roller:
         members = [p for p in pods if ordinal(p) < replicas]
         ready = [p for p in members if pod_ready(p)]
         if len(ready) < replicas or len(pods) > replicas:
+            replaced = await self._replace_stale(cluster, component, members, want)
+            if replaced is not None:
+                return replaced
             missing = sorted(
                 {f"{cluster.name}-{component}-{i}" for i in range(replicas)}
                 - {p["metadata"]["name"] for p in ready}
@@ -91,6 +133,19 @@ class Roller:
             reasons, problems = failing(p for p in members if not pod_ready(p))
             if reasons:
                 return Step(Wait(reasons[0], f"{summary}; {problems}", failing=True))
+            late = [
+                p
+                for p in members
+                if not pod_ready(p) and _hash(p) == want and _age_s(p) > self.ready_deadline_s
+            ]
+            if late:
+                names = ", ".join(f"{p['metadata']['name']} (image {_images(p)})" for p in late)
+                message = (
+                    f"{summary}; {names} not ready {self.ready_deadline_s:g} s after it was made: "
+                    "the roll halts here until it is ready or the spec changes "
+                    "(the previous image back, or a fixed one)"
+                )
+                return Step(Wait(STALLED, message, failing=True))
             return Step(Wait("WaitingForPods", f"{summary}; {detail}"))
         if component == "bookie":
             # Bookies a scale-down removed are decommissioned before anything else: their
@@ -99,11 +154,13 @@ class Roller:
             under = await self.gate.under_replicated(cluster)
             if under:
                 return Step(Wait("WaitingForReplication", f"{under} ledger(s) under-replicated"))
-        if component == "zookeeper":
-            return Step()  # ZooKeeper rolls itself (RollingUpdate); only its readiness gates us
         outdated = sorted((p for p in members if _hash(p) != want), key=ordinal, reverse=True)
         if not outdated:
             return Step()
+        if component == "zookeeper":
+            # ZooKeeper rolls itself (RollingUpdate): the next stage waits until that is done
+            names = ", ".join(p["metadata"]["name"] for p in outdated)
+            return Step(Wait("RollingRestart", f"zookeeper: its StatefulSet restarts {names}"))
         pod = outdated[0]
         name = pod["metadata"]["name"]
         moved: list[str] = []
@@ -115,6 +172,31 @@ class Roller:
         return Step(
             Wait("RollingRestart", f"restarting {name}; {left} more {component} pod(s) to restart"),
             Action("RestartingPod", f"Restarting {name} for the new configuration{drained}"),
+        )
+
+    async def _replace_stale(
+        self, cluster: ClusterRef, component: str, members: list[dict[str, Any]], want: str | None
+    ) -> Step | None:
+        """Delete the highest not-ready member of an older template (a pod of the image a new
+        spec replaced), so that it is made again from the current one; None when there is none.
+        ZooKeeper's too: a RollingUpdate StatefulSet waits for a broken pod forever, and
+        Kubernetes' own advice after reverting its template is to delete such pods."""
+        stale = sorted(
+            (
+                p
+                for p in members
+                if not pod_ready(p) and not p["metadata"].get("deletionTimestamp") and _hash(p) != want
+            ),
+            key=ordinal,
+            reverse=True,
+        )
+        if not stale:
+            return None
+        name = stale[0]["metadata"]["name"]
+        await self.kube.delete_pod(cluster.namespace, name)
+        return Step(
+            Wait("RollingRestart", f"replacing {name}, not ready and of an older template"),
+            Action("ReplacingPod", f"Replacing {name}: not ready and of an older template"),
         )
 
     async def scale_down_target(self, cluster: ClusterRef, component: str, desired: int) -> int:

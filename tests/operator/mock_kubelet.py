@@ -1,6 +1,8 @@
 """Test-only stand-in for the StatefulSet controller and the kubelet (Strimzi's MockKube pattern):
 no kubelet runs beside the test API server, so this turns each StatefulSet into its pods, marks
 them Ready, recreates deleted ones from the current template and removes those past ``replicas``.
+A ``RollingUpdate`` StatefulSet (ZooKeeper's) has its pods of an older template deleted as the
+StatefulSet controller does: the highest ordinal first, one at a time, each once all are ready.
 
 It also records what happened, in order, into a shared :class:`Timeline`, so tests can assert
 the order of restarts without timing anything.
@@ -73,10 +75,12 @@ class MockKubelet:
 
     def tick(self) -> None:
         seen: dict[str, str] = {}
+        listed: set[str] = set()
         for sts in self.apps.list_stateful_set_for_all_namespaces().items:
             ns, name = sts.metadata.namespace, sts.metadata.name
             replicas = sts.spec.replicas or 0
             key = f"{ns}/{name}"
+            listed.add(key)
             if self._replicas.get(key) != replicas:
                 self._replicas[key] = replicas
                 self.timeline.add("replicas", key, replicas)
@@ -107,8 +111,21 @@ class MockKubelet:
                 if int(pod_name.rsplit("-", 1)[1]) >= replicas:
                     self.core.delete_namespaced_pod(pod_name, ns)
                     self.timeline.add("removed", f"{ns}/{pod_name}")
+            if (sts.spec.update_strategy.type or "RollingUpdate") == "RollingUpdate":
+                self._roll(sts, pods)
             self._update_status(sts, pods)
-        self._known = seen
+        # a StatefulSet deleted with its pods orphaned, to be made again: its pods are still known
+        kept = {k: uid for k, uid in self._known.items() if k.rsplit("-", 1)[0] not in listed}
+        self._known = kept | seen
+
+    def _roll(self, sts: Any, pods: dict[str, Any]) -> None:
+        members = [pods.get(f"{sts.metadata.name}-{i}") for i in range(sts.spec.replicas or 0)]
+        if not all(p is not None and _ready(p) for p in members):
+            return
+        want = _hash(sts.spec.template.metadata)
+        outdated = [p for p in members if p is not None and _hash(p.metadata) != want]
+        if outdated:
+            self.core.delete_namespaced_pod(outdated[-1].metadata.name, sts.metadata.namespace)
 
     @staticmethod
     def _ready_peers(pods: dict[str, Any], missing: str) -> list[str]:

@@ -38,9 +38,11 @@ PodMonitors. */}}
 - apiGroups: [magnetar.dev]
   resources: [magnetarclusters/status, magnetarnamespaces/status, magnetarbundles/status]
   verbs: [get, patch, update]
+# delete: a change to a field a StatefulSet cannot update is made by deleting it, its pods
+# orphaned (left running), and making it again
 - apiGroups: [apps]
   resources: [statefulsets]
-  verbs: [get, list, watch, create, patch, update]
+  verbs: [get, list, watch, create, patch, update, delete]
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch, update]
