@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from magnetar.common.run_directory import EVENTS, READABLE_VERSIONS, Layout
@@ -27,6 +27,8 @@ EXCERPT = 160
 OK, BLANK, BAD, NEWER = 0, 1, 2, 3
 #: the majors this reader knows, for the message refusing another
 KNOWN = " and ".join(str(v) for v in READABLE_VERSIONS)
+#: what the refusal of a newer major names: its first line's file, and why
+NEWER_SAYS = ("file", "reason")
 
 
 @dataclass(frozen=True)
@@ -75,21 +77,27 @@ def read_events(spark: SparkSession, run_dir: Where, staging: Location) -> Event
         *[F.col(f"e.{name}").alias(name) for name in KEPT],
         F.coalesce(F.split(F.col("e.msg_id"), ":").getItem(2).cast("int"), F.lit(-1)).alias(PARTITION),
     )
-    # parsed once into Parquet: every later step reads only the columns it needs from there
-    rows.write.mode("overwrite").parquet(staging.spark)
-    rows = spark.read.parquet(staging.spark)
-    # everything later steps need to know about the whole log, in one pass
-    counts = rows.agg(
+    # everything later steps need to know about the whole log, observed while it is parsed into
+    # Parquet (the write's own pass, no query of its own); every later step reads only the
+    # columns it needs from there
+    seen = Observation("log")
+    rows.observe(
+        seen,
         F.count("*").alias("lines"),
         F.sum((F.col("status") >= BAD).cast("long")).alias("bad"),
-        F.min(F.when(F.col("status") == NEWER, F.col("rid"))).alias("newer"),
+        # the first line of a newer major, by its columns (an observed struct comes back unconverted)
+        *[
+            F.min_by(name, F.when(F.col("status") == NEWER, F.col("rid"))).alias(f"newer_{name}")
+            for name in NEWER_SAYS
+        ],
         F.sum((F.col("status") == OK).cast("long")).alias("valid"),
         F.max(F.when(F.col("status") == OK, F.col("ts"))).alias("last_ts"),
-    ).collect()[0]
-    if counts["newer"] is not None:
-        first = rows.where(F.col("rid") == counts["newer"]).select("file", "reason").collect()[0]
+    ).write.mode("overwrite").parquet(staging.spark)
+    counts = seen.get
+    rows = spark.read.schema(rows.schema).parquet(staging.spark)
+    if counts["newer_file"] is not None:
         staging.remove()
-        raise BadInputError(f"{first['file']}: {first['reason']}")
+        raise BadInputError(f"{counts['newer_file']}: {counts['newer_reason']}")
     events = rows.where(F.col("status") == OK).select(*KEPT, PARTITION)
     bad = counts["bad"] or 0
     # without bad lines, limit(0) makes the table an empty relation: no job scans the log for it

@@ -155,7 +155,7 @@ def run(
             return path
 
         def saved(name: str, frame: DataFrame) -> DataFrame:
-            return tables.frame(spark, save(name, frame))
+            return tables.frame(spark, save(name, frame), frame.schema)
 
         status(f"{log.lines:,} lines in {log.files} files, {log.bad:,} bad; {len(faults)} faults")
         bad_lines = saved("bad_lines", log.bad_lines)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from magnetar.spark.location import Location, Where
 
@@ -31,9 +32,11 @@ def count(path: Where) -> int:
     return sum(part.parquet_rows() for part in parts)
 
 
-def frame(spark: SparkSession, path: Location) -> DataFrame:
-    """A written table for Spark queries; an empty one is a relation that needs no job."""
-    table = spark.read.parquet(path.spark)
+def frame(spark: SparkSession, path: Location, schema: StructType) -> DataFrame:
+    """A written table for Spark queries (``schema``: the frame's that wrote it); an empty one is a
+    relation that needs no job. Given its schema, the read needs none either: without it Spark
+    runs a job to read the files' footers for one."""
+    table = spark.read.schema(schema).parquet(path.spark)
     return table if count(path) else table.limit(0)
 
 
