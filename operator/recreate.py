@@ -23,7 +23,8 @@ from magnetar.operator.kube_api import Kube
 
 #: the part of the API server's refusal that says the change is to a field it never updates
 _REFUSAL = "updates to statefulset spec for fields other than"
-IMMUTABLE = ("selector", "serviceName", "podManagementPolicy", "volumeClaimTemplates")
+#: the fields of a StatefulSet's spec compared whole (its volumeClaimTemplates claim by claim)
+_WHOLE = ("selector", "serviceName", "podManagementPolicy")
 
 
 def refused_as_immutable(obj: dict[str, Any], exc: ApiException) -> bool:
@@ -58,7 +59,7 @@ def _claims(sts: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def changes(live: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """What of the fields that never change differs, in words for an Event."""
     said = []
-    for key in IMMUTABLE[:3]:
+    for key in _WHOLE:
         if key in wanted["spec"] and live["spec"].get(key) != wanted["spec"][key]:
             said.append(f"{key} {live['spec'].get(key)!r} -> {wanted['spec'][key]!r}")
     before, after = _claims(live), _claims(wanted)
