@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kazoo import exceptions as kx
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
@@ -40,6 +40,7 @@ from magnetar.common.metadata.store import (
     WatchEvent,
 )
 from magnetar.common.metadata.watchers import Watchers
+from magnetar.common.metadata.zk_batches import WriteBatches
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -100,6 +101,7 @@ class ZooKeeperStore(MetadataStore):
         #: requests kazoo has not answered: it keeps a request made while disconnected until it
         #: reconnects, so ``close`` fails them rather than leave their callers waiting for ever
         self._pending: set[asyncio.Future[Any]] = set()
+        self._batches = WriteBatches(client, loop, self._link, self._fail)
         if client.connected:
             self._session_open.set()
         client.add_listener(self._on_state)
@@ -113,6 +115,11 @@ class ZooKeeperStore(MetadataStore):
         if self._closed:
             raise SessionExpiredError(path, "the metadata store is closed")
         future: asyncio.Future[Any] = self._loop.create_future()
+        self._link(result, path, future)
+        return await future
+
+    def _link(self, result: Any, path: str, future: asyncio.Future[Any]) -> None:
+        """Settle ``future`` with kazoo's ``result`` (errors translated for ``path``)."""
 
         def settle(res: Any) -> None:
             try:
@@ -123,9 +130,25 @@ class ZooKeeperStore(MetadataStore):
             else:
                 self._loop.call_soon_threadsafe(_settle_result, future, value)
 
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
+        self._watch_pending(future)
         result.rawlink(Inline(settle))  # settle only hands the answer to the loop
+
+    def _watch_pending(self, future: asyncio.Future[Any]) -> None:
+        if future not in self._pending:
+            self._pending.add(future)
+            future.add_done_callback(self._pending.discard)
+
+    def _fail(self, future: asyncio.Future[Any], exc: BaseException, path: str) -> None:
+        _settle_exception(future, _translate(exc, path))
+
+    async def _write(
+        self, path: str, add: Callable[[TransactionRequest], None], single: Callable[[], Any], size: int
+    ) -> Any:
+        """A write, sent in a multi with the others of this turn of the loop (zk_batches.py)."""
+        if self._closed:
+            raise SessionExpiredError(path, "the metadata store is closed")
+        future = self._batches.write(path, add, single, size)
+        self._watch_pending(future)
         return await future
 
     # -- reads ----------------------------------------------------------------------------------
@@ -183,11 +206,14 @@ class ZooKeeperStore(MetadataStore):
     ) -> str:
         paths.check(path)
         try:
-            created = await self._bridge(
-                self._client.create_async(
+            created = await self._write(
+                path,
+                lambda tx: tx.create(path, value, ephemeral=ephemeral, sequence=sequential),
+                # alone (a multi failed), or after a multi met a missing parent: makes the parents
+                lambda: self._client.create_async(
                     path, value, ephemeral=ephemeral, sequence=sequential, makepath=make_parents
                 ),
-                path,
+                len(path) + len(value),
             )
         except NoNodeError as exc:
             raise NoNodeError(paths.parent(path), f"parent of {path} does not exist") from exc
@@ -200,12 +226,10 @@ class ZooKeeperStore(MetadataStore):
             _, stat = await self.get(path)
             return stat
         if expected_version is not None:
-            zstat = await self._bridge(self._client.set_async(path, value, expected_version), path)
-            return _stat(zstat)
+            return _stat(await self._set(path, value, expected_version))
         while True:  # unconditional: set, or create when missing (racing creators retry the set)
             try:
-                zstat = await self._bridge(self._client.set_async(path, value), path)
-                return _stat(zstat)
+                return _stat(await self._set(path, value, -1))
             except NoNodeError:
                 pass
             try:
@@ -230,7 +254,21 @@ class ZooKeeperStore(MetadataStore):
                 with contextlib.suppress(NoNodeError):
                     await self.delete(paths.join(path, child), recursive=True)
         version = -1 if expected_version is None else expected_version
-        await self._bridge(self._client.delete_async(path, version), path)
+        await self._write(
+            path,
+            lambda tx: tx.delete(path, version),
+            lambda: self._client.delete_async(path, version),
+            len(path),
+        )
+
+    async def _set(self, path: str, value: bytes, version: int) -> ZnodeStat:
+        zstat: ZnodeStat = await self._write(
+            path,
+            lambda tx: tx.set_data(path, value, version),
+            lambda: self._client.set_async(path, value, version),
+            len(path) + len(value),
+        )
+        return zstat
 
     # -- watches --------------------------------------------------------------------------------
     def watch(self, path: str, callback: WatchCallback, *, children: bool = False) -> None:
