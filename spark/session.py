@@ -7,9 +7,16 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-#: for a small log: one shuffle partition, and expressions evaluated without whole-stage code
-#: generation; compiling each new plan's generated code costs more than it saves on little data
-SMALL_INPUT = {"spark.sql.shuffle.partitions": "1", "spark.sql.codegen.wholeStage": "false"}
+#: for a small log: one shuffle partition, expressions evaluated without whole-stage code
+#: generation (compiling each new plan's generated code costs more than it saves on little data),
+#: and no adaptive execution: it runs every shuffle and broadcast of a query as a Spark job of its
+#: own and plans the rest of the query again after each, a fixed cost per stage that buys nothing
+#: when every shuffle has one partition (a golden post-mortem: 81 jobs with it, 38 without)
+SMALL_INPUT = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+}
 #: the JVMs of a session that analyses only small logs: the JIT's first tier, and the serial
 #: collector. A post-mortem of a few thousand events is over in seconds, long before C2's compiler
 #: threads (which took as much CPU as the analysis itself) pay off. The first tier alone gets a
