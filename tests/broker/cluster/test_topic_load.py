@@ -17,6 +17,7 @@ from magnetar.broker.policies.data import ROOT as POLICIES_ROOT
 from magnetar.broker.policies.data import TopicPolicyStore
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import Topic, TopicName
+from magnetar.broker.topic_loader import WritableOpener
 from magnetar.common.metadata import Stat
 from tests.broker.conftest import Storage
 
@@ -144,3 +145,60 @@ async def test_topic_policies_cost_a_read_only_for_topics_that_set_some(
     finally:
         await other_client.close()
         await other_store.close()
+
+
+async def test_an_unloaded_bundle_of_many_topics_serves_again_loading_them_side_by_side_within_the_bound(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulsar's maxConcurrentTopicLoadRequest: the clients of an unloaded bundle all come back at
+    once, and their topics load side by side (not one after another), at most that many at a
+    time; each serves again, on a new ledger after the one the unload closed."""
+    service = BrokerService(
+        BrokerConfig(
+            metadata_store_url=storage.url,
+            broker_service_port=0,
+            web_service_port=0,
+            max_concurrent_topic_load_request=4,
+        )
+    )
+    await service.start()
+    try:
+        assert service.topics is not None
+        names = [f"persistent://public/default/many-{i}" for i in range(40)]
+        for name in names:
+            await bundles(service).lookup(name, authoritative=True)
+        before = await asyncio.gather(*(load(service, name) for name in names))
+        for topic in before:
+            await topic.ledger.add_entry(b"before")
+        for namespace, bundle in bundles(service).owned():
+            if namespace == "public/default":
+                await bundles(service).unload(namespace, bundle)
+        assert [n for n in names if service.topics.get(n) is not None] == []
+        in_flight, most = 0, 0
+        real_open = WritableOpener.open
+
+        async def counted(opener: WritableOpener, name: TopicName, policies: NamespacePolicies) -> Topic:
+            nonlocal in_flight, most
+            in_flight += 1
+            most = max(most, in_flight)
+            try:
+                await asyncio.sleep(0)  # every open waits on the store at least once
+                return await real_open(opener, name, policies)
+            finally:
+                in_flight -= 1
+
+        monkeypatch.setattr(WritableOpener, "open", counted)
+        for name in names:
+            await bundles(service).lookup(name, authoritative=True)
+        after = await asyncio.gather(*(load(service, name) for name in names))
+        assert most == 4
+        for old, new in zip(before, after, strict=True):
+            assert new is not old
+            position = await new.ledger.add_entry(b"after")
+            assert position.ledger_id > old.ledger.ledgers[-1].ledger_id
+            assert [e.data for e in await new.ledger.read_entries(new.ledger.first_position(), 10)] == [
+                b"before",
+                b"after",
+            ]
+    finally:
+        await service.stop()
