@@ -22,7 +22,8 @@ one bundle (``scale-a``), the rest in a namespace of 16 bundles (``scale-b``). M
   round trip     one message through every topic: sent to its last arrival
   bundle unload  the unload of the 1,000-topic bundle: from the unload's start until every one of
                  its producers has a receipt again for a message sent when the unload returned;
-                 and ZooKeeper's requests and writes per topic over that time (``mntr``, zxid)
+                 ZooKeeper's requests and transactions per topic over that time (``mntr``, the
+                 zxid; a multi request is one of each) and the broker's CPU seconds
   ns unload      the same for the whole ``scale-b`` namespace (N > 1,000)
 
 Prints a table and writes runs/bench/bench_scale.json. Targets (Magnetar): 100,000 topics served
@@ -60,7 +61,7 @@ from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.local.supervisor import ClusterState, Supervisor
 from magnetar.local.zookeeper import four_letter_word
 
-console = Console(width=max(Console().width, 190))  # the table's sixteen columns
+console = Console(width=max(Console().width, 200))  # the table's seventeen columns
 RESULTS = RUNS / "bench_scale.json"
 CLIENT = Path(__file__).parent / "scale_client.py"
 #: topics in the one-bundle namespace whose unload is measured
@@ -226,14 +227,15 @@ def check(answers: list[dict[str, Any]], what: str) -> None:
 def unload(system: System, clients: Clients, namespace: str, path: str, topics: int) -> dict[str, float]:
     """Unload (``path``); when it returns, one message on each of ``namespace``'s ``topics``:
     seconds from the unload's start to the last receipt, how long the unload call took, and
-    ZooKeeper's requests and writes per topic from the start until every receipt is in (every
-    session's: the broker's are nearly all of them then; the counts do not depend on load)."""
-    zk_before = zookeeper_stats(system.zookeeper)
+    ZooKeeper's requests and transactions (a multi is one) per topic and the broker's CPU seconds
+    from the start until every receipt is in (ZooKeeper's counts are every session's: the
+    broker's are nearly all of them then; counts and CPU depend far less on load than times)."""
+    zk_before, cpu_before = zookeeper_stats(system.zookeeper), cpu_seconds(system.broker_pid)
     began = time.time()
     system.admin("PUT", path)
     returned = time.time()
     answers = clients.ask(f"send {namespace}", only=namespace)
-    zk_after = zookeeper_stats(system.zookeeper)
+    zk_after, cpu_after = zookeeper_stats(system.zookeeper), cpu_seconds(system.broker_pid)
     check(answers, f"sends after the unload of {namespace}")
     requests = zk_after["zk_packets_received"] - zk_before["zk_packets_received"]
     return {
@@ -241,6 +243,7 @@ def unload(system: System, clients: Clients, namespace: str, path: str, topics: 
         "call_s": returned - began,
         "zk_requests_per_topic": requests / topics,
         "zk_writes_per_topic": (zk_after["zxid"] - zk_before["zxid"]) / topics,
+        "broker_cpu_s": cpu_after - cpu_before,
     }
 
 
@@ -302,6 +305,7 @@ def measure(
         row["bundle_unload_s"], row["bundle_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
         row["bundle_unload_zk_requests_per_topic"] = moved["zk_requests_per_topic"]
         row["bundle_unload_zk_writes_per_topic"] = moved["zk_writes_per_topic"]
+        row["bundle_unload_broker_cpu_s"] = moved["broker_cpu_s"]
         if topics > BUNDLE_TOPICS:
             console.print(f"{system.name}: unloading the namespace of {topics - BUNDLE_TOPICS:,} topics …")
             moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload", topics - BUNDLE_TOPICS)
@@ -327,7 +331,8 @@ COLUMNS = (
     ("roundtrip_s", "round trip s", "{:.2f}"),
     ("bundle_unload_s", "1k-bundle unload s", "{:.2f}"),
     ("bundle_unload_zk_requests_per_topic", "its ZK requests/topic", "{:.1f}"),
-    ("bundle_unload_zk_writes_per_topic", "its ZK writes/topic", "{:.1f}"),
+    ("bundle_unload_zk_writes_per_topic", "its ZK txns/topic", "{:.1f}"),
+    ("bundle_unload_broker_cpu_s", "its broker CPU s", "{:.1f}"),
     ("ns_unload_s", "ns unload s", "{:.2f}"),
 )
 
