@@ -59,9 +59,6 @@ class WriteBatches:
         self._link = link
         self._fail = fail
         self._queued: list[_Write] = []
-        #: requests sent: multis and writes sent alone (what the batching saves is seen here)
-        self.requests = 0
-        self.batched_writes = 0
 
     def write(
         self, path: str, add: Callable[[TransactionRequest], None], single: Single, size: int
@@ -77,12 +74,15 @@ class WriteBatches:
     def _flush(self) -> None:
         # a write whose caller is gone (cancelled, or failed by the store's close) is not sent
         queued, self._queued = [w for w in self._queued if not w.future.done()], []
-        while queued:
-            batch = [queued.pop(0)]
-            size = batch[0].size
-            while queued and len(batch) < MAX_OPERATIONS and size + queued[0].size <= MAX_BYTES:
-                size += queued[0].size
-                batch.append(queued.pop(0))
+        batch: list[_Write] = []
+        size = 0
+        for write in queued:
+            if batch and (len(batch) == MAX_OPERATIONS or size + write.size > MAX_BYTES):
+                self._send(batch)
+                batch, size = [], 0
+            batch.append(write)
+            size += write.size
+        if batch:
             self._send(batch)
 
     def _send(self, batch: list[_Write]) -> None:
@@ -97,8 +97,6 @@ class WriteBatches:
             for write in batch:
                 self._alone(write)
             return
-        self.requests += 1
-        self.batched_writes += len(batch)
         loop = self._loop
 
         def answered(result: Any) -> None:  # on kazoo's connection thread: hand it to the loop
@@ -107,7 +105,6 @@ class WriteBatches:
         transaction.commit_async().rawlink(Inline(answered))
 
     def _alone(self, write: _Write) -> None:
-        self.requests += 1
         try:
             result = write.single()
         except Exception as exc:  # kazoo refused the arguments
@@ -119,11 +116,13 @@ class WriteBatches:
         try:
             results = list(result.get_nowait())
         except _UNKNOWN_OUTCOME as exc:
-            for write in batch:
-                self._fail(write.future, exc, write.path)
+            self._fail_all(batch, exc)
             return
-        except Exception:  # the multi failed as a whole: nothing of it was applied
+        except kx.ZookeeperError:  # ZooKeeper refused the multi as a whole: nothing was applied
             results = []
+        except Exception as exc:  # anything else: whether it was applied is unknown
+            self._fail_all(batch, exc)
+            return
         if len(results) == len(batch) and not any(isinstance(r, BaseException) for r in results):
             for write, value in zip(batch, results, strict=True):
                 if not write.future.done():
@@ -133,3 +132,8 @@ class WriteBatches:
         for write in batch:
             if not write.future.done():
                 self._alone(write)
+
+    def _fail_all(self, batch: list[_Write], exc: BaseException) -> None:
+        for write in batch:
+            if not write.future.done():
+                self._fail(write.future, exc, write.path)
