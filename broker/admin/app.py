@@ -305,22 +305,32 @@ class AdminApi:
         return web.json_response({"boundaries": boundaries, "numBundles": len(policies.bundles())})
 
     async def unload_namespace(self, request: web.Request) -> web.Response:
+        """Every bundle unloaded side by side, by its owner (as Pulsar waits for all of them):
+        one after another, the clients of the first bundles reloaded their topics while the
+        last ones were still closing theirs, and a namespace of 5,000 topics in 16 bundles
+        took 27 s to unload."""
         namespace = namespace_of(request)
         policies = await self._namespaces.policies(namespace)
-        for bundle in policies.bundles():
-            owner = await self._bundles.owner(namespace, bundle)
-            if owner is not None and owner.broker_id == self._bundles.broker_id:
-                await self._bundles.unload(namespace, bundle)
-            elif owner is not None:
-                path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/unload"
-                try:
-                    client = AsyncAdminClient(
-                        owner.web_service_url, credentials=self._deps.broker_credentials
-                    )
-                    await client.request("PUT", path)
-                except AdminError as exc:
-                    raise NamespaceError(f"{owner.broker_id}: {exc}", 502) from None
+        results = await asyncio.gather(
+            *(self._unload_bundle_of(namespace, bundle) for bundle in policies.bundles()),
+            return_exceptions=True,
+        )
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed
         return web.Response(status=204)
+
+    async def _unload_bundle_of(self, namespace: str, bundle: Bundle) -> None:
+        owner = await self._bundles.owner(namespace, bundle)
+        if owner is not None and owner.broker_id == self._bundles.broker_id:
+            await self._bundles.unload(namespace, bundle)
+        elif owner is not None:
+            path = f"/admin/v2/namespaces/{namespace}/{bundle.name}/unload"
+            try:
+                client = AsyncAdminClient(owner.web_service_url, credentials=self._deps.broker_credentials)
+                await client.request("PUT", path)
+            except AdminError as exc:
+                raise NamespaceError(f"{owner.broker_id}: {exc}", 502) from None
 
     async def _owned_bundle(self, request: web.Request) -> tuple[str, Bundle]:
         namespace = namespace_of(request)

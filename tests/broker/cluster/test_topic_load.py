@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from magnetar.admin.client import AsyncAdminClient
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.loadbalance.bundles import Bundles
-from magnetar.broker.namespace import NamespacePolicies
+from magnetar.broker.namespace import Bundle, NamespacePolicies
 from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Ownership
 from magnetar.broker.policies.data import ROOT as POLICIES_ROOT
 from magnetar.broker.policies.data import TopicPolicyStore
@@ -202,3 +203,39 @@ async def test_an_unloaded_bundle_of_many_topics_serves_again_loading_them_side_
             ]
     finally:
         await service.stop()
+
+
+async def test_a_namespace_unload_unloads_its_bundles_side_by_side(
+    broker: BrokerService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulsar unloads a namespace's bundles at once: one after another, the clients of the first
+    ones came back while the last ones were still closing (a namespace of 5,000 topics in 16
+    bundles took 27 s)."""
+    namespace = "public/default"
+    by_bundle: dict[str, str] = {}
+    for i in range(200):
+        name = f"persistent://{namespace}/spread-{i}"
+        by_bundle.setdefault((await bundles(broker).bundle_of(TopicName.parse(name)))[1].name, name)
+    assert len(by_bundle) == 4  # the default bundle count
+    for name in by_bundle.values():
+        await bundles(broker).lookup(name, authoritative=True)
+        await load(broker, name)
+    in_flight, most = 0, 0
+    real_unload = Bundles.unload
+
+    async def counted(self: Bundles, ns: str, bundle: Bundle) -> list[str]:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await asyncio.sleep(0)  # an unload waits on its topics' closes at least once
+            return await real_unload(self, ns, bundle)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(Bundles, "unload", counted)
+    await AsyncAdminClient(broker.web_service_url).request("PUT", f"/admin/v2/namespaces/{namespace}/unload")
+    assert most == 4
+    assert broker.topics is not None
+    assert [n for n in by_bundle.values() if broker.topics.get(n) is not None] == []
+    assert [b for b in bundles(broker).owned() if b[0] == namespace] == []
