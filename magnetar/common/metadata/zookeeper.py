@@ -209,7 +209,7 @@ class ZooKeeperStore(MetadataStore):
             created = await self._write(
                 path,
                 lambda tx: tx.create(path, value, ephemeral=ephemeral, sequence=sequential),
-                # alone (a multi failed), or after a multi met a missing parent: makes the parents
+                # sent alone (the only write of its turn, or after a refused multi): kazoo makes the parents
                 lambda: self._client.create_async(
                     path, value, ephemeral=ephemeral, sequence=sequential, makepath=make_parents
                 ),
