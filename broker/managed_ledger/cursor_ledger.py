@@ -24,9 +24,9 @@ there is none). The node is written with compare-and-set only when the cursor le
   ``managed_ledger_cursor_rollover_time_in_seconds``): create a ledger, write the state into it,
   record its id in the node, then delete the old ledger. A rollover that cannot record its ledger
   (the store is down) keeps appending to the old one.
-- Close: the last state goes to the ledger, then a snapshot to the node (still naming the ledger,
-  whose last entry is the same state); a state the ledger could not take is recorded in the node
-  alone, which then names no ledger.
+- Close: the last state goes to the ledger, then a snapshot to the node, marked closed (still
+  naming the ledger, whose last entry is the same state; written even when unchanged); a state
+  the ledger could not take is recorded in the node alone, which then names no ledger.
 - A node written before cursor ledgers existed has no ``cursors_ledger``: it is a snapshot.
 """
 
@@ -263,9 +263,11 @@ class LedgerCursorStorage:
                     raise
                 except ManagedLedgerError as exc:
                     log.warning("%r: last state not in the cursor ledger, only in the node: %s", self, exc)
-        if changed or not self._node_current:
+        if changed or not self._node_current or in_ledger:
             # This owner's last state: the ledger gets no entry after it (the flush lock is held,
-            # and a closed cursor saves no more).
+            # and a closed cursor saves no more). Written even when the node holds it already
+            # but names a ledger: marked closed, the next open need not read that ledger (one
+            # write, sent with the bundle's others, against a store read and a bookie read).
             await self._write_node(self.ledger_id if in_ledger else NO_LEDGER, state, closed=True)
         if handle is not None and self._handle is handle:
             self._handle, self._named = None, handle.ledger_id

@@ -231,6 +231,34 @@ async def test_a_cursor_closed_by_its_owner_loads_without_reading_its_ledger(
     await reopened.close()
 
 
+async def test_a_cursor_closed_unchanged_since_its_last_flush_loads_without_reading_its_ledger(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic acknowledged once after its load and idle since (its node names the ledger of that
+    flush and holds the same state) is the common case of a bundle's idle topics."""
+    factory = ManagedLedgerFactory(storage.store, storage.client, CONFIG)
+    ledger = await factory.open("t/ns/persistent/idle")
+    cursor = await ledger.open_cursor("sub", InitialPosition.EARLIEST)
+    positions = [await ledger.add_entry(data(i)) for i in range(3)]
+    await cursor.mark_delete(positions[1])
+    await cursor.flush()  # the first write after the open: a new ledger, named by the node
+    await factory.close()
+    doc = await node(storage, "t/ns/persistent/idle")
+    assert doc["closed"] is True
+    opened: list[int] = []
+    real_open = LedgerClient.open_ledger
+
+    async def counted(client: LedgerClient, ledger_id: int) -> Any:
+        opened.append(ledger_id)
+        return await real_open(client, ledger_id)
+
+    monkeypatch.setattr(LedgerClient, "open_ledger", counted)
+    reopened = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/idle")
+    assert doc["cursors_ledger"] not in opened
+    assert reopened.cursors["sub"].mark_delete_position == positions[1]
+    await reopened.close()
+
+
 async def test_a_node_written_before_cursor_ledgers_still_loads(storage: Storage) -> None:
     factory = ManagedLedgerFactory(storage.store, storage.client, CONFIG)
     ledger = await factory.open("t/ns/persistent/old-node")
