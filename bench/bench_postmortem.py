@@ -7,12 +7,16 @@ and on a Spark cluster beside it.
     .venv/bin/python bench/bench_postmortem.py --master spark://HOST:7077   # the cluster beside local[2]
     .venv/bin/python bench/bench_postmortem.py --start-standalone --sizes 1M
         # a standalone master and worker (2 cores) started on loopback, stopped at the end
+    .venv/bin/python bench/bench_postmortem.py --sizes 50k --small-input --repeat 3
+        # a small log as the tests analyse it: their session's JVM settings, warm after the first
 
 Logs come from magnetar.spark.bulk (four topics, two faults with producer stalls, a few
 duplicates). Each master's SparkSession is started before timing; each size is timed from reading
 the logs to report.html, given to Spark by file:// URI (a cluster's executors must see the runs at
 the same path: one machine, or --keep on a shared filesystem). Both masters must find the same
-headline. Target: <= 60 s for 10M events on local[2] and near-linear growth.
+headline. Target: <= 60 s for 10M events on local[2] and near-linear growth. Each phase is given
+in wall seconds, the JVM's CPU seconds and the Spark jobs it ran (a count the load does not move);
+with --repeat each size is analysed that many times in the session, and the last run is reported.
 Prints a table and writes bench/results/bench_postmortem.json.
 """
 
@@ -39,7 +43,9 @@ from magnetar.spark.standalone import spark_env, standalone
 
 console = Console()
 RESULTS = Path(__file__).parent / "results" / "bench_postmortem.json"
-SIZES = {"1M": 1_000_000, "3M": 3_000_000, "10M": 10_000_000}
+SIZES = {"50k": 50_000, "1M": 1_000_000, "3M": 3_000_000, "10M": 10_000_000}
+#: what is run without --sizes
+DEFAULT_SIZES = ["1M", "3M", "10M"]
 LOCAL = "local[2]"
 
 
@@ -83,55 +89,84 @@ def jvm_cpu(spark: SparkSession) -> Callable[[], float] | None:
     return used
 
 
+def spark_jobs(spark: SparkSession) -> Callable[[], int]:
+    """How many Spark jobs the session has started so far (the DAG scheduler's count)."""
+    scheduler = spark.sparkContext._jsc.sc().dagScheduler()
+
+    def started() -> int:
+        return int(scheduler.numTotalJobs())
+
+    return started
+
+
 class PhaseClock:
-    """Wall (and JVM CPU) seconds of each phase of one post-mortem, told by its progress lines."""
+    """Wall and JVM CPU seconds and Spark jobs of each phase of one post-mortem, told by its
+    progress lines."""
 
-    def __init__(self, cpu: Callable[[], float] | None) -> None:
+    def __init__(self, cpu: Callable[[], float] | None, jobs: Callable[[], int]) -> None:
         self.cpu = cpu
+        self.jobs = jobs
         self.began = time.perf_counter()
-        self.marks: list[tuple[str, float, float | None]] = []
+        self.marks: list[tuple[str, float, float | None, int]] = []
 
-    def _now(self) -> tuple[float, float | None]:
-        return time.perf_counter() - self.began, self.cpu() if self.cpu else None
+    def _now(self) -> tuple[float, float | None, int]:
+        return time.perf_counter() - self.began, self.cpu() if self.cpu else None, self.jobs()
 
     def status(self, message: str) -> None:
-        wall, cpu = self._now()
+        wall, cpu, jobs = self._now()
         console.print(f"[dim]  {wall:6.1f} s  {message}[/]")
         phase = PHASES.get(message.split(" ", 1)[0])
         if phase:
-            self.marks.append((phase, wall, cpu))
+            self.marks.append((phase, wall, cpu, jobs))
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.began
 
     def phases(self) -> dict[str, dict[str, float | None]]:
-        """phase: its wall seconds and its JVM CPU seconds (None on a cluster)."""
-        wall, cpu = self._now()
-        ends = [*self.marks[1:], ("end", wall, cpu)]
+        """phase: its wall seconds, its JVM CPU seconds (None on a cluster) and its Spark jobs."""
+        ends = [*self.marks[1:], ("end", *self._now())]
         found: dict[str, dict[str, float | None]] = {}
-        for (phase, start, start_cpu), (_, end, end_cpu) in zip(self.marks, ends, strict=True):
+        for (phase, start, start_cpu, start_jobs), (_, end, end_cpu, end_jobs) in zip(
+            self.marks, ends, strict=True
+        ):
             used = end_cpu - start_cpu if end_cpu is not None and start_cpu is not None else None
-            found[phase] = {"s": round(end - start, 2), "cpu_s": None if used is None else round(used, 2)}
+            found[phase] = {
+                "s": round(end - start, 2),
+                "cpu_s": None if used is None else round(used, 2),
+                "jobs": end_jobs - start_jobs,
+            }
         return found
 
 
-def time_master(master: str, runs: list[tuple[str, Path, int]], executor_memory: str) -> dict[str, Any]:
-    """One session on ``master``: its start time, and each run's seconds and headline."""
+def time_master(
+    master: str,
+    runs: list[tuple[str, Path, int]],
+    executor_memory: str,
+    *,
+    small_input: bool = False,
+    repeat: int = 1,
+) -> dict[str, Any]:
+    """One session on ``master``: its start time, and each run's seconds and headline (of the last
+    of ``repeat`` post-mortems of it; ``small_input``: the session as the tests start it)."""
     started = time.perf_counter()
     conf = None if master.startswith("local") else {"spark.executor.memory": executor_memory}
-    spark = spark_session(master, conf=conf)
+    spark = spark_session(master, conf=conf, small_input=small_input)
     session_s = time.perf_counter() - started
     timed: dict[str, Any] = {"session_s": round(session_s, 2), "runs": {}}
     try:
         for label, run_dir, events in runs:
-            console.print(f"[dim]{master}, {label}: analysing[/]")
-            clock = PhaseClock(jvm_cpu(spark))
-            out = run_dir.parent / f"report-{label}-{master.split(':')[0].split('[')[0]}"
-            result = postmortem.run(run_dir.as_uri(), spark, out=out.as_uri(), status=clock.status)
-            seconds = clock.elapsed()
-            head = result.summary["headline"]
-            assert head["events"] == events, (master, head["events"], events)
-            timed["runs"][label] = {"seconds": round(seconds, 2), "headline": head, "phases": clock.phases()}
+            for attempt in range(1, repeat + 1):
+                console.print(f"[dim]{master}, {label}: analysing ({attempt} of {repeat})[/]")
+                clock = PhaseClock(jvm_cpu(spark), spark_jobs(spark))
+                out = run_dir.parent / f"report-{label}-{master.split(':')[0].split('[')[0]}"
+                result = postmortem.run(run_dir.as_uri(), spark, out=out.as_uri(), status=clock.status)
+                seconds = clock.elapsed()
+                head = result.summary["headline"]
+                assert head["events"] == events, (master, head["events"], events)
+                phases = clock.phases()
+                jobs = sum(int(p["jobs"] or 0) for p in phases.values())
+                console.print(f"[dim]  {seconds:.1f} s, {jobs} Spark jobs[/]")
+                timed["runs"][label] = {"seconds": round(seconds, 2), "headline": head, "phases": phases}
     finally:
         spark.stop()
     return timed
@@ -154,7 +189,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
+    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=DEFAULT_SIZES)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="post-mortems of each size; the last is reported"
+    )
+    parser.add_argument(
+        "--small-input", action="store_true", help="start the sessions as the tests do, for small logs only"
+    )
     parser.add_argument("--master", help=f"a Spark cluster's master URL, timed beside {LOCAL}")
     parser.add_argument(
         "--start-standalone",
@@ -177,7 +218,12 @@ def main() -> None:
         with cluster(args, root) as other:
             # one session at a time: the machine's cores go to one master's job
             masters = [LOCAL, *([other] if other and other != LOCAL else [])]
-            timed = {master: time_master(master, runs, args.executor_memory) for master in masters}
+            timed = {
+                master: time_master(
+                    master, runs, args.executor_memory, small_input=args.small_input, repeat=args.repeat
+                )
+                for master in masters
+            }
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -227,8 +273,8 @@ def _rows(
 
 
 def _phase_table(rows: list[dict[str, Any]], masters: list[str], names: dict[str, str]) -> Table:
-    """Each size's phases: wall seconds, and the JVM's CPU seconds where measured."""
-    table = Table(title="per phase: wall s (JVM CPU s, local only)")
+    """Each size's phases: wall seconds, the JVM's CPU seconds where measured, and Spark jobs."""
+    table = Table(title="per phase: wall s (JVM CPU s, local only), Spark jobs")
     for column in ("size", "master", *PHASES.values()):
         table.add_column(column, justify="right")
     for row in rows:
@@ -240,9 +286,9 @@ def _phase_table(rows: list[dict[str, Any]], masters: list[str], names: dict[str
                 if took is None:
                     cells.append("")
                 elif took["cpu_s"] is None:
-                    cells.append(f"{took['s']:.1f}")
+                    cells.append(f"{took['s']:.1f}, {took['jobs']}j")
                 else:
-                    cells.append(f"{took['s']:.1f} ({took['cpu_s']:.0f})")
+                    cells.append(f"{took['s']:.1f} ({took['cpu_s']:.0f}), {took['jobs']}j")
             table.add_row(row["size"], names[m], *cells)
     return table
 
