@@ -35,6 +35,19 @@ async def node(storage: Storage, ledger: str, cursor: str = "sub") -> dict[str, 
     return doc
 
 
+def count_opens(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every ledger the ledger client opens from now on, by its id."""
+    opened: list[int] = []
+    real_open = LedgerClient.open_ledger
+
+    async def counted(client: LedgerClient, ledger_id: int) -> Any:
+        opened.append(ledger_id)
+        return await real_open(client, ledger_id)
+
+    monkeypatch.setattr(LedgerClient, "open_ledger", counted)
+    return opened
+
+
 def count_writes(storage: Storage, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every write made to the store from now on, by its path."""
     writes: list[str] = []
@@ -209,14 +222,7 @@ async def test_a_cursor_closed_by_its_owner_loads_without_reading_its_ledger(
     await factory.close()
     cursor_ledger = (await node(storage, "t/ns/persistent/closed"))["cursors_ledger"]
     assert cursor_ledger >= 0
-    opened: list[int] = []
-    real_open = LedgerClient.open_ledger
-
-    async def counted(client: LedgerClient, ledger_id: int) -> Any:
-        opened.append(ledger_id)
-        return await real_open(client, ledger_id)
-
-    monkeypatch.setattr(LedgerClient, "open_ledger", counted)
+    opened = count_opens(monkeypatch)
     reopened = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/closed")
     again = reopened.cursors["sub"]
     assert cursor_ledger not in opened
@@ -245,14 +251,7 @@ async def test_a_cursor_closed_unchanged_since_its_last_flush_loads_without_read
     await factory.close()
     doc = await node(storage, "t/ns/persistent/idle")
     assert doc["closed"] is True
-    opened: list[int] = []
-    real_open = LedgerClient.open_ledger
-
-    async def counted(client: LedgerClient, ledger_id: int) -> Any:
-        opened.append(ledger_id)
-        return await real_open(client, ledger_id)
-
-    monkeypatch.setattr(LedgerClient, "open_ledger", counted)
+    opened = count_opens(monkeypatch)
     reopened = await (await storage.new_factory(CONFIG)).open("t/ns/persistent/idle")
     assert doc["cursors_ledger"] not in opened
     assert reopened.cursors["sub"].mark_delete_position == positions[1]
