@@ -4,9 +4,10 @@ as the cluster has, so losing one rack loses at most one copy of any entry."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 
-from magnetar.bookie.client.ensemble import BookieDirectory, EnsemblePlacement
+from magnetar.bookie.client.ensemble import BookieDirectory, EnsemblePlacement, best_spread, spread
 from magnetar.bookie.layout import WRITABLE_BOOKIES, BookieRegistration
 from magnetar.common.metadata import MetadataStore, open_store
 
@@ -102,3 +103,28 @@ async def test_new_ensembles_ask_the_store_once_and_see_bookies_that_come_and_go
         assert "b1" not in await placement.new_ensemble(2)
     directory.close()
     await store.close()
+
+
+async def test_an_ensemble_spreads_as_well_as_any_when_the_racks_cannot_give_every_write_set_two(
+    memory_url: str,
+) -> None:
+    """Four bookies on rack a, one on rack b: no ensemble of three puts every write set on two
+    racks, so the choice cannot stop at an ideal spread and must still find the best there is."""
+    store = await open_store(memory_url)
+    racks = {"a1": "/rack-a", "a2": "/rack-a", "a3": "/rack-a", "a4": "/rack-a", "b1": "/rack-b"}
+    await register(store, racks)
+    placement = EnsemblePlacement(BookieDirectory(store), random.Random(11))
+    for _ in range(20):
+        ensemble = await placement.new_ensemble(3, write_quorum=2)
+        assert "b1" in ensemble, f"{ensemble}: every write set on rack a where two could span racks"
+    await store.close()
+
+
+def test_no_ensemble_spreads_better_than_the_bound() -> None:
+    rng = random.Random(2)
+    for _ in range(200):
+        racks = {f"b{i}": rng.choice(["/r1", "/r2", "/east/r1", "/west/r2", "/east/r3"]) for i in range(6)}
+        size, quorum = rng.randint(2, 6), 2
+        bound = best_spread(racks.values(), size, quorum)
+        for ensemble in itertools.permutations(racks, size):
+            assert spread(ensemble, racks, quorum) <= bound, (ensemble, racks)
