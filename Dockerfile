@@ -38,5 +38,10 @@ COPY images/entrypoint.sh /usr/local/bin/magnetar-entrypoint
 USER 10000:10000
 WORKDIR /var/lib/magnetar
 EXPOSE 3181 6650 8080
+# VERSION_LABEL: a build's label, reported after the release (`magnetar --version` says 0.1.0+LABEL,
+# and so does a broker's CONNECTED): `images/build.sh --version-label LABEL` builds a second image
+# of the same sources this way, every layer but this setting taken from the cache.
+ARG VERSION_LABEL=
+ENV MAGNETAR_VERSION_LABEL=${VERSION_LABEL}
 ENTRYPOINT ["/usr/local/bin/magnetar-entrypoint"]
 CMD ["--help"]

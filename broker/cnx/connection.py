@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from magnetar import __version__
 from magnetar.broker.authorization import Authorization
 from magnetar.broker.cnx.auth_refresh import AuthenticationRefresh
 from magnetar.broker.cnx.channel import TopicSource
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 E = api.ServerError
 #: the newest protocol version this broker speaks (official clients send up to 21)
 PROTOCOL_VERSION = 21
-SERVER_VERSION = "Magnetar 0.1.0"
+SERVER_VERSION = f"Magnetar {__version__}"
 _ids = itertools.count(1)
 _U32 = struct.Struct(">I")
 #: the most a read takes from the socket's buffer at once
