@@ -13,6 +13,7 @@ documented hash; Pulsar uses Murmur3 for the same purpose, and no client depends
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import re
@@ -115,8 +116,9 @@ class NamespacePolicies(BaseModel):
         return [Bundle(a, b) for a, b in zip(self.boundaries, self.boundaries[1:], strict=False)]
 
     def bundle_for(self, topic: str) -> Bundle:
-        value = topic_hash(topic)
-        return next(b for b in self.bundles() if b.contains(value))
+        """The bundle whose range holds the topic's hash (a binary search of the boundaries)."""
+        index = bisect.bisect_right(self.boundaries, topic_hash(topic)) - 1
+        return Bundle(self.boundaries[index], self.boundaries[index + 1])
 
 
 #: Pulsar's names of clusters, tenants and namespaces (NamedEntity.checkName)
@@ -146,6 +148,8 @@ class Namespaces:
         self._store = store
         #: namespace policies, read on every lookup and topic load: kept until they change
         self._policies = ReadCache(store)
+        #: each namespace's policies as last parsed, with the bytes they were parsed from
+        self._parsed: dict[str, tuple[bytes, NamespacePolicies]] = {}
 
     # -- clusters -------------------------------------------------------------------------------
     async def set_cluster(
@@ -240,12 +244,19 @@ class Namespaces:
         return [f"{tenant}/{n}" for n in await self._store.children(f"/admin/policies/{tenant}")]
 
     async def policies(self, namespace: str) -> NamespacePolicies:
+        """The namespace's policies, shared by every caller until they change: read them, never
+        modify them (a change goes through ``update`` and its siblings)."""
         _split_name(namespace)
         try:
             data = await self._policies.get(f"/admin/policies/{namespace}")
         except NoNodeError:
+            self._parsed.pop(namespace, None)
             raise NamespaceError(f"namespace {namespace} does not exist") from None
-        return NamespacePolicies.model_validate_json(data)
+        parsed = self._parsed.get(namespace)
+        if parsed is None or parsed[0] != data:
+            # Parsed once per change, not once per lookup and topic load of its many topics.
+            parsed = self._parsed[namespace] = (data, NamespacePolicies.model_validate_json(data))
+        return parsed[1]
 
     async def update(self, namespace: str, change: dict[str, object]) -> NamespacePolicies:
         """Apply ``change`` to the policies by compare-and-set (concurrent admins both land)."""
