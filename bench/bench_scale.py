@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_scale.py                          # 1,000 topics, Magnetar
     .venv/bin/python bench/bench_scale.py --topics 1000 10000 --system both
     .venv/bin/python bench/bench_scale.py --topics 5000 --per-client 2500 --system magnetar
+    .venv/bin/python bench/bench_scale.py --topics 6000 --profile    # where the broker's reloads go
 
 Each system runs as ZooKeeper (Debian's package), two bookies and one broker on loopback
 (E/Qw/Qa 2/2/2, fsync on): Magnetar through ``magnetar local``, Apache Pulsar 4.0.x from Maven
@@ -26,6 +27,9 @@ one bundle (``scale-a``), the rest in a namespace of 16 bundles (``scale-b``). M
                  zxid; a multi request is one of each) and the broker's CPU seconds
   ns unload      the same for the whole ``scale-b`` namespace (N > 1,000)
 
+``--profile`` records the broker with py-spy through each unload and its reloads (collapsed
+stacks in runs/bench/profiles/) and prints the functions most of its samples were in.
+
 Prints a table and writes runs/bench/bench_scale.json. Targets (Magnetar): 100,000 topics served
 with RSS <= 30 KB a topic and one message through every topic within 60 s; a 1,000-topic bundle
 acknowledged again within 2 s of its unload; a 5,000-topic namespace within 5 s.
@@ -37,10 +41,13 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -224,6 +231,59 @@ def check(answers: list[dict[str, Any]], what: str) -> None:
         raise RuntimeError(f"{what}: {failed} failed ({first})")
 
 
+@contextmanager
+def profiled(pid: int | None, name: str) -> Iterator[None]:
+    """py-spy on ``pid`` while the block runs (nothing when ``pid`` is None); then the functions
+    most samples were in, innermost and anywhere on the stack, printed."""
+    if pid is None:
+        yield
+        return
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        raise SystemExit("--profile needs py-spy (pip install py-spy)")
+    out = RUNS / "profiles" / f"bench_scale-{name}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [spy, "record", "--pid", str(pid), "--rate", "200", "--nonblocking", "--format", "raw",
+               "--output", str(out)]  # fmt: skip
+    spying = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield
+    finally:
+        spying.send_signal(signal.SIGINT)  # py-spy writes what it has on an interrupt
+        spying.communicate(timeout=60)
+    print_profile(out)
+
+
+def print_profile(path: Path, top: int = 15) -> None:
+    """The functions of a collapsed-stack profile with the most samples, innermost (self) and
+    anywhere on the stack (total), each as a share of every sample."""
+    inner: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    samples = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [_function(frame) for frame in stack.split(";")]
+        samples += int(count)
+        inner[frames[-1]] += int(count)
+        for frame in set(frames):
+            total[frame] += int(count)
+    table = Table(
+        "self %", "function", "total %", "function", title=f"py-spy: {path.name} ({samples} samples)"
+    )
+    rows = zip(inner.most_common(top), total.most_common(top), strict=False)
+    for (f_self, n_self), (f_total, n_total) in rows:
+        table.add_row(f"{100 * n_self / samples:.1f}", f_self, f"{100 * n_total / samples:.1f}", f_total)
+    console.print(table)
+
+
+def _function(frame: str) -> str:
+    """``name (path/to/module.py:12)`` -> ``name (module.py)``: a function, not a line."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.split(':')[0].rsplit('/', 1)[-1].rstrip(')')})" if where else name
+
+
 def unload(system: System, clients: Clients, namespace: str, path: str, topics: int) -> dict[str, float]:
     """Unload (``path``); when it returns, one message on each of ``namespace``'s ``topics``:
     seconds from the unload's start to the last receipt, how long the unload call took, and
@@ -256,8 +316,15 @@ def event_loop(system: System) -> dict[str, Any] | None:
 
 
 def measure(
-    system: System, topics: int, per_client: int, rest_s: float, work: Path, client_log_level: str = "Warn"
+    system: System,
+    topics: int,
+    per_client: int,
+    rest_s: float,
+    work: Path,
+    client_log_level: str = "Warn",
+    profile: bool = False,
 ) -> dict[str, Any]:
+    spied = system.broker_pid if profile else None
     tag = f"{topics}-{time.time_ns() % 10**6}"
     a, b = f"public/scale-a-{tag}", f"public/scale-b-{tag}"
     system.admin("PUT", f"/admin/v2/namespaces/{a}", {"bundles": {"numBundles": 1}})
@@ -299,16 +366,22 @@ def measure(
         check(answers, "round trip")
         row["roundtrip_s"] = max(x["seconds"] for x in answers)
         console.print(f"{system.name}: unloading the bundle of {min(topics, BUNDLE_TOPICS):,} topics …")
-        moved = unload(
-            system, clients, a, f"/admin/v2/namespaces/{a}/{FULL_RANGE}/unload", min(topics, BUNDLE_TOPICS)
-        )
+        with profiled(spied, f"bundle-{min(topics, BUNDLE_TOPICS)}"):
+            moved = unload(
+                system,
+                clients,
+                a,
+                f"/admin/v2/namespaces/{a}/{FULL_RANGE}/unload",
+                min(topics, BUNDLE_TOPICS),
+            )
         row["bundle_unload_s"], row["bundle_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
         row["bundle_unload_zk_requests_per_topic"] = moved["zk_requests_per_topic"]
         row["bundle_unload_zk_writes_per_topic"] = moved["zk_writes_per_topic"]
         row["bundle_unload_broker_cpu_s"] = moved["broker_cpu_s"]
         if topics > BUNDLE_TOPICS:
             console.print(f"{system.name}: unloading the namespace of {topics - BUNDLE_TOPICS:,} topics …")
-            moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload", topics - BUNDLE_TOPICS)
+            with profiled(spied, f"namespace-{topics - BUNDLE_TOPICS}"):
+                moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload", topics - BUNDLE_TOPICS)
             row["ns_unload_s"], row["ns_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
     except (RuntimeError, AdminError) as exc:  # what was measured before it stays in the table
         console.print(f"[red]{system.name} at {topics:,} topics: {exc}[/]")
@@ -365,6 +438,9 @@ def main() -> None:
         "--client-log-level", choices=("Debug", "Info", "Warn", "Error"), default="Warn",
         help="the client library's log level, in each client's log (default Warn)",
     )  # fmt: skip
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the broker through each unload and print where it was"
+    )
     parser.add_argument("--rest", type=float, default=10.0, help="seconds of the at-rest window (default 10)")
     args = parser.parse_args()
     systems = {"magnetar": [magnetar], "pulsar": [apache_pulsar], "both": [magnetar, apache_pulsar]}
@@ -378,9 +454,8 @@ def main() -> None:
                 # a fresh cluster per size: RSS and ZooKeeper's counts start from the same point
                 directory = Path(tmp) / f"{start.__name__}-{topics}"
                 with start(directory / "cluster") as system:
-                    rows.append(
-                        measure(system, topics, args.per_client, args.rest, directory, args.client_log_level)
-                    )
+                    options = (args.per_client, args.rest, directory, args.client_log_level, args.profile)
+                    rows.append(measure(system, topics, *options))
     print_table(rows)
     write_results(RESULTS, {"rows": rows, "per_client": args.per_client, "rest_s": args.rest})
     console.print(f"results: {RESULTS}")
