@@ -39,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -254,9 +256,10 @@ def profiled(pid: int | None, name: str) -> Iterator[None]:
     print_profile(out)
 
 
-def print_profile(path: Path, top: int = 15) -> None:
-    """The functions of a collapsed-stack profile with the most samples, innermost (self) and
-    anywhere on the stack (total), each as a share of every sample."""
+def print_profile(path: Path, top: int = 20) -> None:
+    """The functions of a collapsed-stack profile with the most samples, as a share of every
+    sample: innermost (self, any code), and anywhere on the stack (total, Magnetar's own functions
+    but its entry points, which are on every stack of the loop)."""
     inner: Counter[str] = Counter()
     total: Counter[str] = Counter()
     samples = 0
@@ -264,18 +267,31 @@ def print_profile(path: Path, top: int = 15) -> None:
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        frames = [_function(frame) for frame in stack.split(";")]
+        frames = stack.split(";")
         samples += int(count)
-        inner[frames[-1]] += int(count)
-        for frame in set(frames):
-            total[frame] += int(count)
+        inner[_function(frames[-1])] += int(count)
+        for function in {_function(f) for f in frames if _is_own(f)}:
+            total[function] += int(count)
     table = Table(
-        "self %", "function", "total %", "function", title=f"py-spy: {path.name} ({samples} samples)"
+        "self %",
+        "function",
+        "total %",
+        "Magnetar's function",
+        title=f"py-spy: {path.name} ({samples} samples)",
     )
-    rows = zip(inner.most_common(top), total.most_common(top), strict=False)
+    rows = itertools.zip_longest(inner.most_common(top), total.most_common(top), fillvalue=("", 0))
     for (f_self, n_self), (f_total, n_total) in rows:
         table.add_row(f"{100 * n_self / samples:.1f}", f_self, f"{100 * n_total / samples:.1f}", f_total)
     console.print(table)
+
+
+def _is_own(frame: str) -> bool:
+    where = frame.partition(" (")[2]
+    return "magnetar/" in where and not _ENTRY_POINT.search(where)
+
+
+#: the modules that start a server: every sample of its loop is under them
+_ENTRY_POINT = re.compile(r"/(cli|__main__|process)\.py:\d+\)$")
 
 
 def _function(frame: str) -> str:
