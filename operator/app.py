@@ -19,6 +19,14 @@ import kopf
 from kubernetes import client
 
 from magnetar.operator import conditions, racks
+from magnetar.operator.autoscaling import (
+    AdminLoadReader,
+    AdminSpreader,
+    Autoscaler,
+    ClusterLocks,
+    LoadReader,
+    Spreader,
+)
 from magnetar.operator.bundles import BundleActions
 from magnetar.operator.cluster_secrets import REVISION_ANNOTATION, SecretError
 from magnetar.operator.clusters import ClusterReconciler, HealthWatch, SecretRenewal
@@ -39,6 +47,11 @@ class Deps:
     api: client.ApiClient
     gate: ReplicationGate = field(default_factory=MetadataReplicationGate)
     drainer: Drainer = field(default_factory=AdminDrainer)
+    #: autoscaled brokers' load figures, and what moves bundles onto new brokers
+    load_reader: LoadReader = field(default_factory=AdminLoadReader)
+    spreader: Spreader = field(default_factory=AdminSpreader)
+    #: how often autoscaled brokers' load is looked at (an HPA's sync period)
+    autoscale_interval_s: float = 15.0
     #: how often a converging cluster is looked at again
     poll_s: float = 2.0
     #: how long a restarted pod may take to become ready before its roll halts, Degraded
@@ -104,7 +117,11 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
     reg = kopf.OperatorRegistry()
     kube = Kube(deps.api)
     roller = Roller(kube, deps.gate, deps.drainer, ready_deadline_s=deps.ready_deadline_s)
-    clusters = ClusterReconciler(kube, roller, poll_s=deps.poll_s, pod_monitors=deps.pod_monitors)
+    locks = ClusterLocks()
+    clusters = ClusterReconciler(
+        kube, roller, poll_s=deps.poll_s, pod_monitors=deps.pod_monitors, locks=locks
+    )
+    autoscaler = Autoscaler(kube, deps.drainer, deps.load_reader, deps.spreader, locks)
     namespaces = NamespaceReconciler(kube)
     bundles = BundleActions(kube)
 
@@ -154,6 +171,19 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
             await health.check(name, namespace or "default")
         except Exception as exc:  # the next tick tries again; a timer must not die
             log.warning("health check of %s/%s failed: %s", namespace, name, exc)
+
+    @kopf.timer(
+        GROUP, VERSION, CLUSTERS, registry=reg, interval=deps.autoscale_interval_s,
+        field=("spec", "brokers", "autoscaling"), value=kopf.PRESENT,
+    )  # fmt: skip
+    async def autoscale_brokers(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+        try:
+            state = await autoscaler.tick(body, name, namespace or "default")
+        except Exception as exc:  # the next tick tries again; a timer must not die
+            log.warning("autoscaling the brokers of %s/%s failed: %s", namespace, name, exc)
+            return
+        if state is not None and state != (body.get("status") or {}).get("autoscaling"):
+            await kube.patch_custom_status(CLUSTERS, namespace or "default", name, {"autoscaling": state})
 
     renewal = SecretRenewal(kube)
 

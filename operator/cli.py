@@ -41,6 +41,8 @@ def operator() -> None:
               help="Make a PodMonitor per component where the Prometheus Operator's CRDs exist.")  # fmt: skip
 @click.option("--ready-deadline", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Seconds a restarted pod may take to be ready before its roll halts.")  # fmt: skip
+@click.option("--autoscale-interval", type=click.FloatRange(min=1), default=15.0, show_default=True,
+              help="Seconds between looks at autoscaled brokers' load reports.")  # fmt: skip
 @click.option("--verbose", is_flag=True, help="Debug logging.")
 def run(
     namespaces: tuple[str, ...],
@@ -51,6 +53,7 @@ def run(
     metrics_port: int | None,
     pod_monitors: bool,
     ready_deadline: float,
+    autoscale_interval: float,
     verbose: bool,
 ) -> None:
     """Reconcile Magnetar resources until interrupted.
@@ -60,6 +63,7 @@ def run(
       magnetar operator run -A
       magnetar operator run -n prod -n staging --peering magnetar --liveness http://0.0.0.0:8080/healthz
       magnetar operator run -A --metrics-port 9090 --no-pod-monitors
+      magnetar operator run -A --autoscale-interval 5
     """
     if not namespaces and not all_namespaces:
         raise click.UsageError("name the namespaces to watch (--namespace NS) or pass --all-namespaces")
@@ -73,7 +77,12 @@ def run(
     from magnetar.operator.app import run as run_operator
     from magnetar.operator.kube_api import api_client
 
-    deps = Deps(api=api_client(kubeconfig), pod_monitors=pod_monitors, ready_deadline_s=ready_deadline)
+    deps = Deps(
+        api=api_client(kubeconfig),
+        pod_monitors=pod_monitors,
+        ready_deadline_s=ready_deadline,
+        autoscale_interval_s=autoscale_interval,
+    )
     if metrics_port is not None:
         deps.metrics.serve(metrics_port)
     with contextlib.suppress(KeyboardInterrupt):

@@ -32,10 +32,11 @@ from kubernetes.client.exceptions import ApiException
 
 from magnetar.operator import conditions, monitors, upgrades
 from magnetar.operator.admin import AdminError
+from magnetar.operator.autoscaling import ClusterLocks
 from magnetar.operator.cluster_secrets import REVISION_ANNOTATION, Keeper, SecretError, secret_names
 from magnetar.operator.gates import ClusterRef
 from magnetar.operator.kube_api import Kube, failing, pod_ready
-from magnetar.operator.manifests import COMPONENT, admin_url, render_cluster, selector
+from magnetar.operator.manifests import COMPONENT, admin_url, broker_autoscaler, render_cluster, selector
 from magnetar.operator.recreate import Recreator, refused_as_immutable
 from magnetar.operator.resources import CLUSTERS, ClusterSpec, SpecError
 from magnetar.operator.rollout import Roller, Wait
@@ -62,7 +63,15 @@ class Outcome:
 
 
 class ClusterReconciler:
-    def __init__(self, kube: Kube, roller: Roller, *, poll_s: float = 2.0, pod_monitors: bool = True) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        roller: Roller,
+        *,
+        poll_s: float = 2.0,
+        pod_monitors: bool = True,
+        locks: ClusterLocks | None = None,
+    ) -> None:
         self.kube = kube
         self.roller = roller
         self.poll_s = poll_s
@@ -70,6 +79,8 @@ class ClusterReconciler:
         self.pod_monitors = pod_monitors
         self.keeper = Keeper(kube)
         self.recreator = Recreator(kube)
+        #: shared with the autoscaler, which scales autoscaled brokers between reconciles
+        self.locks = locks or ClusterLocks()
 
     async def reconcile(self, body: Any, name: str, namespace: str) -> Outcome:
         try:
@@ -81,7 +92,8 @@ class ClusterReconciler:
         info = {"region": spec.region(name), "adminUrl": admin_url(spec, name, namespace)}
         if spec.external is not None:
             return await self._external(body, cluster, info)
-        return await self._managed(body, cluster, info)
+        async with self.locks.hold(namespace, name):
+            return await self._managed(body, cluster, info)
 
     async def _external(self, body: Any, cluster: ClusterRef, info: dict[str, Any]) -> Outcome:
         assert cluster.spec.external is not None
@@ -112,12 +124,28 @@ class ClusterReconciler:
         access = await self.keeper.admin_access(cluster.name, cluster.namespace, spec)
         cluster = ClusterRef(cluster.name, cluster.namespace, spec, access)
         objs = render_cluster(spec, cluster.name, cluster.namespace, secured)
-        targets = {"bookie": spec.bookies.replicas}
+        brokers = await self._brokers(cluster)
+        # autoscaled brokers are the autoscaler's (or the HPA's) to scale: kept as they run
+        targets = {"bookie": spec.bookies.replicas} | (
+            {} if spec.brokers.autoscaling else {"broker": brokers}
+        )
         for obj in objs:
             component = obj["metadata"]["labels"]["app.kubernetes.io/component"]
-            if obj["kind"] == "StatefulSet" and component in targets:
+            if obj["kind"] != "StatefulSet":
+                continue
+            if component in targets:
                 wanted = targets[component]
                 obj["spec"]["replicas"] = await self.roller.scale_down_target(cluster, component, wanted)
+            elif component == "broker":
+                obj["spec"]["replicas"] = brokers
+        if (body.get("status") or {}).get("brokerAutoscaler") and broker_autoscaler(
+            spec, cluster.name
+        ) is None:
+            hpa = f"{cluster.name}-broker"
+            await self.kube.delete("autoscaling/v2", "HorizontalPodAutoscaler", cluster.namespace, hpa)
+            _event(body, "Normal", "AutoscalerDeleted", f"Deleted HorizontalPodAutoscaler {hpa}")
+        autoscaler = broker_autoscaler(spec, cluster.name)
+        info["brokerAutoscaler"] = autoscaler["metadata"]["name"] if autoscaler else None
         components = ["bookie", "broker"]
         if not spec.metadata_store.url:
             components.insert(0, "zookeeper")
@@ -159,11 +187,21 @@ class ClusterReconciler:
             status = conditions.progressing(body, "Scaling", message) | info
             return Outcome(status, retry_in=self.poll_s, retry_message=message)
         info["upgrade"] = upgrades.status(previous, spec.image, None)
-        message = f"{spec.bookies.replicas} bookie(s), {spec.brokers.replicas} broker(s) ready and current"
+        scaled = " (autoscaled)" if spec.brokers.autoscaling else ""
+        message = f"{spec.bookies.replicas} bookie(s), {brokers} broker(s){scaled} ready and current"
         was_ready = conditions.find(body.get("status"), "Ready")
         if not was_ready or was_ready.get("status") != "True" or was_ready.get("reason") != CONVERGED:
             _event(body, "Normal", CONVERGED, message)
         return Outcome(conditions.ready(body, CONVERGED, message) | info)
+
+    async def _brokers(self, cluster: ClusterRef) -> int:
+        """The serving brokers to run: the spec's replicas; autoscaled, as many as run now (min for
+        a StatefulSet not made yet)."""
+        scaling = cluster.spec.brokers.autoscaling
+        if scaling is None:
+            return cluster.spec.brokers.replicas
+        sts = await self.kube.statefulset(cluster.namespace, f"{cluster.name}-broker")
+        return scaling.min if sts is None else int(sts["spec"].get("replicas") or 0)
 
     async def _held_back(self, objs: list[dict[str, Any]], cluster: ClusterRef) -> set[tuple[str, str]]:
         """The StatefulSets not to make yet: the bookies' and brokers' while the cluster's own
@@ -264,7 +302,12 @@ class HealthWatch:
             )
 
     async def _short(self, spec: ClusterSpec, name: str, namespace: str) -> list[str]:
-        wanted = {"bookie": spec.bookies.replicas, "broker": spec.brokers.replicas}
+        # autoscaled brokers above min come and go with the load (status.autoscaling says so)
+        scaling = spec.brokers.autoscaling
+        wanted = {
+            "bookie": spec.bookies.replicas,
+            "broker": scaling.min if scaling else spec.brokers.replicas,
+        }
         if not spec.metadata_store.url:
             wanted["zookeeper"] = spec.metadata_store.zookeeper.replicas
         if spec.brokers.read_only_replicas:

@@ -162,7 +162,12 @@ class AdminDrainer:
 
 async def owned_bundles(store: MetadataStore, broker: str) -> list[tuple[str, str]]:
     """``(tenant/namespace, bundle)`` of every ownership record naming ``broker``."""
-    found = []
+    return (await ownership(store)).get(broker, [])
+
+
+async def ownership(store: MetadataStore) -> dict[str, list[tuple[str, str]]]:
+    """Every ownership record: broker id -> the ``(tenant/namespace, bundle)`` it owns."""
+    found: dict[str, list[tuple[str, str]]] = {}
     for tenant in await _children(store, "/namespace"):
         for ns in await _children(store, f"/namespace/{tenant}"):
             for bundle in await _children(store, f"/namespace/{tenant}/{ns}"):
@@ -170,8 +175,9 @@ async def owned_bundles(store: MetadataStore, broker: str) -> list[tuple[str, st
                     data, _ = await store.get(f"/namespace/{tenant}/{ns}/{bundle}")
                 except NoNodeError:
                     continue
-                if json.loads(data).get("brokerId") == broker:
-                    found.append((f"{tenant}/{ns}", bundle))
+                owner = json.loads(data).get("brokerId")
+                if owner:
+                    found.setdefault(str(owner), []).append((f"{tenant}/{ns}", bundle))
     return found
 
 

@@ -19,6 +19,9 @@ from kubernetes.dynamic import DynamicClient
 from magnetar.operator.resources import GROUP, VERSION
 
 FIELD_MANAGER = "magnetar-operator"
+#: the manager of the brokers' count the operator's autoscaler sets (the scale subresource), as an
+#: HPA's controller sets it under its own
+AUTOSCALER_MANAGER = "magnetar-autoscaler"
 
 
 def api_client(kubeconfig: str | None = None) -> client.ApiClient:
@@ -43,13 +46,18 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.autoscaling = client.AutoscalingV2Api(api)
         self._dynamic: DynamicClient | None = None
 
     # -- generic --------------------------------------------------------------------------------
-    def _apply(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    def _resource(self, api_version: str, kind: str) -> Any:
         if self._dynamic is None:
             self._dynamic = DynamicClient(self.api)  # type: ignore[no-untyped-call]
-        resource = self._dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def _apply(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        assert self._dynamic is not None
         result = self._dynamic.server_side_apply(  # type: ignore[no-untyped-call]
             resource, body=obj, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
         )
@@ -58,6 +66,18 @@ class Kube:
 
     async def apply(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
         return await asyncio.to_thread(self._apply, obj, namespace)
+
+    def _delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        resource = self._resource(api_version, kind)
+        try:
+            resource.delete(name=name, namespace=namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Delete an object; one already gone is no error."""
+        await asyncio.to_thread(self._delete, api_version, kind, namespace, name)
 
     # -- pods and StatefulSets ------------------------------------------------------------------
     async def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
@@ -104,6 +124,20 @@ class Kube:
 
     async def statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await _read_or_none(self.apps.read_namespaced_stateful_set, namespace, name)
+
+    async def scale_statefulset(self, namespace: str, name: str, replicas: int) -> None:
+        """Set a StatefulSet's replicas through its scale subresource, as an HPA does."""
+        body = {"spec": {"replicas": replicas}}
+        await asyncio.to_thread(
+            self.apps.patch_namespaced_stateful_set_scale, name, namespace, body,
+            field_manager=AUTOSCALER_MANAGER,
+        )  # fmt: skip
+
+    async def autoscaler(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """HorizontalPodAutoscaler ``name`` (autoscaling/v2), None if there is none."""
+        return await _read_or_none(
+            self.autoscaling.read_namespaced_horizontal_pod_autoscaler, namespace, name
+        )
 
     async def orphan_statefulset(self, namespace: str, name: str, uid: str) -> None:
         """Delete StatefulSet ``name`` (that one: ``uid``) and leave its pods running, ownerless:

@@ -91,9 +91,15 @@ def render_cluster(
     if not spec.metadata_store.url:
         objs += _zookeeper(spec, name)
     objs += _bookies(spec, name, namespace, secured)
-    objs += _brokers(spec, name, namespace, "broker", spec.brokers.replicas, secured)
+    # autoscaled: the count to make the StatefulSet with (clusters.py keeps one that runs)
+    scaling = spec.brokers.autoscaling
+    brokers = scaling.min if scaling is not None else spec.brokers.replicas
+    objs += _brokers(spec, name, namespace, "broker", brokers, secured)
     if spec.brokers.read_only_replicas:
         objs += _brokers(spec, name, namespace, "broker-readonly", spec.brokers.read_only_replicas, secured)
+    autoscaler = broker_autoscaler(spec, name)
+    if autoscaler is not None:
+        objs.append(autoscaler)
     return objs
 
 
@@ -500,6 +506,29 @@ def _brokers(
         _pdb(name, component),
         sts,
     ]
+
+
+def broker_autoscaler(spec: ClusterSpec, name: str) -> Manifest | None:
+    """The HorizontalPodAutoscaler of the brokers' StatefulSet, for a CPU autoscaling target;
+    None otherwise (no autoscaling, or the operator scales them on the load reports itself)."""
+    scaling = spec.brokers.autoscaling
+    if scaling is None or scaling.target.type != "CPU":
+        return None
+    utilization = {"type": "Utilization", "averageUtilization": scaling.target.average_utilization}
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _meta(name, "broker", f"{name}-broker"),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": f"{name}-broker"},
+            "minReplicas": scaling.min,
+            "maxReplicas": scaling.max,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": utilization}}],
+            "behavior": {
+                "scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds}
+            },
+        },
+    }
 
 
 def admin_url(spec: ClusterSpec, name: str, namespace: str) -> str:

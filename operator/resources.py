@@ -224,8 +224,57 @@ class BookiesSpec(Placement):
     restarted_at: str | None = Field(default=None, alias="restartedAt", max_length=64)
 
 
+#: what brokers may be scaled on: their CPU (an HPA the operator makes) or the load figures their
+#: load manager reports (the operator scales them itself)
+AUTOSCALING_TARGETS = ("CPU", "LoadManager")
+
+
+def _target_type(value: str) -> str:
+    if value not in AUTOSCALING_TARGETS:
+        raise ValueError(
+            f"{value!r} is not an autoscaling target: expected CPU (an HPA on the brokers' CPU "
+            "against their request) or LoadManager (the brokers' own load reports)"
+        )
+    return value
+
+
+class AutoscalingTarget(_Spec):
+    type: Annotated[str, AfterValidator(_target_type)]
+    #: percent: of the brokers' CPU request (CPU), or of what a broker may use by its load
+    #: report's highest weighted resource, as the load manager's shedder reads it (LoadManager)
+    average_utilization: int = Field(default=80, ge=1, le=100, alias="averageUtilization")
+
+
+#: Kubernetes' HPA: its default scale-down stabilization window
+SCALE_DOWN_STABILIZATION_S = 300
+
+
+class BrokerAutoscaling(_Spec):
+    """Brokers between ``min`` and ``max`` by load; ``replicas`` is then not read."""
+
+    min: int = Field(ge=1, le=100)
+    max: int = Field(ge=1, le=100)
+    target: AutoscalingTarget
+    #: a scale-down follows the highest recommendation of this many seconds (an HPA's
+    #: ``behavior.scaleDown.stabilizationWindowSeconds``); a scale-up follows at once
+    scale_down_stabilization_seconds: int = Field(
+        default=SCALE_DOWN_STABILIZATION_S, ge=0, le=3600, alias="scaleDownStabilizationSeconds"
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> BrokerAutoscaling:
+        if self.max < self.min:
+            raise ValueError(f"autoscaling.max={self.max} is below autoscaling.min={self.min}")
+        return self
+
+    def bound(self, replicas: int) -> int:
+        return max(self.min, min(self.max, replicas))
+
+
 class BrokersSpec(Placement):
     replicas: int = Field(default=2, ge=0)
+    #: scale the brokers by load between min and max instead of keeping ``replicas``
+    autoscaling: BrokerAutoscaling | None = None
     read_only_replicas: int = Field(default=0, ge=0, alias="readOnlyReplicas")
     resources: Resources = Field(default_factory=Resources)
     #: extra BrokerConfig settings (snake_case names, as in broker.yaml)

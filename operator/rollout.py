@@ -8,11 +8,11 @@ carries the new hash, a pod being restarted is simply waited for.
 
 Order: storage before serving (ZooKeeper, bookies, brokers, read-only brokers); within a
 component the highest ordinal first, as a StatefulSet does. Before a bookie goes, every bookie is
-ready and no ledger is under-replicated; before a broker goes, its bundles are transferred. A
-bookie a scale-down removed is decommissioned (gates.py) before the cluster is Ready again or the
-next one goes. ZooKeeper's own StatefulSet controller restarts its pods (RollingUpdate); the roll
-waits until each of them runs the current template and is ready. Each step names the component it
-is at, which is the stage of an upgrade (clusters.py).
+ready and no ledger is under-replicated; before a broker goes (a restart, or a scale-down), its
+bundles are transferred. A bookie a scale-down removed is decommissioned (gates.py) before the
+cluster is Ready again or the next one goes. ZooKeeper's own StatefulSet controller restarts its
+pods (RollingUpdate); the roll waits until each of them runs the current template and is ready.
+Each step names the component it is at, which is the stage of an upgrade (clusters.py).
 
 A pod of the current template that is not ready ``ready_deadline_s`` after it was made (an image
 that crashes or never passes its probe) halts the roll there, as a Deployment's
@@ -202,7 +202,8 @@ class Roller:
     async def scale_down_target(self, cluster: ClusterRef, component: str, desired: int) -> int:
         """The replicas to apply now: one fewer than running at most, and for bookies only once
         every bookie is ready and no ledger is under-replicated, so data is never left with too
-        few copies. Scaling up applies at once."""
+        few copies; a leaving broker's bundles are transferred away first. Scaling up applies at
+        once."""
         sts = await self.kube.statefulset(cluster.namespace, f"{cluster.name}-{component}")
         if sts is None:
             return desired
@@ -213,4 +214,6 @@ class Roller:
         settled = len(pods) == current and all(pod_ready(p) for p in pods)
         if not settled or (component == "bookie" and await self.gate.under_replicated(cluster)):
             return current
+        if component.startswith("broker"):
+            await self.drainer.drain(cluster, max(pods, key=ordinal))
         return current - 1

@@ -21,8 +21,19 @@ def parse_cluster(spec: dict[str, Any], name: str) -> ClusterSpec:
         raise SpecError("InvalidSpec", first_error(exc)) from None
     if parsed.external is None:
         check_ledgers(parsed.bookies)
+        _check_autoscaling(parsed)
         _check_settings(parsed, name)
     return parsed
+
+
+def _check_autoscaling(spec: ClusterSpec) -> None:
+    scaling = spec.brokers.autoscaling
+    if scaling is not None and scaling.target.type == "CPU" and "cpu" not in spec.brokers.resources.requests:
+        raise SpecError(
+            "InvalidAutoscaling",
+            "brokers.autoscaling.target CPU needs brokers.resources.requests.cpu: an HPA's CPU "
+            "utilization is a percent of the pods' request",
+        )
 
 
 def _check_settings(spec: ClusterSpec, name: str) -> None:

@@ -205,6 +205,26 @@ REFUSED: dict[str, tuple[str, dict[str, Any], list[str]]] = {
         {"bookies": {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]}},
         ["spec.bookies.topologySpreadConstraints[0].topologyKey", "Required value"],
     ),
+    "autoscaling with max below min": (
+        CLUSTERS,
+        {"brokers": {"autoscaling": {"min": 3, "max": 2, "target": {"type": "LoadManager"}}}},
+        ["spec.brokers.autoscaling.max", "autoscaling.max=2 is below autoscaling.min=3"],
+    ),
+    "autoscaling down to no broker": (
+        CLUSTERS,
+        {"brokers": {"autoscaling": {"min": 0, "max": 2, "target": {"type": "LoadManager"}}}},
+        ["spec.brokers.autoscaling.min", "greater than or equal to 1"],
+    ),
+    "autoscaling on an unknown target": (
+        CLUSTERS,
+        {"brokers": {"autoscaling": {"min": 1, "max": 2, "target": {"type": "Memory"}}}},
+        ["spec.brokers.autoscaling.target.type", 'Unsupported value: "Memory"', '"CPU", "LoadManager"'],
+    ),
+    "autoscaling on CPU without a CPU request": (
+        CLUSTERS,
+        {"brokers": {"autoscaling": {"min": 1, "max": 2, "target": {"type": "CPU"}}}},
+        ["spec.brokers.autoscaling.target.type", "CPU needs brokers.resources.requests.cpu"],
+    ),
     "namespace of a cluster no object can be called": (
         NAMESPACES,
         {**NAMESPACE, "cluster": "Region_A"},
@@ -257,6 +277,28 @@ ACCEPTED: dict[str, tuple[str, dict[str, Any]]] = {
                 "resources": {
                     "requests": {"cpu": "500m", "memory": "1Gi"},
                     "limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "2G"},
+                }
+            }
+        },
+    ),
+    "autoscaling on CPU against a request": (
+        CLUSTERS,
+        {
+            "brokers": {
+                "resources": {"requests": {"cpu": "500m"}},
+                "autoscaling": {"min": 2, "max": 5, "target": {"type": "CPU", "averageUtilization": 70}},
+            }
+        },
+    ),
+    "autoscaling on load reports, min and max alike": (
+        CLUSTERS,
+        {
+            "brokers": {
+                "autoscaling": {
+                    "min": 2,
+                    "max": 2,
+                    "target": {"type": "LoadManager"},
+                    "scaleDownStabilizationSeconds": 0,
                 }
             }
         },

@@ -43,6 +43,14 @@ PodMonitors. */}}
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [get, list, watch, create, patch, update, delete]
+# statefulsets/scale: autoscaled brokers, scaled on their load reports
+- apiGroups: [apps]
+  resources: [statefulsets/scale]
+  verbs: [get, patch, update]
+# the brokers' HorizontalPodAutoscaler (a CPU autoscaling target), deleted when the target changes
+- apiGroups: [autoscaling]
+  resources: [horizontalpodautoscalers]
+  verbs: [get, list, watch, create, patch, update, delete]
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch, update]
