@@ -8,7 +8,11 @@
   without restarting again a pod the first one had already replaced;
 - a MagnetarBundle's Transfer, Unload and Split by `kubectl patch`: the operator's admin calls,
   made from inside the cluster, move the bundle (its owner per the admin API is the destination)
-  while a producer keeps getting receipts, nothing acknowledged lost.
+  while a producer keeps getting receipts, nothing acknowledged lost;
+- brokers autoscaled on their load reports (spec.brokers.autoscaling, a LoadManager target the
+  workload stays far below): min raised to 3 adds a broker and bundles are moved onto it, min
+  lowered to 2 takes it away after the stabilization window, its bundles moved off first; the
+  lab's longest producer window in each is printed.
 
 Each runs under the chaos lab's workload at 500 msg/s (the official client in its own process, the
 event log of architecture §6), whose every acknowledged send must be received; beside it, the test's own
@@ -38,6 +42,8 @@ import pytest
 from magnetar.bookie.autorecovery.marks import UnderReplication
 from magnetar.bookie.client import BKError, LedgerClient, LedgerClientConfig
 from magnetar.common.metadata import open_store
+from tests.chaos.eventlog import events as lab_events
+from tests.chaos.eventlog import producer_windows
 from tests.kube.pods import (
     ROOT,
     Cluster,
@@ -531,3 +537,115 @@ def move_a_bundle_by_kubectl_patch(cluster: Cluster) -> None:
         assert slow == {}, f"delivered, but late: {slow}\n{diagnose(cluster)}\n{node.diagnostics()}"
     finally:
         workload.close()
+
+
+# -- brokers autoscaled ---------------------------------------------------------------------------
+
+
+def autoscaling_status(node: Node) -> dict[str, Any]:
+    return dict((node.json("mgc", CLUSTER).get("status") or {}).get("autoscaling") or {})
+
+
+def longest_window_ms(logged: list[dict[str, Any]], phase: tuple[int, int]) -> float:
+    """The longest time a producer of the lab's workload waited for a receipt, among the windows
+    that began within ``phase`` (wall-clock ns, as the event log's)."""
+    start, end = phase
+    return max(((e - s) / 1e6 for s, e in producer_windows(logged) if start <= s <= end), default=0.0)
+
+
+def test_brokers_autoscale_2_to_3_to_2_under_a_workload_and_nothing_acknowledged_is_lost(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with lab_workload(cluster, tmp_path, "persistent://public/default/autoscaled") as run_dir:
+        phases = autoscale_brokers_up_and_down(cluster)
+    assert_nothing_lost(run_dir, cluster.node)
+    logged = lab_events(run_dir)
+    for phase, span in phases.items():
+        took, window = (span[1] - span[0]) / 1e9, longest_window_ms(logged, span)
+        print(f"\n{phase}: {took:.0f} s, the lab's longest producer window {window:.0f} ms")
+
+
+def autoscale_brokers_up_and_down(cluster: Cluster) -> dict[str, tuple[int, int]]:
+    """Autoscaling on the brokers' load reports, driven by its bounds: a target far above what the
+    workload needs, min raised to 3 (a scale-up, bundles moved onto the new broker), then lowered
+    to 2 (a scale-down after the stabilization window, the leaving broker drained first)."""
+    node = cluster.node
+    topics = [f"persistent://public/default/autoscale-{t}" for t in range(8)]
+    workload = Workload(cluster, topics, rate=80).start()
+    phases: dict[str, tuple[int, int]] = {}
+
+    def autoscaling(minimum: int) -> dict[str, Any]:
+        target = {"type": "LoadManager", "averageUtilization": 95}
+        return {
+            "autoscaling": {"min": minimum, "max": 3, "target": target, "scaleDownStabilizationSeconds": 10}
+        }
+
+    try:
+        generation = patch(node, {"brokers": autoscaling(2)})
+        wait_for("the cluster Ready, autoscaled", lambda: ready_at(node, generation), node, 120)
+        # The operator reads the brokers' own load reports (each pod's admin REST, TLS and token).
+        wait_for(
+            "the brokers' load reports read",
+            lambda: autoscaling_status(node).get("averageUtilization") is not None,
+            node,
+            120,
+        )
+        state = autoscaling_status(node)
+        assert state["desiredBrokers"] == 2, state
+        assert cluster.pods("broker") == [f"{CLUSTER}-broker-{i}" for i in range(2)]
+
+        started = time.time_ns()
+        patch(node, {"brokers": autoscaling(3)})
+        new = f"{CLUSTER}-broker-2"
+        wait_for(f"{new} Ready", lambda: pod_ready(node, new), node, 180)
+        wait_for(
+            f"bundles moved onto {new}",
+            lambda: f"onto {new}" in str(autoscaling_status(node).get("lastScaleReason")),
+            node,
+            120,
+        )
+        phases["2 -> 3 brokers"] = (started, time.time_ns())
+        state = autoscaling_status(node)
+        moved = re.search(rf"moved (\d+) bundle\(s\) onto {new}", state["lastScaleReason"])
+        assert moved is not None, state
+        assert int(moved.group(1)) > 0, state
+        assert "at least autoscaling.min=3" in state["lastScaleReason"], state
+        owners = {owner(cluster, t.rsplit("/", 1)[1]) for t in topics}
+        assert new in owners, f"no topic of the workload served by {new}: {owners}"
+        assert events(node, "ScaledUp"), "no ScaledUp Event"
+
+        started = time.time_ns()
+        patch(node, {"brokers": autoscaling(2)})
+        wait_for(
+            f"{new} gone",
+            lambda: cluster.pods("broker") == [f"{CLUSTER}-broker-{i}" for i in range(2)],
+            node,
+            180,
+        )
+        wait_for(
+            "the status at 2 brokers",
+            lambda: autoscaling_status(node).get("currentBrokers") == 2,
+            node,
+            60,
+        )
+        phases["3 -> 2 brokers"] = (started, time.time_ns())
+        state = autoscaling_status(node)
+        assert f"moved off {new} first" in state["lastScaleReason"], state
+        assert events(node, "ScaledDown"), "no ScaledDown Event"
+        owners = {owner(cluster, t.rsplit("/", 1)[1]) for t in topics}
+        assert new not in owners, owners
+        # Back to a fixed count, for the tests after this one: nothing moves.
+        generation = patch(node, {"brokers": {"autoscaling": None}})
+        wait_for("the cluster Ready at 2 brokers", lambda: ready_at(node, generation), node, 120)
+        assert cluster.pods("broker") == [f"{CLUSTER}-broker-{i}" for i in range(2)]
+    finally:
+        workload.stop()
+    try:
+        assert workload.acked_count > 100, "the workload wrote too little to tell"
+        assert workload.failed == [], workload.failed[:3]
+        lost = workload.lost()
+        assert lost == {}, f"{describe(lost, workload)}\n{node.diagnostics()}"
+        assert workload.slow_starts() == {}
+    finally:
+        workload.close()
+    return phases
