@@ -24,7 +24,8 @@ one bundle (``scale-a``), the rest in a namespace of 16 bundles (``scale-b``). M
   bundle unload  the unload of the 1,000-topic bundle: from the unload's start until every one of
                  its producers has a receipt again for a message sent when the unload returned;
                  ZooKeeper's requests and transactions per topic over that time (``mntr``, the
-                 zxid; a multi request is one of each) and the broker's CPU seconds
+                 zxid; a multi request is one of each) and the broker's CPU seconds, of them
+                 its garbage collections' (Magnetar's magnetar_gc_pause_seconds)
   ns unload      the same for the whole ``scale-b`` namespace (N > 1,000)
 
 ``--profile`` records the broker with py-spy through each unload and its reloads (collapsed
@@ -63,6 +64,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "pulsar"))
 from common import RUNS, cpu_seconds, write_results
+from histograms import buckets, histogram_sum, scrape
 from scale_client import ANSWER
 
 from magnetar.admin.client import AdminClient, AdminError
@@ -76,6 +78,7 @@ CLIENT = Path(__file__).parent / "scale_client.py"
 #: topics in the one-bundle namespace whose unload is measured
 BUNDLE_TOPICS = 1000
 FULL_RANGE = "0x00000000_0xffffffff"
+GC_PAUSES = "magnetar_gc_pause_seconds"
 
 
 @dataclass
@@ -300,18 +303,20 @@ def _function(frame: str) -> str:
     return f"{name} ({where.split(':')[0].rsplit('/', 1)[-1].rstrip(')')})" if where else name
 
 
-def unload(system: System, clients: Clients, namespace: str, path: str, topics: int) -> dict[str, float]:
+def unload(system: System, clients: Clients, namespace: str, path: str, topics: int) -> dict[str, Any]:
     """Unload (``path``); when it returns, one message on each of ``namespace``'s ``topics``:
     seconds from the unload's start to the last receipt, how long the unload call took, and
     ZooKeeper's requests and transactions (a multi is one) per topic and the broker's CPU seconds
     from the start until every receipt is in (ZooKeeper's counts are every session's: the
     broker's are nearly all of them then; counts and CPU depend far less on load than times)."""
+    gc_before = gc_totals(system)  # first: a scrape of every topic's metrics costs the broker CPU
     zk_before, cpu_before = zookeeper_stats(system.zookeeper), cpu_seconds(system.broker_pid)
     began = time.time()
     system.admin("PUT", path)
     returned = time.time()
     answers = clients.ask(f"send {namespace}", only=namespace)
     zk_after, cpu_after = zookeeper_stats(system.zookeeper), cpu_seconds(system.broker_pid)
+    gc_after = gc_totals(system)
     check(answers, f"sends after the unload of {namespace}")
     requests = zk_after["zk_packets_received"] - zk_before["zk_packets_received"]
     return {
@@ -320,6 +325,23 @@ def unload(system: System, clients: Clients, namespace: str, path: str, topics: 
         "zk_requests_per_topic": requests / topics,
         "zk_writes_per_topic": (zk_after["zxid"] - zk_before["zxid"]) / topics,
         "broker_cpu_s": cpu_after - cpu_before,
+        **{
+            f"broker_gc_{k}": [a - b for a, b in zip(gc_after[k], gc_before[k], strict=True)]
+            for k in gc_after
+        },
+    }
+
+
+def gc_totals(system: System) -> dict[str, list[float]]:
+    """The broker's garbage collections so far, per generation: their seconds ("s") and how many
+    ("n") (Magnetar's /metrics; nothing for Apache Pulsar)."""
+    if system.name != "magnetar":
+        return {}
+    page = scrape(f"{system.admin_url}/metrics")
+    labels = [f'generation="{g}"' for g in range(3)]
+    return {
+        "s": [histogram_sum(page, GC_PAUSES, label) for label in labels],
+        "n": [buckets(page, GC_PAUSES, label + ",")[-1][1] for label in labels],
     }
 
 
@@ -394,11 +416,20 @@ def measure(
         row["bundle_unload_zk_requests_per_topic"] = moved["zk_requests_per_topic"]
         row["bundle_unload_zk_writes_per_topic"] = moved["zk_writes_per_topic"]
         row["bundle_unload_broker_cpu_s"] = moved["broker_cpu_s"]
+        if "broker_gc_s" in moved:
+            row["bundle_unload_broker_gc_s"] = sum(moved["broker_gc_s"])
+            row["bundle_unload_broker_gc_by_generation_s"] = moved["broker_gc_s"]
+            row["bundle_unload_broker_gcs_by_generation"] = moved["broker_gc_n"]
         if topics > BUNDLE_TOPICS:
             console.print(f"{system.name}: unloading the namespace of {topics - BUNDLE_TOPICS:,} topics …")
             with profiled(spied, f"namespace-{topics - BUNDLE_TOPICS}"):
                 moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload", topics - BUNDLE_TOPICS)
             row["ns_unload_s"], row["ns_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
+            row["ns_unload_broker_cpu_s"] = moved["broker_cpu_s"]
+            if "broker_gc_s" in moved:
+                row["ns_unload_broker_gc_s"] = sum(moved["broker_gc_s"])
+                row["ns_unload_broker_gc_by_generation_s"] = moved["broker_gc_s"]
+                row["ns_unload_broker_gcs_by_generation"] = moved["broker_gc_n"]
     except (RuntimeError, AdminError) as exc:  # what was measured before it stays in the table
         console.print(f"[red]{system.name} at {topics:,} topics: {exc}[/]")
         row["error"] = str(exc)
@@ -422,7 +453,10 @@ COLUMNS = (
     ("bundle_unload_zk_requests_per_topic", "its ZK requests/topic", "{:.1f}"),
     ("bundle_unload_zk_writes_per_topic", "its ZK txns/topic", "{:.1f}"),
     ("bundle_unload_broker_cpu_s", "its broker CPU s", "{:.1f}"),
+    ("bundle_unload_broker_gc_s", "of which GC s", "{:.2f}"),
     ("ns_unload_s", "ns unload s", "{:.2f}"),
+    ("ns_unload_broker_cpu_s", "its broker CPU s", "{:.1f}"),
+    ("ns_unload_broker_gc_s", "of which GC s", "{:.2f}"),
 )
 
 

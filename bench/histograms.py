@@ -58,3 +58,9 @@ def counter(text: str, name: str, labels: str) -> float:
     """A labelled sample's value (0 when the page has no such sample)."""
     found = re.search(rf"^{name}{{{re.escape(labels)}}} (\S+)$", text, re.M)
     return float(found.group(1)) if found else 0.0
+
+
+def histogram_sum(text: str, name: str, labels: str) -> float:
+    """A labelled histogram's ``_sum`` (0 when the page has no such sample)."""
+    found = re.search(rf"^{name}_sum{{{re.escape(labels)}}} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from common import cpu_user_system, thread_cpu_seconds
-from histograms import buckets, delta, quantile, scrape, worst_bucket
+from histograms import buckets, delta, histogram_sum, quantile, scrape, worst_bucket
 from rich.console import Console
 from rich.table import Table
 
@@ -116,18 +116,13 @@ def loop_rows(group: list[Server], before: dict[str, str], after: dict[str, str]
             label = f'generation="{generation}"'
             moved = delta(buckets(last, GC, label + ","), buckets(first, GC, label + ","))
             collections[generation] = moved[-1][1]
-            gc_ms[generation] = (_sum(last, GC, label) - _sum(first, GC, label)) * 1000
+            gc_ms[generation] = (histogram_sum(last, GC, label) - histogram_sum(first, GC, label)) * 1000
         rows.append({
             "server": server.name, "samples": int(lag[-1][1]), "lag_p99_ms": quantile(lag, 0.99),
             "lag_max_ms_at_most": worst_bucket(lag), "stalls": _stalls(first, last),
             "collections": collections, "gc_pause_ms": gc_ms,
         })  # fmt: skip
     return rows
-
-
-def _sum(text: str, name: str, labels: str) -> float:
-    found = re.search(rf"^{name}_sum{{{re.escape(labels)}}} (\S+)$", text, re.M)
-    return float(found.group(1)) if found else 0.0
 
 
 def _stalls(first: str, last: str) -> dict[str, int]:
