@@ -136,8 +136,9 @@ class AdminSpreader:
         moved = []
         for newcomer in newcomers:
             while len(owned[newcomer]) < share:
-                source = max((b for b in owned if b not in newcomers), key=lambda b: (len(owned[b]), b))
-                if len(owned[source]) <= share:
+                sources = [b for b in owned if b not in newcomers]
+                source = max(sources, key=lambda b: (len(owned[b]), b), default=None)
+                if source is None or len(owned[source]) <= share:
                     break
                 namespace, bundle = owned[source].pop()
                 try:

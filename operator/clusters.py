@@ -186,6 +186,8 @@ class ClusterReconciler:
             message = f"scaling {', '.join(pending)} one pod at a time"
             status = conditions.progressing(body, "Scaling", message) | info
             return Outcome(status, retry_in=self.poll_s, retry_message=message)
+        if spec.brokers.autoscaling is None and previous.get("autoscaling"):
+            info["autoscaling"] = None  # no autoscaler keeps it any more
         info["upgrade"] = upgrades.status(previous, spec.image, None)
         scaled = " (autoscaled)" if spec.brokers.autoscaling else ""
         message = f"{spec.bookies.replicas} bookie(s), {brokers} broker(s){scaled} ready and current"
@@ -287,7 +289,7 @@ class HealthWatch:
         unhealthy = degraded.get("reason") == NOT_READY and degraded.get("status") == "True"
         if spec is None or spec.external is not None or not current or not (watching or unhealthy):
             return
-        short = await self._short(spec, name, namespace)
+        short = await self._short(spec, name, namespace, status.get("autoscaling") or {})
         if short and watching:
             message = "; ".join(short)
             _event(body, "Warning", NOT_READY, message)
@@ -301,13 +303,18 @@ class HealthWatch:
                 CLUSTERS, namespace, name, conditions.ready(body, CONVERGED, message)
             )
 
-    async def _short(self, spec: ClusterSpec, name: str, namespace: str) -> list[str]:
-        # autoscaled brokers above min come and go with the load (status.autoscaling says so)
+    async def _short(
+        self, spec: ClusterSpec, name: str, namespace: str, autoscaling: dict[str, Any]
+    ) -> list[str]:
+        wanted = {"bookie": spec.bookies.replicas, "broker": spec.brokers.replicas}
         scaling = spec.brokers.autoscaling
-        wanted = {
-            "bookie": spec.bookies.replicas,
-            "broker": scaling.min if scaling else spec.brokers.replicas,
-        }
+        if scaling is not None:
+            # autoscaled: the brokers that run, but for those the operator's autoscaler is still
+            # bringing in (a new pod is not ready at once); an HPA's decisions are not known here
+            sts = await self.kube.statefulset(namespace, f"{name}-broker") or {}
+            running = int(sts.get("spec", {}).get("replicas") or 0)
+            joining = len(autoscaling.get("joining") or [])
+            wanted["broker"] = scaling.min if scaling.target.type == "CPU" else running - joining
         if not spec.metadata_store.url:
             wanted["zookeeper"] = spec.metadata_store.zookeeper.replicas
         if spec.brokers.read_only_replicas:
