@@ -610,7 +610,7 @@ def autoscale_brokers_up_and_down(cluster: Cluster) -> dict[str, tuple[int, int]
         assert moved is not None, state
         assert int(moved.group(1)) > 0, state
         assert "at least autoscaling.min=3" in state["lastScaleReason"], state
-        owners = {owner(cluster, t.rsplit("/", 1)[1]) for t in [*topics, "autoscaled"]}
+        owners = {owner(cluster, t.rsplit("/", 1)[1]) for t in [*topics, "public/default/autoscaled"]}
         assert new in owners, f"no topic of the workloads served by {new}: {owners}"
         assert events(node, "ScaledUp"), "no ScaledUp Event"
 
@@ -632,7 +632,7 @@ def autoscale_brokers_up_and_down(cluster: Cluster) -> dict[str, tuple[int, int]
         state = autoscaling_status(node)
         assert f"moved off {new} first" in state["lastScaleReason"], state
         assert events(node, "ScaledDown"), "no ScaledDown Event"
-        owners = {owner(cluster, t.rsplit("/", 1)[1]) for t in [*topics, "autoscaled"]}
+        owners = {owner(cluster, t.rsplit("/", 1)[1]) for t in [*topics, "public/default/autoscaled"]}
         assert new not in owners, owners
         # Back to a fixed count, for the tests after this one: nothing moves.
         generation = patch(node, {"brokers": {"autoscaling": None}})
