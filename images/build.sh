@@ -6,6 +6,9 @@
 #   magnetar/python-base:3.11-bookworm  + Debian's python3 (3.11) and python3-venv
 #   magnetar:<version>                the top-level Dockerfile, BASE_IMAGE=the python base, and
 #                                     every wheel from a wheelhouse filled on the host
+#   magnetar:<version>-next           that image, MAGNETAR_VERSION_LABEL=next: it reports
+#                                     <version>+next, the image an upgrade goes to (saved apart,
+#                                     imported by its test)
 #   magnetar/zookeeper:3.8            Debian's libzookeeper-java, images/zookeeper/
 #   registry.k8s.io/pause:3.10        magnetar/kube/pause.c, static, FROM scratch
 #
@@ -32,6 +35,12 @@ VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$ROOT/pyproject.toml" | head -1
 BASE_TAG="magnetar/debian-base:$SUITE"
 PYTHON_TAG="magnetar/python-base:3.11-$SUITE"
 MAGNETAR_TAG="magnetar:$VERSION"
+# A second image of the same sources whose processes report another version (the Dockerfile's
+# VERSION_LABEL): what a version upgrade goes to. Only its config differs, so it costs seconds.
+NEXT_LABEL=next
+NEXT_TAG="magnetar:$VERSION-$NEXT_LABEL"
+# Apart from the tarballs every node imports: only the test of an upgrade imports it.
+NEXT_DIR="$IMAGES_DIR/upgrade"
 ZOOKEEPER_TAG="magnetar/zookeeper:3.8"
 PAUSE_TAG="registry.k8s.io/pause:3.10"
 APT_PACKAGES=(docker.io containerd runc debootstrap gcc libc6-dev)
@@ -44,6 +53,9 @@ usage: images/build.sh [--keep-dockerd] [--no-import]
 Builds $MAGNETAR_TAG, $ZOOKEEPER_TAG and $PAUSE_TAG (and their
 bases) on a private dockerd, saves them to $IMAGES_DIR/*.tar and, when a
 local Kubernetes node's containerd answers, imports them there (namespace k8s.io).
+Also $NEXT_TAG: the same image, its processes reporting version $VERSION+$NEXT_LABEL
+(magnetar --version, a broker's CONNECTED), saved to $NEXT_DIR/ and not
+imported: what a version upgrade's test goes to.
 
   --keep-dockerd   leave the private dockerd running afterwards (docker -H unix://$DOCKER_SOCK ...)
   --no-import      do not import into containerd even when its socket exists
@@ -273,6 +285,16 @@ build_magnetar() {
   fi
   rm -rf "$context_wheels"
   say "$MAGNETAR_TAG: built ($(elapsed "$started"))"
+  # The image just built with the label's setting (the Dockerfile's VERSION_LABEL) on top: its
+  # layers are the same ones, and a build of the whole context again would miss the cache whenever
+  # a file of the tree changed meanwhile.
+  started=$SECONDS
+  if ! printf 'FROM %s\nENV MAGNETAR_VERSION_LABEL=%s\n' "$MAGNETAR_TAG" "$NEXT_LABEL" |
+    DOCKER_BUILDKIT=0 docker_ build --tag "$NEXT_TAG" - >"$LOGS/magnetar-next.log" 2>&1; then
+    tail -n 30 "$LOGS/magnetar-next.log" >&2
+    exit 1
+  fi
+  say "$NEXT_TAG: built ($(elapsed "$started"))"
 }
 
 # docker build of one of images/<dir>, its output kept in a log shown only on failure.
@@ -299,11 +321,12 @@ build_pause() {
   rm -rf "$context"
 }
 
-# docker save, skipped when the tarball already holds this image ID; prints the sizes.
+# docker save, skipped when the tarball already holds this image ID; prints the sizes. A third
+# argument: the folder to save in instead, whose tarballs are not imported into a node.
 SAVED=()
 save_image() {
-  local tag="$1" id tarball="$IMAGES_DIR/$2.tar"
-  SAVED+=("$tarball")
+  local tag="$1" id tarball="${3:-$IMAGES_DIR}/$2.tar"
+  [ -n "${3:-}" ] || SAVED+=("$tarball")
   id="$(docker_ image inspect --format '{{.Id}}' "$tag")"
   if [ "$(cat "$tarball.id" 2>/dev/null)" != "$id" ] || [ ! -f "$tarball" ]; then
     say "$tag: saving"
@@ -381,6 +404,8 @@ main() {
   # build stage is untagged too, and is the cache that makes the next build quick.
   docker_ image prune --force --filter until=24h >/dev/null
   save_image "$MAGNETAR_TAG" "magnetar-$VERSION"
+  mkdir -p "$NEXT_DIR"
+  save_image "$NEXT_TAG" "magnetar-$VERSION-$NEXT_LABEL" "$NEXT_DIR"
   save_image "$ZOOKEEPER_TAG" zookeeper-3.8
   save_image "$PAUSE_TAG" pause-3.10
   if ((import)); then
