@@ -7,6 +7,8 @@ import base64
 import contextlib
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -18,6 +20,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from magnetar.broker.protocol import commands
+from magnetar.broker.protocol.frames import encode, parse_frame
 from magnetar.chaos.pods import target as pod_target
 from magnetar.chaos.workload.actions import start_workload, stop_workload
 from magnetar.kube.control_plane import BIN
@@ -31,6 +35,10 @@ IMAGES = ("magnetar-0.1.0.tar", "zookeeper-3.8.tar", "pause-3.10.tar")
 #: the brokers' listener at their pod IPs (operator/manifests.py): the pod range is routed to this
 #: machine, the pods' DNS names are not resolvable here
 LISTENER = "pod-ip"
+#: the second image `make image` builds (images/build.sh): the same sources, its processes
+#: reporting version 0.1.0+next; saved apart from IMAGES, so only a test of an upgrade imports it
+NEXT_IMAGE = "magnetar:0.1.0-next"
+NEXT_TARBALL = IMAGES_DIR / "upgrade" / "magnetar-0.1.0-next.tar"
 
 
 def magnetar(*args: str, timeout: float = 360) -> subprocess.CompletedProcess[str]:
@@ -51,6 +59,17 @@ class Node:
         out = self.kubectl("get", *args, "-o", "json")
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
+
+    def import_image(self, tarball: Path) -> None:
+        """An image tarball into the node's containerd, as `magnetar kube up` imports those of
+        ``make image``: the kubelet then finds it, nothing is pulled."""
+        socket_path = self.state_dir / "containerd/containerd.sock"
+        out = subprocess.run(
+            ["ctr", "--address", str(socket_path), "-n", "k8s.io", "images", "import", "--all-platforms",
+             str(tarball)],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
 
     def secret(self, name: str, key: str, namespace: str = "default") -> bytes:
         return base64.b64decode(self.json("secret", name, "-n", namespace)["data"][key])
@@ -110,6 +129,26 @@ class Cluster:
         selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
         found = self.node.json("pods", "-n", self.namespace, "-l", selector)["items"]
         return sorted(p["metadata"]["name"] for p in found)
+
+
+def server_version(ip: str, token: str, port: int = 6650) -> str:
+    """What the broker process at ``ip`` says it is: the ``server_version`` of its CONNECTED, the
+    Pulsar protocol's handshake (the token's authentication, the plain port)."""
+    connect = commands.command(
+        commands.T.CONNECT,
+        "connect",
+        client_version="magnetar-tests",
+        protocol_version=21,
+        auth_method_name="token",
+        auth_data=token.encode(),
+    )
+    with socket.create_connection((ip, port), timeout=10) as sock:
+        sock.sendall(encode(connect))
+        reader = sock.makefile("rb")
+        (size,) = struct.unpack(">I", reader.read(4))
+        reply = parse_frame(reader.read(size)).command
+    assert reply.type == commands.T.CONNECTED, f"{ip}: {reply}"
+    return str(reply.connected.server_version)
 
 
 def wait_for(

@@ -12,14 +12,25 @@
 - brokers autoscaled on their load reports (spec.brokers.autoscaling, a LoadManager target the
   workload stays far below): min raised to 3 adds a broker and bundles are moved onto it, min
   lowered to 2 takes it away after the stabilization window, its bundles moved off first; the
-  lab's longest producer window in each is printed.
+  lab's longest producer window in each is printed;
+- every StatefulSet the operator made, and every pod, carries the default anti-affinity (one pod
+  of a component a host where it can be) and topology spread (over zones);
+- a volume claim template's size changed, which the API server refuses to do in place: the bookies'
+  StatefulSet is deleted with its pods orphaned (they keep running) and made again; it owns the
+  pods, rolled in order onto the same claims, and the bookies take writes again;
+- a version upgrade, `spec.image` to the second image `make image` builds (the same sources,
+  reporting 0.1.0+next): status.upgrade goes bookies, brokers, done; every bookie is replaced before
+  any broker; every pod runs the new image and its process says so (a broker's CONNECTED,
+  `magnetar --version` in each container); the post-mortem's disruption windows printed. These two
+  change the cluster for good, so they come last.
 
 Each runs under the chaos lab's workload at 500 msg/s (the official client in its own process, the
 event log of architecture §6), whose every acknowledged send must be received; beside it, the test's own
 official-client producers at a modest rate check what the lab's workload does not (ledgers on a new
 bookie, each receipt after a move). Both reach the brokers at their pod IPs (token, the pod-ip
 listener); the metadata store is read from here through the ZooKeeper Service's ClusterIP. One
-node, chart and cluster for the module (about 4 minutes on 2 cores, node up and down included).
+node, chart and cluster for the module (about 9 minutes on 2 cores at load 10, node up and down
+included; the last two tests about 3 of them, the upgrade's post-mortem 40 s).
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from magnetar.bookie.autorecovery.marks import UnderReplication
 from magnetar.bookie.client import BKError, LedgerClient, LedgerClientConfig
@@ -45,6 +57,8 @@ from magnetar.common.metadata import open_store
 from tests.chaos.eventlog import events as lab_events
 from tests.chaos.eventlog import producer_windows
 from tests.kube.pods import (
+    NEXT_IMAGE,
+    NEXT_TARBALL,
     ROOT,
     Cluster,
     Node,
@@ -52,6 +66,8 @@ from tests.kube.pods import (
     condition,
     install_cluster,
     lab_workload,
+    post_mortem,
+    server_version,
     start_node,
     wait_for,
 )
@@ -649,3 +665,178 @@ def autoscale_brokers_up_and_down(cluster: Cluster) -> dict[str, tuple[int, int]
     finally:
         workload.close()
     return phases
+
+
+# -- placement --------------------------------------------------------------------------------------
+
+
+def test_every_statefulset_the_operator_made_spreads_its_pods_over_hosts_and_zones(cluster: Cluster) -> None:
+    node = cluster.node
+    selector = f"app.kubernetes.io/instance={CLUSTER},app.kubernetes.io/managed-by=magnetar-operator"
+    made = node.json("statefulsets", "-l", selector)["items"]
+    components = ("zookeeper", "bookie", "broker", "broker-readonly")
+    assert sorted(s["metadata"]["name"] for s in made) == sorted(f"{CLUSTER}-{c}" for c in components)
+    for sts in made:
+        name = sts["metadata"]["name"]
+        component = sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+        own = {"app.kubernetes.io/instance": CLUSTER, "app.kubernetes.io/component": component}
+        pod = sts["spec"]["template"]["spec"]
+        # Soft, so this one-node cluster still schedules every pod: one pod a host where it can be.
+        terms = (
+            (pod.get("affinity") or {})
+            .get("podAntiAffinity", {})
+            .get("preferredDuringSchedulingIgnoredDuringExecution", [])
+        )
+        by = [(t["podAffinityTerm"]["topologyKey"], t["podAffinityTerm"]["labelSelector"]) for t in terms]
+        assert by == [("kubernetes.io/hostname", {"matchLabels": own})], f"{name}: {pod.get('affinity')}"
+        spread = pod.get("topologySpreadConstraints") or []
+        assert [(c["topologyKey"], c["whenUnsatisfiable"], c["labelSelector"]) for c in spread] == [
+            ("topology.kubernetes.io/zone", "ScheduleAnyway", {"matchLabels": own})
+        ], f"{name}: {spread}"
+    # and the pods carry them, as the scheduler read them
+    for pod in node.json("pods", "-l", f"app.kubernetes.io/instance={CLUSTER}")["items"]:
+        assert pod["spec"].get("topologySpreadConstraints"), pod["metadata"]["name"]
+        assert pod["spec"].get("affinity", {}).get("podAntiAffinity"), pod["metadata"]["name"]
+
+
+# -- changes to a StatefulSet the API server refuses, and version upgrades ---------------------------
+# These change the cluster for good (its volumes, then its image): they come last in the module.
+
+
+def pod_uid(node: Node, pod: str) -> str | None:
+    out = node.kubectl("get", "pod", pod, "-o", "jsonpath={.metadata.uid}")
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def running(node: Node, pod: str) -> tuple[str, bool] | None:
+    """A pod's uid, and whether it is being deleted; None when it is gone."""
+    out = node.kubectl("get", "pod", pod, "-o", "json")
+    if out.returncode != 0:
+        return None
+    meta = json.loads(out.stdout)["metadata"]
+    return meta["uid"], bool(meta.get("deletionTimestamp"))
+
+
+def test_a_volume_claim_template_change_recreates_the_statefulset_and_nothing_acknowledged_is_lost(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with lab_workload(cluster, tmp_path, "persistent://public/default/recreate") as run_dir:
+        recreate_the_bookies_statefulset(cluster)
+    assert_nothing_lost(run_dir, cluster.node)
+
+
+def recreate_the_bookies_statefulset(cluster: Cluster) -> None:
+    node = cluster.node
+    sts_name = f"{CLUSTER}-bookie"
+    old_uid = node.json("statefulset", sts_name)["metadata"]["uid"]
+    bookies = cluster.pods("bookie")
+    before = {p: pod_uid(node, p) for p in bookies}
+    claims = [f"{volume}-{pod}" for pod in bookies for volume in ("journal", "ledgers")]
+    claims_before = {c: node.json("pvc", c)["metadata"]["uid"] for c in claims}
+    recreating_before = len(events(node, "RecreatingStatefulSet"))
+
+    # The ledgers' claim template 2Gi -> 3Gi: a field the API server never updates in place.
+    generation = patch(node, {"bookies": {"storage": {"ledgers": "3Gi"}}})
+    at_remaking: dict[str, tuple[str, bool] | None] = {}
+
+    def remade() -> bool:
+        out = node.kubectl("get", "statefulset", sts_name, "-o", "jsonpath={.metadata.uid}")
+        if out.returncode != 0 or out.stdout.strip() in ("", old_uid):
+            return False
+        at_remaking.update({p: running(node, p) for p in bookies})
+        return True
+
+    wait_for(f"{sts_name} made again", remade, node, 180, interval_s=0.5)
+    # The old StatefulSet went with its pods orphaned, not deleted: when the new one appears they
+    # still run (but for the first the ordered roll may have started on, the highest ordinal).
+    kept = {p for p, now in at_remaking.items() if now == (before[p], False)}
+    assert kept >= set(bookies[:-1]), f"bookie pods when the StatefulSet was made again: {at_remaking}"
+
+    wait_for("the cluster Ready with the new claim template", lambda: ready_at(node, generation), node, 300)
+    sts = node.json("statefulset", sts_name)
+    templates = {t["metadata"]["name"]: t["spec"] for t in sts["spec"]["volumeClaimTemplates"]}
+    assert templates["ledgers"]["resources"]["requests"]["storage"] == "3Gi", templates
+    said = events(node, "RecreatingStatefulSet")[recreating_before:]
+    assert any("ledgers storage 2Gi -> 3Gi" in m and "Orphan" in m for m in said), said
+    # The new StatefulSet owns every bookie pod, each of its current revision, and the claims are
+    # the same ones (a claim that exists keeps its size: only a new pod's would be 3Gi).
+    revision = sts["status"]["updateRevision"]
+    for pod in cluster.pods("bookie"):
+        meta = node.json("pod", pod)["metadata"]
+        assert [o["uid"] for o in meta.get("ownerReferences", [])] == [sts["metadata"]["uid"]], meta
+        assert meta["labels"]["controller-revision-hash"] == revision, (pod, meta["labels"], revision)
+    assert {c: node.json("pvc", c)["metadata"]["uid"] for c in claims} == claims_before
+    # The bookies take writes again: every one registered writable.
+    wait_for("every bookie writable", lambda: len(storage(cluster).writable) == 3, node, 180)
+
+
+def test_a_version_upgrade_under_the_lab_workload_goes_stage_by_stage_and_loses_nothing(
+    cluster: Cluster, tmp_path: Path, spark: SparkSession
+) -> None:
+    if not NEXT_TARBALL.exists():
+        pytest.skip(f"no {NEXT_TARBALL}: run `make image`")
+    node = cluster.node
+    node.import_image(NEXT_TARBALL)
+    versions = broker_versions(cluster)
+    assert set(versions.values()) == {"Magnetar 0.1.0"}, versions
+    with lab_workload(cluster, tmp_path, "persistent://public/default/upgrade") as run_dir:
+        upgrade(cluster)
+    assert_nothing_lost(run_dir, node)
+    head = post_mortem(run_dir, spark)["headline"]
+    print(
+        f"\nthe upgrade under the lab's workload: {head['windows']} disruption windows, the longest "
+        f"{head['window_max_ms']:,.0f} ms (p50 {head['window_p50_ms']:,.0f} ms), longest unavailability "
+        f"{head['max_unavailability_ms']:,.0f} ms; {head['losses']} lost of {head['events']:,} events"
+    )
+    assert head["losses"] == 0, head
+
+
+def broker_versions(cluster: Cluster) -> dict[str, str]:
+    """What each broker process (read-only ones too) says it is, by pod."""
+    found = {}
+    for component in ("broker", "broker-readonly"):
+        for pod in cluster.pods(component):
+            ip = cluster.node.json("pod", pod)["status"]["podIP"]
+            found[pod] = server_version(ip, cluster.token)
+    return found
+
+
+def upgrade(cluster: Cluster) -> None:
+    node = cluster.node
+    target = NEXT_IMAGE.rsplit(":", 1)[1]
+    generation = patch(node, {"image": NEXT_IMAGE})
+    seen: list[dict[str, Any]] = []
+
+    def done() -> bool:
+        doc = node.json("mgc", CLUSTER)
+        now = (doc.get("status") or {}).get("upgrade") or {}
+        if now.get("targetVersion") == target and (not seen or seen[-1] != now):
+            seen.append(now)
+        ready = condition(doc, "Ready")
+        return ready.get("status") == "True" and ready.get("observedGeneration") == generation
+
+    took = wait_for("the upgrade done and the cluster Ready", done, node, 420)
+    print(f"\nthe upgrade: {took:.0f} s from the patch to Ready; status.upgrade went {seen}")
+    # Stage by stage, in order (ZooKeeper's image is its own, so it has nothing to roll here),
+    # from the version every pod ran to the spec's.
+    stages = [s["stage"] for s in seen]
+    assert [s for s in stages if s != "zookeeper"] == ["bookies", "brokers", "done"], seen
+    assert all(s["currentVersion"] == "0.1.0" for s in seen[:-1]), seen
+    assert seen[-1] == {"stage": "done", "currentVersion": target, "targetVersion": target}, seen
+    # Every bookie was replaced before any broker was.
+    made = {}
+    for component in ("bookie", "broker", "broker-readonly"):
+        for pod in cluster.pods(component):
+            made[pod] = node.json("pod", pod)["metadata"]["creationTimestamp"]
+    last_bookie = max(t for p, t in made.items() if "-bookie-" in p)
+    first_broker = min(t for p, t in made.items() if "-broker" in p)
+    assert last_bookie <= first_broker, made
+    # Every pod runs the new image, and its processes say so: the brokers' own handshakes, and
+    # `magnetar --version` in each running container.
+    for pod in made:
+        status = node.json("pod", pod)["status"]["containerStatuses"]
+        assert [s["image"].rsplit("/", 1)[-1] for s in status] == [NEXT_IMAGE], (pod, status)
+        out = node.kubectl("exec", pod, "--", "magnetar", "--version")
+        assert out.stdout.strip() == "magnetar, version 0.1.0+next", (pod, out.stdout, out.stderr)
+    versions = broker_versions(cluster)
+    assert set(versions.values()) == {"Magnetar 0.1.0+next"}, versions
