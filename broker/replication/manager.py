@@ -4,7 +4,9 @@ of its namespace's ``replication_clusters`` (when the local cluster is one of th
 Replicators start when a topic loads and stop when it closes (unload, transfer, shutdown: the
 next owner starts them again from their cursors). Policy changes (``set-clusters``) are picked
 up every ``replication_policy_check_interval_seconds``: a cluster added gets a replicator, a
-cluster removed loses its replicator and its cursor (as in Pulsar).
+cluster removed loses its replicator and its cursor (as in Pulsar). The check visits only the
+topics of namespaces whose policies changed since their topic last matched them in full, and
+topics still waiting for a cluster (one not registered yet).
 
 Replicators reach remote clusters with the broker's client credentials and TLS settings
 (``remote_access``): the cluster's ``brokerServiceUrlTls`` with ``broker_client_tls_enabled``,
@@ -48,6 +50,10 @@ class ReplicationManager:
         #: topic name -> remote cluster -> replicator
         self.replicators: dict[str, dict[str, Replicator]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: topic name -> the namespace policies its replicators last matched in full: the periodic
+        #: check skips it while they are the same (the namespace's unchanged policies are the same
+        #: object), so an idle broker does not visit thousands of topics every few seconds
+        self._settled: dict[str, NamespacePolicies] = {}
         #: namespace -> snapshot frequency of its policy (PIP-33), when it sets one
         self.snapshot_frequency_ms: dict[str, int] = {}
         #: namespace -> (a) of its policy, when it sets it
@@ -66,6 +72,7 @@ class ReplicationManager:
             log.warning("replicators of %s not started yet: %s", topic.name, exc)
 
     async def _topic_closed(self, topic: Topic) -> None:
+        self._settled.pop(str(topic.name), None)
         replicators = self.replicators.pop(str(topic.name), {})
         await asyncio.gather(*(r.close() for r in replicators.values()), return_exceptions=True)
         await self._stop_snapshots(topic)
@@ -106,15 +113,9 @@ class ReplicationManager:
         is not replicated (Magnetar's replicators read what is stored)."""
         if not topic.name.is_persistent:
             return set()
-        namespace = topic.name.namespace_name
-        policies = None if known is None else known.get(namespace)
+        policies = await self._policies(topic.name.namespace_name, known)
         if policies is None:
-            try:
-                policies = await self._namespaces.policies(namespace)
-            except NamespaceError:
-                return set()
-            if known is not None:
-                known[namespace] = policies
+            return set()
         if policies.replicated_subscriptions_carry_acks is None:
             self.carry_acks.pop(topic.name.namespace_name, None)
         else:
@@ -129,13 +130,31 @@ class ReplicationManager:
             return set()
         return clusters - {self.local_cluster}
 
+    async def _policies(
+        self, namespace: str, known: dict[str, NamespacePolicies] | None
+    ) -> NamespacePolicies | None:
+        """The namespace's policies (None: it is gone), from ``known`` when read this round."""
+        policies = None if known is None else known.get(namespace)
+        if policies is None:
+            try:
+                policies = await self._namespaces.policies(namespace)
+            except NamespaceError:
+                return None
+            if known is not None:
+                known[namespace] = policies
+        return policies
+
     async def reconcile(self, topic: Topic, known: dict[str, NamespacePolicies] | None = None) -> None:
         """Make the topic's replicators match its namespace's clusters."""
         name = str(topic.name)
-        lock = self._locks.setdefault(name, asyncio.Lock())
+        lock = self._locks.get(name)
+        if lock is None:
+            lock = self._locks[name] = asyncio.Lock()
+        known = {} if known is None else known
         async with lock:
             if self._topics.get(name) is not topic or topic.fenced:
                 return  # closed, or being sealed: its next load starts replication afresh
+            self._settled.pop(name, None)
             wanted = await self.remote_clusters(topic, known)
             running = self.replicators.setdefault(name, {})
             for remote, replicator in list(running.items()):
@@ -172,6 +191,9 @@ class ReplicationManager:
                 if cursor[len(CURSOR_PREFIX) :] not in wanted:
                     with contextlib.suppress(Exception):
                         await topic.ledger.delete_cursor(cursor)
+            policies = known.get(topic.name.namespace_name)
+            if policies is not None and set(running) == wanted and self._topics.get(name) is topic:
+                self._settled[name] = policies
 
     async def _address(self, cluster: str) -> tuple[str, str] | None:
         """(service URL, listenerName) of a registered cluster: its brokerServiceUrlTls on TLS,
@@ -198,6 +220,9 @@ class ReplicationManager:
             await asyncio.sleep(interval)
             known: dict[str, NamespacePolicies] = {}  # one read per namespace per round
             for topic in self._topics.loaded():
+                settled = self._settled.get(str(topic.name))
+                if settled is not None and settled is await self._policies(topic.name.namespace_name, known):
+                    continue
                 try:
                     await self.reconcile(topic, known)
                 except Exception as exc:
