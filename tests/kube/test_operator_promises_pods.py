@@ -571,6 +571,8 @@ def serving(cluster: Cluster, topics: list[str]) -> dict[str, str]:
         url = str(answer.get("brokerUrl") or answer.get("redirect") or "")
         if "://" in url:
             found.setdefault(url.split("://", 1)[1].split(".", 1)[0], topic)
+        else:  # seen on pods while the bundle moved: said, to be looked into
+            print(f"\nthe lookup of {topic} named no broker: {answer}")
     return found
 
 
