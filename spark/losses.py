@@ -23,17 +23,19 @@ TAIL_NS = 5_000_000_000
 
 def finished_subscriptions(
     spark: SparkSession,
-    events: DataFrame,
+    lives: DataFrame,
     acked: DataFrame,
     expected: list[ExpectedSubscription],
     run_end: int,
 ) -> DataFrame:
     """topic, subscription, since: the subscriptions that ran to the end (``run_end``: the last
-    event's ts), and when each began."""
+    event's ts), and when each began; ``lives``: the first and last event of every role, client,
+    topic and subscription (see windows.lifetimes), from which a subscription's consumers' are
+    cut without reading the log again."""
     seen = (
-        events.where((F.col("role") == "consumer") & F.col("subscription").isNotNull())
+        lives.where((F.col("role") == "consumer") & F.col("subscription").isNotNull())
         .groupBy(*SUBSCRIPTION)
-        .agg(F.min("ts").alias("since"), F.max("ts").alias("last_seen"))
+        .agg(F.min("begin").alias("since"), F.max("end").alias("last_seen"))
     )
     last_ack = acked.groupBy("topic").agg(F.max("ts").alias("last_ack"))
     ran = seen.join(last_ack, "topic", "left").where(
@@ -54,10 +56,8 @@ def finished_subscriptions(
     return ran
 
 
-def losses(acked: DataFrame, finished: DataFrame, firsts: DataFrame) -> DataFrame:
-    """topic, subscription, uid, acked_ts: acknowledged and never received."""
-    expected = acked.join(finished, "topic").where(F.col("ts") >= F.col("since"))
-    received = firsts.select(*SUBSCRIPTION, "uid")
-    return expected.join(received, [*SUBSCRIPTION, "uid"], "left_anti").select(
-        *SUBSCRIPTION, "uid", F.col("ts").alias("acked_ts")
-    )
+def losses(deliveries: DataFrame) -> DataFrame:
+    """topic, subscription, uid, acked_ts: acknowledged and never received (``deliveries``: see
+    receipts)."""
+    lost = deliveries.where(F.col("expected") & F.col("received").isNull())
+    return lost.select(*SUBSCRIPTION, "uid", F.col("ts").alias("acked_ts"))

@@ -85,9 +85,7 @@ Keep = Callable[[str, DataFrame], DataFrame]
 def _verdicts(
     events: DataFrame,
     numbered: DataFrame,
-    acked: DataFrame,
-    firsts: DataFrame,
-    finished: DataFrame,
+    deliveries: DataFrame,
     faults: list[Fault],
     keep: Keep,
 ) -> tuple[DataFrame, DataFrame, DataFrame]:
@@ -95,7 +93,7 @@ def _verdicts(
     its table's name) before what is made from it: the one seam that both ``run`` and ``findings``
     go through, so the checkers judge the same frames either way."""
     duplicate_df = keep("duplicates", duplicates.duplicates(numbered, events))
-    loss_df = keep("losses", losses.losses(acked, finished, firsts))
+    loss_df = keep("losses", losses.losses(deliveries))
     finding_df = keep("findings", verdicts.findings(events, numbered, loss_df, duplicate_df, faults))
     return duplicate_df, loss_df, finding_df
 
@@ -116,9 +114,10 @@ def findings(run_dir: Where, spark: SparkSession, *, out: Where | None = None) -
             events = log.events
             numbered = receipts.numbered_receives(events)
             acked = receipts.acknowledged(events)
-            finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions, log.last_ts)
-            firsts = receipts.first_receipts(numbered)
-            _, _, found = _verdicts(events, numbered, acked, firsts, finished, faults, lambda _name, df: df)
+            lives = windows.lifetimes(events)
+            finished = losses.finished_subscriptions(spark, lives, acked, info.subscriptions, log.last_ts)
+            delivered = receipts.deliveries(acked, receipts.first_receipts(numbered), finished)
+            _, _, found = _verdicts(events, numbered, delivered, faults, lambda _name, df: df)
             return [row.asDict(recursive=True) for row in found.collect()]
     finally:
         log.release()
@@ -162,11 +161,13 @@ def run(
         # used by several tables: computed once, kept while this run is analysed
         numbered = receipts.numbered_receives(events).persist(StorageLevel.MEMORY_AND_DISK)
         firsts = receipts.first_receipts(numbered)
-        acked = receipts.acknowledged(events).persist(StorageLevel.MEMORY_AND_DISK)
+        acked = receipts.acknowledged(events)
+        lives = windows.lifetimes(events).persist(StorageLevel.MEMORY_AND_DISK)
+        finished = losses.finished_subscriptions(spark, lives, acked, info.subscriptions, log.last_ts)
+        delivered = receipts.deliveries(acked, firsts, finished).persist(StorageLevel.MEMORY_AND_DISK)
 
         status("disruption windows")
-        available = windows.availability_steps(acked, firsts).persist(StorageLevel.MEMORY_AND_DISK)
-        lives = windows.lifetimes(events).persist(StorageLevel.MEMORY_AND_DISK)
+        available = windows.availability_steps(delivered).persist(StorageLevel.MEMORY_AND_DISK)
         disrupted = windows.disruption_windows(
             events, lives, available, faults, threshold_ms, slotted=slotted
         )
@@ -175,11 +176,10 @@ def run(
         gap_rows = tables.rows(save("gaps", gaps), ["fault", "gap_ms"])
 
         status("duplicates, losses, reorders, checkers")
-        finished = losses.finished_subscriptions(spark, events, acked, info.subscriptions, log.last_ts)
-        verdict = _verdicts(events, numbered, acked, firsts, finished, faults, saved)
+        verdict = _verdicts(events, numbered, delivered, faults, saved)
         duplicate_df, loss_df, finding_df = verdict
         reorder_df = saved("reorders", ordering.reorders(firsts))
-        unseen_rows = tables.rows(save("unseen", unseen.unseen(acked, finished, firsts)))
+        unseen_rows = tables.rows(save("unseen", unseen.unseen(delivered)))
 
         status("latency and throughput")
         impact: dict[str, int] = {}
@@ -216,7 +216,7 @@ def run(
                 throughput_rows, window_rows, duplicate_df, loss_df, bad_lines, finding_df, unseen_rows
             )
             (out / "report.html").write_text(report.render(summary, faults, details))
-        for cached in (numbered, acked, available, lives):
+        for cached in (numbered, delivered, available, lives):
             cached.unpersist()
         log.release()
     return Result(summary, out)

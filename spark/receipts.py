@@ -59,3 +59,31 @@ def acknowledged(events: DataFrame) -> DataFrame:
     Spark sort every acknowledgement, twice, where a hash aggregation does."""
     oks = events.where((F.col("event") == "send_ok") & F.col("uid").isNotNull())
     return oks.groupBy("topic", "uid").agg(F.min("ts").alias("ts"))
+
+
+def deliveries(acked: DataFrame, firsts: DataFrame, finished: DataFrame) -> DataFrame:
+    """Every acknowledged message beside each subscription of its topic (every subscription that
+    received something, and every one that ran to the end: ``finished``, see losses): topic,
+    subscription, uid, ts (its acknowledgement), received (the subscription's first receipt of it,
+    null if none) and expected (the subscription ran to the end and had begun by ``ts``).
+
+    One join of the acknowledgements with the first receipts, from which the availability steps
+    (see windows), the losses and the unseen messages are all cut: each used to join the two
+    itself, a sort of every acknowledgement and every receipt apiece."""
+    ran = finished.groupBy(*SUBSCRIPTION).agg(F.min("since").alias("since"))
+    receiving = firsts.select(*SUBSCRIPTION).distinct().join(ran, SUBSCRIPTION, "left_anti")
+    subscriptions = ran.withColumn("ran", F.lit(True)).unionByName(
+        receiving.select(*SUBSCRIPTION, F.lit(None).cast("long").alias("since"), F.lit(False).alias("ran"))
+    )
+    received = firsts.select(*SUBSCRIPTION, "uid", F.col("ts").alias("received"))
+    return (
+        acked.join(F.broadcast(subscriptions), "topic")
+        .join(received, [*SUBSCRIPTION, "uid"], "left")
+        .select(
+            *SUBSCRIPTION,
+            "uid",
+            "ts",
+            "received",
+            F.coalesce(F.col("ran") & (F.col("ts") >= F.col("since")), F.lit(False)).alias("expected"),
+        )
+    )

@@ -16,11 +16,10 @@ from magnetar.spark.receipts import SUBSCRIPTION
 from magnetar.spark.throughput import BUCKET_NS
 
 
-def unseen(acked: DataFrame, finished: DataFrame, firsts: DataFrame) -> DataFrame:
-    """topic, subscription, second, unseen: a row for each second in which the count changed."""
-    expected = acked.join(finished, "topic").where(F.col("ts") >= F.col("since"))
-    received = firsts.select(*SUBSCRIPTION, "uid", F.col("ts").alias("received"))
-    paired = expected.join(received, [*SUBSCRIPTION, "uid"], "left")
+def unseen(deliveries: DataFrame) -> DataFrame:
+    """topic, subscription, second, unseen: a row for each second in which the count changed
+    (``deliveries``: see receipts)."""
+    paired = deliveries.where(F.col("expected"))
     # each message's +1 and, once received, its -1, from one pass over the join (a union of two
     # selects of it would plan the join twice)
     step = F.struct(F.col("ts").alias("ts"), F.lit(1).alias("delta"))

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from magnetar.spark.attribution import fault_of
-from magnetar.spark.intervals import pending_intervals
+from magnetar.spark.intervals import Keep, Source, pending_intervals
 from magnetar.spark.journal import Fault
 from magnetar.spark.receipts import SUBSCRIPTION
 
@@ -49,13 +49,13 @@ def _lifetimes(lives: DataFrame, keys: list[str]) -> DataFrame:
     return lives.groupBy(*keys).agg(F.min("begin").alias("begin"), F.max("end").alias("end"))
 
 
-def availability_steps(acked: DataFrame, firsts: DataFrame) -> DataFrame:
+def availability_steps(deliveries: DataFrame) -> DataFrame:
     """topic, subscription, ts, delta: +1 when a message is acknowledged to its producer, -1 when
-    the subscription first receives it (nothing when it arrived before the acknowledgement did)."""
-    paired = acked.select("topic", "uid", F.col("ts").alias("acked")).join(
-        firsts.select(*SUBSCRIPTION, "uid", F.col("ts").alias("received")), ["topic", "uid"]
+    the subscription first receives it (nothing when it arrived before the acknowledgement did);
+    ``deliveries``: see receipts."""
+    waited = deliveries.where(F.col("received") > F.col("ts")).select(
+        *SUBSCRIPTION, F.col("ts").alias("acked"), "received"
     )
-    waited = paired.where(F.col("received") > F.col("acked"))
     # both steps of a message from one pass over the join (a union of two selects of it would
     # plan the join twice)
     steps = F.array(
@@ -99,33 +99,47 @@ def _any_null(keys: list[str]) -> Column:
     return found
 
 
-def _kinds(events: DataFrame, lives: DataFrame, available: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Every kind's steps and lifetimes, keyed by KEYS; the log's sends and receipts are read once
-    for each kind they make steps of (see _fanned)."""
-    producer, consumer, topic = ["client", "topic"], ["client", "topic", "subscription"], ["topic"]
-    is_consumer = (F.col("role") == "consumer") & F.col("subscription").isNotNull()
+PRODUCER, CONSUMER, TOPIC = ["client", "topic"], ["client", "topic", "subscription"], ["topic"]
+
+
+def _is_consumer() -> Column:
+    return (F.col("role") == "consumer") & F.col("subscription").isNotNull()
+
+
+def _steps(events: DataFrame, lives: DataFrame, available: DataFrame, keep: Keep) -> DataFrame:
+    """Every kind's steps, keyed by KEYS, made of the sends, receipts and waiting messages that
+    ``keep`` lets through (see intervals.Source); the log's sends and receipts are read once for
+    each kind they make steps of (see _fanned)."""
+    producer, consumer, topic = PRODUCER, CONSUMER, TOPIC
+    is_consumer = _is_consumer()
     everyone = F.lit(True)
     step = ("ts", "delta", "success")
-    sends = _send_steps(events.where(F.col("role") == "producer"))
+    sends = keep(_send_steps(events.where(F.col("role") == "producer")))
     send_steps = _fanned(sends, {"producer": (producer, everyone), "topic": (topic, everyone)}, *step)
-    receipts = events.where(F.col("event") == "receive").select(
-        "role", *consumer, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
+    receipts = keep(
+        events.where(F.col("event") == "receive").select(
+            "role", *consumer, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
+        )
     )
     receipt_steps = _fanned(
         receipts, {"consumer": (consumer, is_consumer), "topic": (topic, everyone)}, *step
     )
     # a subscription's waiting messages count for each of its consumers, and for its topic
     members = _lifetimes(lives.where(is_consumer), consumer).select(*consumer)
-    waiting = available.select(*SUBSCRIPTION, "ts", "delta", F.lit(False).alias("success"))
+    waiting = keep(available.select(*SUBSCRIPTION, "ts", "delta", F.lit(False).alias("success")))
     waiting_steps = _fanned(waiting.join(members, SUBSCRIPTION), {"consumer": (consumer, everyone)}, *step)
     topic_waiting_steps = _fanned(waiting, {"topic": (topic, everyone)}, *step)
-    steps = _union([send_steps, receipt_steps, waiting_steps, topic_waiting_steps])
+    return _union([send_steps, receipt_steps, waiting_steps, topic_waiting_steps])
+
+
+def _kind_lifetimes(lives: DataFrame) -> DataFrame:
+    """Every kind's lifetimes, keyed by KEYS."""
     kinds = {
-        "producer": (producer, F.col("role") == "producer"),
-        "consumer": (consumer, is_consumer),
-        "topic": (topic, everyone),
+        "producer": (PRODUCER, F.col("role") == "producer"),
+        "consumer": (CONSUMER, _is_consumer()),
+        "topic": (TOPIC, F.lit(True)),
     }
-    return steps, _lifetimes(_fanned(lives, kinds, "begin", "end"), KEYS)
+    return _lifetimes(_fanned(lives, kinds, "begin", "end"), KEYS)
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -149,8 +163,10 @@ def disruption_windows(
     The three kinds are one set of keyed intervals, found in one plan: the slots' aggregations and
     the sorts are done once for all of them, not once a kind (each pass a fixed cost in jobs)."""
     threshold_ns = int(threshold_ms * 1_000_000)
-    steps, lifetimes = _kinds(events, lives, available)
-    found = pending_intervals(steps, lifetimes, KEYS, threshold_ns, slotted=slotted)
+    # every kind's key has the topic: the second pass over the steps (see intervals) makes only
+    # those of rows in a stretch of their topic's slots
+    source = Source("topic", lambda keep: _steps(events, lives, available, keep))
+    found = pending_intervals(source, _kind_lifetimes(lives), KEYS, threshold_ns, slotted=slotted)
     return (
         found.select(
             "kind",
