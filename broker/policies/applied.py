@@ -4,7 +4,9 @@ its ``TopicSettings`` (broker/policies/topic_settings.py).
 Resolved when the topic is loaded (its namespace's policies come with the load) and kept current:
 the broker whose admin API takes a topic-level change applies it to its topics at once, and every
 ``topic_policies_check_interval_seconds`` each broker reads each namespace's policies and its
-topic-level ones once and applies them.
+topic-level ones once and applies them. A topic that sets no policy of its own gets the one
+object resolved for its namespace's current policies, so the check passes over it at the cost of
+a comparison while they are unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ if TYPE_CHECKING:
     from magnetar.common.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
+
+#: the policies of a topic that sets none
+_NONE_SET = Policies()
 
 
 class NamespacePolicySource(Protocol):
@@ -44,6 +49,8 @@ class PolicyUpdates:
         self.store = store
         self.defaults = defaults
         self._interval_s = interval_s
+        #: namespace -> (its policies, what applies to its topics that set none of their own)
+        self._blanks: dict[str, tuple[NamespacePolicies, Policies]] = {}
 
     @classmethod
     def for_broker(
@@ -62,8 +69,25 @@ class PolicyUpdates:
         self.apply(topic, namespace)
 
     def apply(self, topic: Topic, namespace: NamespacePolicies) -> None:
-        resolved = applied(topic.settings.own, namespace.topic_policies, self.defaults)
+        if topic.settings.own == _NONE_SET:
+            resolved = self._blank(topic.name.namespace_name, namespace)
+            if resolved is topic.settings.policies:
+                return  # applied already, and neither its namespace's policies nor its own changed
+        else:
+            resolved = applied(topic.settings.own, namespace.topic_policies, self.defaults)
         topic.settings.apply(resolved, topic.ledger)
+
+    def _blank(self, name: str, namespace: NamespacePolicies) -> Policies:
+        """What applies to a topic of the namespace that sets no policy of its own: resolved once
+        per version of the namespace's policies (one object while they are unchanged), not for
+        each of its topics at each load and each check."""
+        kept = self._blanks.get(name)
+        if kept is None or kept[0] is not namespace:
+            kept = self._blanks[name] = (
+                namespace,
+                applied(_NONE_SET, namespace.topic_policies, self.defaults),
+            )
+        return kept[1]
 
     async def resolved(self, topic: str) -> Policies:
         """What applies to ``topic`` now, read afresh (for checks that must not lag an admin
@@ -90,7 +114,7 @@ class PolicyUpdates:
                             await self.store.in_namespace(namespace),
                         )
                     policies, table = known[namespace]
-                    topic.settings.own = own_policies(str(topic.name), table)
+                    topic.settings.own = own_policies(str(topic.name), table) if table else _NONE_SET
                     self.apply(topic, policies)
                 except Exception as exc:  # the next round tries again
                     log.warning("policies of %s not refreshed: %s", topic.name, exc)
