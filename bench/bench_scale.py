@@ -303,19 +303,25 @@ def _function(frame: str) -> str:
     return f"{name} ({where.split(':')[0].rsplit('/', 1)[-1].rstrip(')')})" if where else name
 
 
-def unload(system: System, clients: Clients, namespace: str, path: str, topics: int) -> dict[str, Any]:
+def unload(
+    system: System, clients: Clients, namespace: str, path: str, topics: int, spied: int | None = None
+) -> dict[str, Any]:
     """Unload (``path``); when it returns, one message on each of ``namespace``'s ``topics``:
     seconds from the unload's start to the last receipt, how long the unload call took, and
     ZooKeeper's requests and transactions (a multi is one) per topic and the broker's CPU seconds
     from the start until every receipt is in (ZooKeeper's counts are every session's: the
-    broker's are nearly all of them then; counts and CPU depend far less on load than times)."""
-    gc_before = gc_totals(system)  # first: a scrape of every topic's metrics costs the broker CPU
-    zk_before, cpu_before = zookeeper_stats(system.zookeeper), cpu_seconds(system.broker_pid)
-    began = time.time()
-    system.admin("PUT", path)
-    returned = time.time()
-    answers = clients.ask(f"send {namespace}", only=namespace)
-    zk_after, cpu_after = zookeeper_stats(system.zookeeper), cpu_seconds(system.broker_pid)
+    broker's are nearly all of them then; counts and CPU depend far less on load than times).
+    ``spied``: the broker's pid to profile over that time (``profiled``)."""
+    # The scrapes for the collections stay outside the window: a scrape of every topic's metrics
+    # costs the broker CPU.
+    gc_before = gc_totals(system)
+    with profiled(spied, f"{namespace.rsplit('/', 1)[-1]}-{topics}"):
+        zk_before, cpu_before = zookeeper_stats(system.zookeeper), cpu_seconds(system.broker_pid)
+        began = time.time()
+        system.admin("PUT", path)
+        returned = time.time()
+        answers = clients.ask(f"send {namespace}", only=namespace)
+        zk_after, cpu_after = zookeeper_stats(system.zookeeper), cpu_seconds(system.broker_pid)
     gc_after = gc_totals(system)
     check(answers, f"sends after the unload of {namespace}")
     requests = zk_after["zk_packets_received"] - zk_before["zk_packets_received"]
@@ -404,14 +410,8 @@ def measure(
         check(answers, "round trip")
         row["roundtrip_s"] = max(x["seconds"] for x in answers)
         console.print(f"{system.name}: unloading the bundle of {min(topics, BUNDLE_TOPICS):,} topics …")
-        with profiled(spied, f"bundle-{min(topics, BUNDLE_TOPICS)}"):
-            moved = unload(
-                system,
-                clients,
-                a,
-                f"/admin/v2/namespaces/{a}/{FULL_RANGE}/unload",
-                min(topics, BUNDLE_TOPICS),
-            )
+        bundle = f"/admin/v2/namespaces/{a}/{FULL_RANGE}/unload"
+        moved = unload(system, clients, a, bundle, min(topics, BUNDLE_TOPICS), spied)
         row["bundle_unload_s"], row["bundle_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
         row["bundle_unload_zk_requests_per_topic"] = moved["zk_requests_per_topic"]
         row["bundle_unload_zk_writes_per_topic"] = moved["zk_writes_per_topic"]
@@ -422,8 +422,9 @@ def measure(
             row["bundle_unload_broker_gcs_by_generation"] = moved["broker_gc_n"]
         if topics > BUNDLE_TOPICS:
             console.print(f"{system.name}: unloading the namespace of {topics - BUNDLE_TOPICS:,} topics …")
-            with profiled(spied, f"namespace-{topics - BUNDLE_TOPICS}"):
-                moved = unload(system, clients, b, f"/admin/v2/namespaces/{b}/unload", topics - BUNDLE_TOPICS)
+            moved = unload(
+                system, clients, b, f"/admin/v2/namespaces/{b}/unload", topics - BUNDLE_TOPICS, spied
+            )
             row["ns_unload_s"], row["ns_unload_call_s"] = moved["acked_again_s"], moved["call_s"]
             row["ns_unload_broker_cpu_s"] = moved["broker_cpu_s"]
             if "broker_gc_s" in moved:
