@@ -1,10 +1,11 @@
 """Magnetar on real pods: how long a cluster takes from `kubectl apply` to its first
-acknowledged message, what a rolling restart through the operator costs clients, and each pod's
-memory. Needs root, `make kube-node` and `make image`.
+acknowledged message, what a rolling restart and a version upgrade through the operator cost
+clients, and each pod's memory. Needs root, `make kube-node` and `make image`.
 
     sudo .venv/bin/python bench/bench_kube.py
     sudo .venv/bin/python bench/bench_kube.py --rate 500 --topics 8 --keep   # leave the node up
     sudo .venv/bin/python bench/bench_kube.py --starts 5 --no-restart      # five starts only
+    sudo .venv/bin/python bench/bench_kube.py --no-upgrade                 # no upgrade phase
 
 A node of `magnetar kube up` (its own state directory and ports), the chart, then a MagnetarCluster
 of three bookies (E/Qw/Qa 2/2/2) and two brokers, secured as by default:
@@ -18,7 +19,11 @@ of three bookies (E/Qw/Qa 2/2/2) and two brokers, secured as by default:
      again, the largest lateness of a producer's receipts meanwhile (target <= 1 s, judged only
      against a floor measured first with nothing happening), and the acknowledged messages lost
      (target 0);
-  3. memory (RSS) of each pod's process once the restart is over.
+  3. a version upgrade under the same workload: ``spec.image`` from magnetar:0.1.0 to the second
+     tag `make image` builds of the same sources (magnetar:0.1.0-next, which reports 0.1.0+next),
+     which the operator rolls in stages (bookies, then brokers); the same figures as the restart's,
+     and when each stage of ``status.upgrade`` began;
+  4. memory (RSS) of each pod's process once the restart (and upgrade) is over.
 Prints a table and writes runs/bench/bench_kube.json; exits 1 when a client failed, 2 when the
 floor is too high to judge the window.
 """
@@ -45,6 +50,7 @@ from windows import LeanWorkload, lost, verdict
 
 from magnetar.chaos.pods.target import container_pids
 from magnetar.kube.control_plane import BIN
+from magnetar.kube.layout import IMAGES_DIR
 
 console = Console()
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +59,8 @@ NAME = "bench"
 TARGETS = {"first_ack_s": 20.0, "window_ms": 1000.0, "lost": 0}
 #: the components whose pods' readiness a start's breakdown shows, in the order they come up
 COMPONENTS = ("zookeeper", "bookie", "broker")
+#: the image an upgrade goes to: `make image` saves it apart from the tarballs a node imports
+NEXT_LABEL = "next"
 
 
 @dataclass
@@ -73,6 +81,12 @@ class Node:
     def json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json"))
 
+    def import_image(self, tarball: Path) -> None:
+        socket = self.state_dir / "containerd" / "containerd.sock"
+        ctr = ["ctr", "--address", str(socket), "-n", "k8s.io"]
+        subprocess.run([*ctr, "images", "import", "--all-platforms", str(tarball)],
+                       check=True, capture_output=True, timeout=600)  # fmt: skip
+
 
 def magnetar(*args: str) -> None:
     done = subprocess.run(
@@ -88,6 +102,13 @@ def manifest() -> str:
     doc["spec"]["bookies"]["replicas"] = 3
     doc["spec"]["brokers"].update({"replicas": 2, "readOnlyReplicas": 0})
     return yaml.safe_dump(doc)
+
+
+def next_image() -> tuple[str, str, Path]:
+    """The cluster's image, the one an upgrade goes to, and the latter's tarball."""
+    image = str(yaml.safe_load((ROOT / "examples/k8s/local/cluster.yaml").read_text())["spec"]["image"])
+    name, _, tag = image.rpartition(":")
+    return image, f"{image}-{NEXT_LABEL}", IMAGES_DIR / "upgrade" / f"{name}-{tag}-{NEXT_LABEL}.tar"
 
 
 def first_ack(node: Node, workdir: Path) -> tuple[float, Path, str]:
@@ -159,19 +180,44 @@ def one_start(node: Node, workdir: Path, port_base: int) -> tuple[float, dict[st
 def rolling_restart(
     node: Node, ip: str, token_file: Path, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
+    change = {"spec": {"bookies": {"config": {"journal_max_group_wait_msec": 3}},
+                       "brokers": {"config": {"managed_ledger_max_entries_per_ledger": 50001}}}}  # fmt: skip
+    return roll(node, ip, token_file, args, workdir / "clients", change, "rolling restart")
+
+
+def upgrade(node: Node, ip: str, token_file: Path, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The cluster's image to the next tag (imported into the node first), under the same workload."""
+    image, target, tarball = next_image()
+    node.import_image(tarball)
+    change = {"spec": {"image": target}}
+    found = roll(node, ip, token_file, args, workdir / "clients-upgrade", change, "upgrade")
+    return {"from": image, "to": target} | found
+
+
+def roll(
+    node: Node,
+    ip: str,
+    token_file: Path,
+    args: argparse.Namespace,
+    clients: Path,
+    change: dict[str, Any],
+    what: str,
+) -> dict[str, Any]:
+    """``change`` patched into the cluster under the workload, until every pod was replaced and
+    the cluster is Ready: the floor before it, the windows during it, and when each stage of
+    ``status.upgrade`` was first seen (seconds after the patch)."""
     topics = [f"persistent://public/default/roll-{i}" for i in range(args.topics)]
-    workload = LeanWorkload(f"pulsar://{ip}:6650", topics, args.rate / args.topics, workdir / "clients",
+    workload = LeanWorkload(f"pulsar://{ip}:6650", topics, args.rate / args.topics, clients,
                             token_file=token_file, listener_name="pod-ip")  # fmt: skip
     workload.start()
     floor_from = time.monotonic_ns()
     time.sleep(args.floor_seconds)
     patched_ns = time.monotonic_ns()
     patched_at = time.time()
-    change = {"spec": {"bookies": {"config": {"journal_max_group_wait_msec": 3}},
-                       "brokers": {"config": {"managed_ledger_max_entries_per_ledger": 50001}}}}  # fmt: skip
     node.kubectl("patch", "mgc", NAME, "--type", "merge", "-p", json.dumps(change))
-    console.print("[dim]rolling restart started[/]")
-    done_ns = wait_rolled(node, patched_at, timeout_s=900)
+    console.print(f"[dim]{what} started[/]")
+    stages: dict[str, float] = {}
+    done_ns = wait_rolled(node, patched_at, timeout_s=900, stages=stages)
     time.sleep(2)
     produced, consumed = workload.stop()
     floor = produced.windows_ms(floor_from + 1_000_000_000, patched_ns)
@@ -183,6 +229,7 @@ def rolling_restart(
         "window_max_ms": max(during, default=0.0), "window_p99_ms": percentile(during, 0.99),
         "acked": produced.count, "lost": lost(produced, consumed),
         "latest": blame(node, produced.latest(patched_ns, done_ns), patched_ns, patched_at),
+        "stages_s": stages,
     }  # fmt: skip
 
 
@@ -213,16 +260,23 @@ def _stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def wait_rolled(node: Node, since: float, timeout_s: float) -> int:
-    """Until every bookie and broker pod was made after ``since`` and the cluster is Ready."""
+def wait_rolled(node: Node, since: float, timeout_s: float, stages: dict[str, float] | None = None) -> int:
+    """Until every bookie and broker pod was made after ``since`` and the cluster is Ready;
+    ``stages`` gets each stage of ``status.upgrade`` towards a new version, with when it was first
+    seen (seconds after ``since``)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        doc = node.json("mgc", NAME)
+        upgrading = doc.get("status", {}).get("upgrade") or {}
+        moving = upgrading.get("currentVersion") != upgrading.get("targetVersion") or stages
+        if stages is not None and moving and upgrading.get("stage") not in stages:
+            stages[upgrading["stage"]] = time.time() - since
         pods = node.json("pods", "-l", f"app.kubernetes.io/instance={NAME}")["items"]
         rolled = [
             p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") != "zookeeper"
         ]
         fresh = all(_created(p) > since and _ready(p) for p in rolled) and len(rolled) == 5
-        conditions = node.json("mgc", NAME).get("status", {}).get("conditions", [])
+        conditions = doc.get("status", {}).get("conditions", [])
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
         if fresh and ready:
             return time.monotonic_ns()
@@ -259,6 +313,19 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
+def add_rows(table: Table, what: str, found: dict[str, Any], judged: str) -> None:
+    """A roll's rows: its total time, the floor before it, its window and the messages lost."""
+    table.add_row(f"{what}, total", f"{found['total_s']:.0f} s", "", "")
+    table.add_row(
+        f"floor before the {what}: largest producer lateness, nothing happening",
+        f"{found['floor_max_ms']:.0f} ms", "", "",
+    )  # fmt: skip
+    table.add_row(f"{what}: largest producer lateness", f"{found['window_max_ms']:.0f} ms", "<= 1 s", judged)
+    table.add_row(f"{what}: the latest message", found["latest"], "", "")
+    table.add_row(f"{what}: acknowledged messages lost", f"{found['lost']} of {found['acked']:,}", "0",
+                  "yes" if found["lost"] == 0 else "no")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -272,11 +339,13 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="leave the node up at the end")
     parser.add_argument("--starts", type=int, default=1, help="starts to measure, each on a fresh node (1)")
     parser.add_argument("--no-restart", action="store_true", help="the starts only: no rolling restart")
+    parser.add_argument("--no-upgrade", action="store_true", help="no version upgrade after the restart")
     args = parser.parse_args()
     workdir = RUNS / "bench-kube"
     node = Node(workdir / "state")
     starts: list[dict[str, Any]] = []
     roll: dict[str, Any] = {}
+    upgraded: dict[str, Any] = {}
     memory: dict[str, float] = {}
     for i in range(args.starts):
         last = i == args.starts - 1
@@ -292,6 +361,10 @@ def main() -> None:
             if last and not args.no_restart:
                 console.print(f"[bold]2.[/] rolling restart under {args.rate:,.0f} msg/s …")
                 roll = rolling_restart(node, ip, token_file, args, workdir)
+                if not args.no_upgrade:
+                    _, target, _ = next_image()
+                    console.print(f"[bold]3.[/] upgrade to {target} under {args.rate:,.0f} msg/s …")
+                    upgraded = upgrade(node, ip, token_file, args, workdir)
                 memory = pod_memory(node)
         finally:
             if not (last and args.keep):
@@ -306,22 +379,18 @@ def main() -> None:
     judged = ""
     if roll:
         judged = verdict(roll["window_max_ms"], TARGETS["window_ms"], roll["floor_max_ms"])
-        table.add_row("rolling restart, total", f"{roll['total_s']:.0f} s", "", "")
-        table.add_row(
-            "floor: largest producer lateness, nothing happening", f"{roll['floor_max_ms']:.0f} ms", "", ""
-        )
-        table.add_row(
-            "rolling restart: largest producer lateness", f"{roll['window_max_ms']:.0f} ms", "<= 1 s", judged
-        )
-        table.add_row("rolling restart: the latest message", roll["latest"], "", "")
-        table.add_row("acknowledged messages lost", f"{roll['lost']} of {roll['acked']:,}", "0",
-                      "yes" if roll["lost"] == 0 else "no")  # fmt: skip
+        add_rows(table, "rolling restart", roll, judged)
+    if upgraded:
+        stages = ", ".join(f"{stage} +{s:.0f} s" for stage, s in upgraded["stages_s"].items())
+        table.add_row(f"upgrade {upgraded['from']} -> {upgraded['to']}: stages seen", stages, "", "")
+        upgrade_judged = verdict(upgraded["window_max_ms"], TARGETS["window_ms"], upgraded["floor_max_ms"])
+        add_rows(table, "upgrade", upgraded, upgrade_judged)
     for pod, mb in memory.items():
         table.add_row(f"RSS {pod}", f"{mb:.0f} MB", "", "")
     console.print(table)
     slowest = max(s["first_ack_s"] for s in starts)
     write_results(RESULTS, {"first_ack_s": slowest, "starts": starts, "rolling_restart": roll,
-                            "memory_mb": memory, "window_verdict": judged})  # fmt: skip
+                            "upgrade": upgraded, "memory_mb": memory, "window_verdict": judged})  # fmt: skip
     console.print(f"results: {RESULTS}")
     if judged.startswith("cannot tell"):
         sys.exit(2)
