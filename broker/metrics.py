@@ -1,99 +1,24 @@
 """The broker's HTTP endpoint: Prometheus ``/metrics`` with Pulsar's metric names.
 
-Per-topic gauges carry the labels Pulsar uses (``cluster``, ``namespace``, ``topic``). Rates are
-computed over the interval since the previous scrape, as Pulsar computes them over its stats
-interval.
+Per-topic metrics carry the labels Pulsar uses (``cluster``, ``namespace``, ``topic``) and are
+written by ``broker/topic_metrics.py``; the rest through prometheus_client's registry.
 """
 
 from __future__ import annotations
 
 import ssl
-import time
 from collections.abc import Iterator
 from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from magnetar.broker.loadbalance.load_report import LoadedTopics
+from magnetar.broker.topic_metrics import TopicMetrics
 from magnetar.common.latency import LatencyHistogram
 from magnetar.common.loop_monitor import LoopCollector, LoopMonitor
-
-_LABELS = ["cluster", "namespace", "topic"]
-
-
-class TopicCollector(Collector):
-    def __init__(self, topics: LoadedTopics, cluster: str) -> None:
-        self._topics = topics
-        self._cluster = cluster
-        #: per topic: time of the previous scrape and the counters then
-        self._last: dict[str, tuple[float, tuple[int, int, int, int]]] = {}
-
-    def collect(self) -> Iterator[Metric]:
-        gauges = {
-            "pulsar_rate_in": "Messages/s published",
-            "pulsar_rate_out": "Messages/s dispatched",
-            "pulsar_throughput_in": "Bytes/s published",
-            "pulsar_throughput_out": "Bytes/s dispatched",
-            "pulsar_msg_backlog": "Entries not yet acknowledged, over all durable subscriptions",
-            "pulsar_storage_size": "Bytes stored",
-            "pulsar_producers_count": "Producers",
-            "pulsar_subscriptions_count": "Subscriptions",
-            "pulsar_consumers_count": "Consumers",
-        }
-        counters = {
-            "pulsar_in_messages": "Messages published since the topic was loaded",
-            "pulsar_in_bytes": "Bytes published since the topic was loaded",
-            "pulsar_out_messages": "Messages dispatched since the topic was loaded",
-            "pulsar_out_bytes": "Bytes dispatched since the topic was loaded",
-        }
-        metrics: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
-            name: GaugeMetricFamily(name, text, labels=_LABELS) for name, text in gauges.items()
-        }
-        metrics.update(
-            {name: CounterMetricFamily(name, text, labels=_LABELS) for name, text in counters.items()}
-        )
-        now = time.monotonic()
-        cluster = self._cluster
-        live = set()
-        for key, topic in self._topics.items():
-            live.add(key)
-            labels = [cluster, topic.name.namespace_name, key]
-            dispatchers = [s.dispatcher for s in topic.subscriptions.values()]
-            totals = (
-                topic.messages_in - topic.markers_in,  # PIP-33 markers are no user messages
-                topic.bytes_in,
-                sum(d.messages_out for d in dispatchers),
-                sum(d.bytes_out for d in dispatchers),
-            )
-            then, before = self._last.get(key, (now, totals))
-            self._last[key] = (now, totals)
-            elapsed = now - then
-            # An unsubscribed subscription takes its counts along: never report a negative rate.
-            deltas = [max(0, t - b) for t, b in zip(totals, before, strict=True)]
-            rates = [d / elapsed if elapsed > 0 else 0.0 for d in deltas]
-            values = {
-                "pulsar_rate_in": rates[0],
-                "pulsar_throughput_in": rates[1],
-                "pulsar_rate_out": rates[2],
-                "pulsar_throughput_out": rates[3],
-                "pulsar_msg_backlog": sum(s.backlog for s in topic.subscriptions.values() if s.durable),
-                "pulsar_storage_size": topic.ledger.total_size,
-                "pulsar_producers_count": len(topic.producers),
-                "pulsar_subscriptions_count": len(topic.subscriptions),
-                "pulsar_consumers_count": len(topic.consumers()),
-                "pulsar_in_messages": totals[0],
-                "pulsar_in_bytes": totals[1],
-                "pulsar_out_messages": totals[2],
-                "pulsar_out_bytes": totals[3],
-            }
-            for name, value in values.items():
-                metrics[name].add_metric(labels, float(value))
-        for gone in set(self._last) - live:
-            del self._last[gone]
-        yield from metrics.values()
 
 
 class LookupCounts(Protocol):
@@ -158,8 +83,8 @@ class MetricsServer:
         port: int,
         latencies: dict[str, tuple[LatencyHistogram, str]] | None = None,
     ) -> None:
+        self._topics = TopicMetrics(topics, cluster)
         self._registry = CollectorRegistry()
-        self._registry.register(TopicCollector(topics, cluster))
         self._registry.register(LookupCollector(lookups, cluster))
         self._registry.register(LatencyCollector(latencies or {}))
         self.loop_monitor = LoopMonitor()
@@ -188,9 +113,8 @@ class MetricsServer:
             self.tls_port = await _serve(site, port)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
-        return web.Response(
-            body=generate_latest(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
+        body = self._topics.text().encode() + generate_latest(self._registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _status(self, _request: web.Request) -> web.Response:
         return web.Response(text="OK")
