@@ -183,9 +183,8 @@ def recommend(current: int, average: float | None, scaling: BrokerAutoscaling) -
         wanted, why = current, "no load report answered"
     else:
         ratio = average / target
-        figures = f"average utilization {average:.0f}% against a target of {target}%"
         wanted = current if abs(ratio - 1) <= TOLERANCE else math.ceil(current * ratio)
-        why = figures
+        why = f"average utilization {average:.0f}% against a target of {target}%"
     bounded = scaling.bound(wanted)
     if bounded > wanted:
         why += f"; at least autoscaling.min={scaling.min}"
