@@ -12,8 +12,6 @@ its own block (from ``monotonically_increasing_id``, contiguous within a partiti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
@@ -76,18 +74,14 @@ def read_events(spark: SparkSession, run_dir: Where, staging: Location) -> Event
         status.alias("status"),
         F.when(status >= BAD, reason).alias("reason"),
         F.when(status >= BAD, F.substring("value", 1, EXCERPT)).alias("text"),
-        # a bad line's event is not kept: the staged log is split by event (see _by_event)
-        *[
-            (F.when(status == OK, F.col("e.event")) if name == "event" else F.col(f"e.{name}")).alias(name)
-            for name in KEPT
-        ],
+        *[F.col(f"e.{name}").alias(name) for name in KEPT],
         F.coalesce(F.split(F.col("e.msg_id"), ":").getItem(2).cast("int"), F.lit(-1)).alias(PARTITION),
     )
     # everything later steps need to know about the whole log, observed while it is parsed into
     # Parquet (the write's own pass, no query of its own); every later step reads only the
     # columns it needs from there
     seen = Observation("log")
-    observed = rows.observe(
+    rows.observe(
         seen,
         F.count("*").alias("lines"),
         F.sum((F.col("status") >= BAD).cast("long")).alias("bad"),
@@ -98,9 +92,7 @@ def read_events(spark: SparkSession, run_dir: Where, staging: Location) -> Event
         ],
         F.sum((F.col("status") == OK).cast("long")).alias("valid"),
         F.max(F.when(F.col("status") == OK, F.col("ts"))).alias("last_ts"),
-    )
-    with _by_event(spark):
-        observed.write.mode("overwrite").partitionBy("event").parquet(staging.spark)
+    ).write.mode("overwrite").parquet(staging.spark)
     counts = seen.get
     rows = spark.read.schema(rows.schema).parquet(staging.spark)
     if counts["newer_file"] is not None:
@@ -112,32 +104,6 @@ def read_events(spark: SparkSession, run_dir: Where, staging: Location) -> Event
     bad_lines = _locate(rows) if bad else _locate(rows).limit(0)
     valid, last_ts = counts["valid"] or 0, counts["last_ts"] or 0
     return EventLog(events, bad_lines, counts["lines"], bad, len(files), staging, valid, last_ts)
-
-
-@contextmanager
-def _by_event(spark: SparkSession) -> Iterator[None]:
-    """The staged log written split by event (a directory per event, bad and blank lines in the
-    null one), so that a step reading some events only (every receipt, every acknowledgement)
-    reads only their files, not the whole log's columns to filter them.
-
-    Each task keeps a file open per event it meets rather than sorting its rows by event first,
-    which is what Spark does unless told to keep several writers open (and not to plan the sort
-    into the query ahead of the writer); the session's own settings are restored after."""
-    settings = {
-        "spark.sql.maxConcurrentOutputFileWriters": str(len(EVENTS) + 1),
-        "spark.sql.optimizer.plannedWrite.enabled": "false",
-    }
-    saved = {key: spark.conf.get(key, None) for key in settings}
-    for key, setting in settings.items():
-        spark.conf.set(key, setting)
-    try:
-        yield
-    finally:
-        for key, before in saved.items():
-            if before is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, before)
 
 
 def _judge() -> tuple[Column, Column]:
