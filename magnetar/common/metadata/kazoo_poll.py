@@ -14,6 +14,14 @@ connection thread) instead of handing each to kazoo's callback thread: the store
 passes the answer on to the asyncio loop, so each answer took three threads in turn (a queue
 put, the callback thread woken, the GIL passed to it and back) where two do. A broker that
 reloads a bundle of a thousand topics waits on some fifteen thousand answers.
+
+And its wake-up channel never blocks the caller. kazoo wakes its connection thread for each
+request by writing a byte to a socket pair, and reads one back for each request it sends; while
+ZooKeeper cannot be reached it sends nothing and reads nothing, so the pair's buffer (a few
+hundred one-byte writes on Linux) fills and the next request's write blocks, on the thread that
+made the request: a broker of many topics whose ZooKeeper went away had its event loop stuck in
+that write for good (it did not even see its SIGTERM). Here the wake-ups owed are counted, and
+the socket holds one byte while any are.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ import functools
 import logging
 import os
 import select
+import socket
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -64,6 +74,11 @@ class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
     def async_result(self) -> AsyncResult:
         return _Result(self)
 
+    def create_socket_pair(self) -> tuple[Wakeups, Wakeups]:
+        """kazoo's (read, write) wake-up pair: both ends are one counted channel."""
+        wakeups = Wakeups()
+        return wakeups, wakeups
+
     def select(
         self,
         rlist: Sequence[Any],
@@ -97,3 +112,48 @@ def poll_select(
     readable = [f for f in rlist if ready.get(fileobj_to_fd(f), 0) & _READABLE]
     writable = [f for f in wlist if ready.get(fileobj_to_fd(f), 0) & _WRITABLE]
     return readable, writable, []
+
+
+class Wakeups:
+    """A wake-up channel that counts what is owed instead of buffering a byte for each: ``send``
+    never blocks, ``recv`` hands back what was counted, and the socket ``fileno`` names (what a
+    select waits on) holds one byte exactly while some are owed."""
+
+    def __init__(self) -> None:
+        self._read_end, self._write_end = socket.socketpair()
+        self._lock = threading.Lock()
+        self._owed = 0
+        self._closed = False
+
+    def fileno(self) -> int:
+        return self._read_end.fileno()
+
+    def send(self, data: bytes) -> int:
+        with self._lock:
+            if self._closed:
+                raise OSError(errno.EBADF, "the wake-up channel is closed")
+            self._owed += len(data)
+            if self._owed == len(data) and data:  # none were owed: make the channel readable
+                self._write_end.send(b"\0")
+        return len(data)
+
+    def recv(self, size: int) -> bytes:
+        with self._lock:
+            taken = min(size, self._owed)
+            self._owed -= taken
+            if taken and not self._owed:
+                self._read_end.recv(1)  # the one byte written when the first came
+        return b"\0" * taken
+
+    @property
+    def owed(self) -> int:
+        return self._owed
+
+    def close(self) -> None:
+        """Both ends are closed (kazoo closes its read and its write end: the second is a no-op)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._read_end.close()
+        self._write_end.close()
