@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -94,7 +94,7 @@ class System:
 
 
 @contextmanager
-def magnetar(directory: Path) -> Iterator[System]:
+def magnetar(directory: Path, zookeeper_heap: str = "256m") -> Iterator[System]:
     spec = ClusterSpec(
         name="bench-scale",
         regions=[
@@ -108,6 +108,8 @@ def magnetar(directory: Path) -> Iterator[System]:
                 broker_settings={"load_balancer_auto_bundle_split_enabled": False},
             )
         ],
+        # four nodes a topic: the default 256m ran out of heap near 100,000 topics
+        zookeeper_heap=zookeeper_heap,
     )
     supervisor = Supervisor(directory, on_status=lambda m: console.print(f"[dim]{m}[/]"))
     supervisor.up(spec)
@@ -494,7 +496,9 @@ def main() -> None:
     )
     parser.add_argument("--rest", type=float, default=10.0, help="seconds of the at-rest window (default 10)")
     args = parser.parse_args()
-    systems = {"magnetar": [magnetar], "pulsar": [apache_pulsar], "both": [magnetar, apache_pulsar]}
+    systems: dict[str, list[Callable[..., contextlib.AbstractContextManager[System]]]] = {
+        "magnetar": [magnetar], "pulsar": [apache_pulsar], "both": [magnetar, apache_pulsar],
+    }  # fmt: skip
     rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         tmp = args.workdir or stack.enter_context(
@@ -504,7 +508,8 @@ def main() -> None:
             for topics in args.topics:
                 # a fresh cluster per size: RSS and ZooKeeper's counts start from the same point
                 directory = Path(tmp) / f"{start.__name__}-{topics}"
-                with start(directory / "cluster") as system:
+                heap = {"zookeeper_heap": "2g"} if start is magnetar and topics > 20_000 else {}
+                with start(directory / "cluster", **heap) as system:
                     options = (args.per_client, args.rest, directory, args.client_log_level, args.profile)
                     rows.append(measure(system, topics, *options))
     print_table(rows)

@@ -78,6 +78,8 @@ class ClusterSpec(BaseModel):
     #: ``partition_regions`` can cut (see magnetar.local.links)
     link_proxies: bool = True
     security: SecuritySpec = Field(default_factory=SecuritySpec)
+    #: ZooKeeper's JVM heap (-Xmx): it holds every node in memory, four a topic
+    zookeeper_heap: str = Field(default="256m", pattern=r"^[0-9]+[kmgKMG]$")
 
     @property
     def linked(self) -> bool:

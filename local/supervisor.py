@@ -142,7 +142,7 @@ class Supervisor:
             state.security = secrets.client_settings()
         state.save()
         try:
-            self._start_zookeeper(state, timeout_s)
+            self._start_zookeeper(state, timeout_s, spec.zookeeper_heap)
             names = [r.name for r in spec.regions]
             for region in spec.regions:
                 peers = [name for name in names if name != region.name] if spec.linked else None
@@ -155,9 +155,9 @@ class Supervisor:
             raise
         return state
 
-    def _start_zookeeper(self, state: ClusterState, timeout_s: float) -> None:
+    def _start_zookeeper(self, state: ClusterState, timeout_s: float, heap: str) -> None:
         self._say("zookeeper: starting")
-        server = ZooKeeperServer(self.directory / "zookeeper", detached=True)
+        server = ZooKeeperServer(self.directory / "zookeeper", detached=True, heap=heap)
         server.start(timeout_s)
         assert server.pid is not None
         state.zookeeper = server.address

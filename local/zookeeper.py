@@ -52,12 +52,16 @@ class ZooKeeperServer:
         tick_time_ms: int = 200,
         max_session_timeout_ms: int = 30_000,
         detached: bool = False,
+        heap: str = "256m",
     ) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port(host)
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        #: the JVM's -Xmx: ZooKeeper keeps every node in memory (some 400 bytes of heap a node,
+        #: four nodes a topic: 256m runs out near 100,000 topics)
+        self.heap = heap
         #: in its own session, to outlive the command that started it (``magnetar local up``)
         self.detached = detached
         self._process: subprocess.Popen[bytes] | None = None
@@ -116,7 +120,7 @@ class ZooKeeperServer:
         config = self._write_config()
         command = [
             java,
-            "-Xmx256m",
+            f"-Xmx{self.heap}",
             "-Dzookeeper.root.logger=INFO,CONSOLE",
             "-Dzookeeper.console.threshold=INFO",
             f"-Dzookeeper.log.dir={self.data_dir}",
