@@ -1,7 +1,7 @@
 """Maximal intervals in which work is pending and nothing succeeds: the shape of every disruption
 window (architecture §6), whatever "pending" and "success" mean for producers, consumers or topics.
 
-Input: per key, steps (``ts``, ``delta`` to the pending count, ``success``) and each key's
+Input: per key, ``steps`` (``ts``, ``delta`` to the pending count, ``success``) and each key's
 lifetime (``begin``, ``end``). The pending count is the running sum of deltas. An interval starts
 when the count is positive after a step that reset it (a success, or a fall to zero) and ends at
 the next reset; an interval still pending when the key's life ends is ``open`` and ends there.
@@ -12,8 +12,7 @@ Doing that with a running sum over every step sorts the whole log, three times. 
 cut into slots of half the threshold. A window contains no success and is longer than the
 threshold, so it lies in a run of slots without a success, between two slots with one: only
 those stretches (few) are sorted, starting from the pending count at their first slot, which
-comes from per-slot sums (a hash aggregation, no sort). The answer is the same. The steps of
-those stretches are made again from the few rows in their slots (see Source), not from all.
+comes from per-slot sums (a hash aggregation, no sort). The answer is the same.
 
 A small log is sorted whole all the same (``slotted=False``): sorting it costs nothing, while the
 slots cost several more Spark jobs (two checkpoints per kind, a broadcast), each a fixed cost.
@@ -21,65 +20,23 @@ slots cost several more Spark jobs (two checkpoints per kind, a broadcast), each
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 #: below this threshold slots would be too many; every step is then sorted
 FINEST_SLOT_NS = 1_000_000
 BEGIN, REAL_END, STRETCH_END = -1, 1, 2
 
-#: a step's own columns; the others of a row steps are made from are what it is keyed by
-STEP = ("ts", "delta", "success")
-#: what is done to the rows steps are made from before they are made: a filter, or sums (see Source)
-Keep = Callable[[DataFrame], DataFrame]
-
-
-def _everything(frame: DataFrame) -> DataFrame:
-    return frame
-
-
-@dataclass(frozen=True)
-class Source:
-    """How the steps are made: ``steps(keep)`` makes them of the rows ``keep`` gives, from rows that
-    each have STEP's columns and are keyed by the others, one of which is ``key`` (one of the
-    intervals' keys or part of them). Making a step of a row selects, renames or filters only by
-    those keys (each kind's steps keyed its own way), so it can be done to fewer rows:
-
-    - the slots' sums are taken of rows already summed per key and slot (a row per slot, made
-      into each kind's steps), not of every send and receipt once for each kind it counts for;
-    - the second pass (the stretches', see above) makes only the steps of the rows in a slot of a
-      stretch of their ``key``: a few, where every step would be made again and joined."""
-
-    key: str
-    steps: Callable[[Keep], DataFrame]
-
-
-def _slot(slot_ns: int) -> Column:
-    return F.floor(F.col("ts") / slot_ns).cast("long")
-
 
 def pending_intervals(
-    source: Source, lifetimes: DataFrame, keys: list[str], threshold_ns: int, *, slotted: bool = True
+    steps: DataFrame, lifetimes: DataFrame, keys: list[str], threshold_ns: int, *, slotted: bool = True
 ) -> DataFrame:
     """keys..., start, end, open: intervals longer than ``threshold_ns`` within each key's lifetime."""
+    rows = _rows(steps, lifetimes, keys)
     slot_ns = threshold_ns // 2
     if not slotted or slot_ns < FINEST_SLOT_NS:
-        return _intervals(
-            _rows(source.steps(_everything), lifetimes, keys), lifetimes, keys, [], threshold_ns
-        )
-
-    def summed(frame: DataFrame) -> DataFrame:
-        """A row per key and slot, dated at the slot's start: its slot's sum and success."""
-        by = [column for column in frame.columns if column not in STEP]
-        per_slot = frame.withColumn("_slot", _slot(slot_ns)).groupBy(*by, "_slot")
-        return per_slot.agg(F.sum("delta").alias("delta"), F.max("success").alias("success")).select(
-            *by, (F.col("_slot") * slot_ns).alias("ts"), "delta", "success"
-        )
-
-    rows = _rows(source.steps(summed), lifetimes, keys).withColumn("slot", _slot(slot_ns))
+        return _intervals(rows, lifetimes, keys, [], threshold_ns)
+    rows = rows.withColumn("slot", F.floor(F.col("ts") / slot_ns).cast("long"))
     # one aggregation gives each slot's sum and whether it holds a boundary; it is small (slots of
     # a key's life), computed at once, and both uses below read it instead of the log
     per_slot = (
@@ -95,15 +52,10 @@ def pending_intervals(
     before = per_slot.withColumn("before", F.coalesce(F.sum("sum").over(earlier), F.lit(0))).select(
         *keys, F.col("slot").alias("first"), "before"
     )
-    spans = stretches.select(*keys, "first", F.explode(F.sequence("first", "last")).alias("slot"))
-    key_spans = F.broadcast(spans.select(source.key, F.col("slot").alias("_slot")).distinct())
-
-    def within(frame: DataFrame) -> DataFrame:
-        slotted_rows = frame.withColumn("_slot", _slot(slot_ns))
-        return slotted_rows.join(key_spans, [source.key, "_slot"], "left_semi").drop("_slot")
-
-    few = _rows(source.steps(within), lifetimes, keys).withColumn("slot", _slot(slot_ns))
-    inside = few.join(F.broadcast(spans), [*keys, "slot"]).drop("slot")
+    inside = rows.join(
+        F.broadcast(stretches.select(*keys, "first", F.explode(F.sequence("first", "last")).alias("slot"))),
+        [*keys, "slot"],
+    ).drop("slot")
     heads = stretches.join(before, [*keys, "first"], "left").select(
         *keys,
         "first",

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from magnetar.spark.attribution import fault_of
-from magnetar.spark.intervals import Keep, Source, pending_intervals
+from magnetar.spark.intervals import pending_intervals
 from magnetar.spark.journal import Fault
 from magnetar.spark.receipts import SUBSCRIPTION
 
@@ -99,47 +99,33 @@ def _any_null(keys: list[str]) -> Column:
     return found
 
 
-PRODUCER, CONSUMER, TOPIC = ["client", "topic"], ["client", "topic", "subscription"], ["topic"]
-
-
-def _is_consumer() -> Column:
-    return (F.col("role") == "consumer") & F.col("subscription").isNotNull()
-
-
-def _steps(events: DataFrame, lives: DataFrame, available: DataFrame, keep: Keep) -> DataFrame:
-    """Every kind's steps, keyed by KEYS, made of the sends, receipts and waiting messages that
-    ``keep`` lets through (see intervals.Source); the log's sends and receipts are read once for
-    each kind they make steps of (see _fanned)."""
-    producer, consumer, topic = PRODUCER, CONSUMER, TOPIC
-    is_consumer = _is_consumer()
+def _kinds(events: DataFrame, lives: DataFrame, available: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Every kind's steps and lifetimes, keyed by KEYS; the log's sends and receipts are read once
+    for each kind they make steps of (see _fanned)."""
+    producer, consumer, topic = ["client", "topic"], ["client", "topic", "subscription"], ["topic"]
+    is_consumer = (F.col("role") == "consumer") & F.col("subscription").isNotNull()
     everyone = F.lit(True)
     step = ("ts", "delta", "success")
-    sends = keep(_send_steps(events.where(F.col("role") == "producer")))
+    sends = _send_steps(events.where(F.col("role") == "producer"))
     send_steps = _fanned(sends, {"producer": (producer, everyone), "topic": (topic, everyone)}, *step)
-    receipts = keep(
-        events.where(F.col("event") == "receive").select(
-            "role", *consumer, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
-        )
+    receipts = events.where(F.col("event") == "receive").select(
+        "role", *consumer, "ts", F.lit(0).alias("delta"), F.lit(True).alias("success")
     )
     receipt_steps = _fanned(
         receipts, {"consumer": (consumer, is_consumer), "topic": (topic, everyone)}, *step
     )
     # a subscription's waiting messages count for each of its consumers, and for its topic
     members = _lifetimes(lives.where(is_consumer), consumer).select(*consumer)
-    waiting = keep(available.select(*SUBSCRIPTION, "ts", "delta", F.lit(False).alias("success")))
+    waiting = available.select(*SUBSCRIPTION, "ts", "delta", F.lit(False).alias("success"))
     waiting_steps = _fanned(waiting.join(members, SUBSCRIPTION), {"consumer": (consumer, everyone)}, *step)
     topic_waiting_steps = _fanned(waiting, {"topic": (topic, everyone)}, *step)
-    return _union([send_steps, receipt_steps, waiting_steps, topic_waiting_steps])
-
-
-def _kind_lifetimes(lives: DataFrame) -> DataFrame:
-    """Every kind's lifetimes, keyed by KEYS."""
+    steps = _union([send_steps, receipt_steps, waiting_steps, topic_waiting_steps])
     kinds = {
-        "producer": (PRODUCER, F.col("role") == "producer"),
-        "consumer": (CONSUMER, _is_consumer()),
-        "topic": (TOPIC, F.lit(True)),
+        "producer": (producer, F.col("role") == "producer"),
+        "consumer": (consumer, is_consumer),
+        "topic": (topic, everyone),
     }
-    return _lifetimes(_fanned(lives, kinds, "begin", "end"), KEYS)
+    return steps, _lifetimes(_fanned(lives, kinds, "begin", "end"), KEYS)
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -163,10 +149,8 @@ def disruption_windows(
     The three kinds are one set of keyed intervals, found in one plan: the slots' aggregations and
     the sorts are done once for all of them, not once a kind (each pass a fixed cost in jobs)."""
     threshold_ns = int(threshold_ms * 1_000_000)
-    # every kind's key has the topic: the second pass over the steps (see intervals) makes only
-    # those of rows in a stretch of their topic's slots
-    source = Source("topic", lambda keep: _steps(events, lives, available, keep))
-    found = pending_intervals(source, _kind_lifetimes(lives), KEYS, threshold_ns, slotted=slotted)
+    steps, lifetimes = _kinds(events, lives, available)
+    found = pending_intervals(steps, lifetimes, KEYS, threshold_ns, slotted=slotted)
     return (
         found.select(
             "kind",
