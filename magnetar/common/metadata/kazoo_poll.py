@@ -145,10 +145,6 @@ class Wakeups:
                 self._read_end.recv(1)  # the one byte written when the first came
         return b"\0" * taken
 
-    @property
-    def owed(self) -> int:
-        return self._owed
-
     def close(self) -> None:
         """Both ends are closed (kazoo closes its read and its write end: the second is a no-op)."""
         with self._lock:
