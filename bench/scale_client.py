@@ -125,7 +125,8 @@ class ScaleClient:
         started = time.monotonic()
         receipts, failures = await self._send(self.topics, sequence)
         await asyncio.gather(*(t.received[sequence].wait() for t in self.topics))
-        return {"seconds": time.monotonic() - started, "sent": len(receipts), "failed": len(failures)}
+        return {"seconds": time.monotonic() - started, "sent": len(receipts), "failed": len(failures),
+                "first_failure": failures[0] if failures else ""}  # fmt: skip
 
     async def send(self, namespace: str | None) -> dict[str, Any]:
         self.sequence += 1
