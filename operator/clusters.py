@@ -138,13 +138,11 @@ class ClusterReconciler:
                 obj["spec"]["replicas"] = await self.roller.scale_down_target(cluster, component, wanted)
             elif component == "broker":
                 obj["spec"]["replicas"] = brokers
-        if (body.get("status") or {}).get("brokerAutoscaler") and broker_autoscaler(
-            spec, cluster.name
-        ) is None:
+        autoscaler = broker_autoscaler(spec, cluster.name)
+        if (body.get("status") or {}).get("brokerAutoscaler") and autoscaler is None:
             hpa = f"{cluster.name}-broker"
             await self.kube.delete("autoscaling/v2", "HorizontalPodAutoscaler", cluster.namespace, hpa)
             _event(body, "Normal", "AutoscalerDeleted", f"Deleted HorizontalPodAutoscaler {hpa}")
-        autoscaler = broker_autoscaler(spec, cluster.name)
         info["brokerAutoscaler"] = autoscaler["metadata"]["name"] if autoscaler else None
         components = ["bookie", "broker"]
         if not spec.metadata_store.url:

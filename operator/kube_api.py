@@ -50,15 +50,18 @@ class Kube:
         self._dynamic: DynamicClient | None = None
 
     # -- generic --------------------------------------------------------------------------------
-    def _resource(self, api_version: str, kind: str) -> Any:
+    @property
+    def _dynamic_client(self) -> DynamicClient:
         if self._dynamic is None:
             self._dynamic = DynamicClient(self.api)  # type: ignore[no-untyped-call]
-        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        return self._dynamic
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self._dynamic_client.resources.get(api_version=api_version, kind=kind)
 
     def _apply(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
         resource = self._resource(obj["apiVersion"], obj["kind"])
-        assert self._dynamic is not None
-        result = self._dynamic.server_side_apply(  # type: ignore[no-untyped-call]
+        result = self._dynamic_client.server_side_apply(  # type: ignore[no-untyped-call]
             resource, body=obj, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
         )
         applied: dict[str, Any] = result.to_dict()
