@@ -49,8 +49,9 @@ from common import RUNS, percentile, write_results
 from windows import LeanWorkload, lost, verdict
 
 from magnetar.chaos.pods.target import container_pids
+from magnetar.kube.containerd import import_image
 from magnetar.kube.control_plane import BIN
-from magnetar.kube.layout import IMAGES_DIR
+from magnetar.kube.layout import IMAGES_DIR, Layout
 
 console = Console()
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,10 +83,7 @@ class Node:
         return json.loads(self.kubectl("get", *args, "-o", "json"))
 
     def import_image(self, tarball: Path) -> None:
-        socket = self.state_dir / "containerd" / "containerd.sock"
-        ctr = ["ctr", "--address", str(socket), "-n", "k8s.io"]
-        subprocess.run([*ctr, "images", "import", "--all-platforms", str(tarball)],
-                       check=True, capture_output=True, timeout=600)  # fmt: skip
+        import_image(Layout(self.state_dir), tarball)
 
 
 def magnetar(*args: str) -> None:

@@ -93,10 +93,16 @@ def import_images(layout: Layout, say: Callable[[str], None]) -> None:
 def _import(layout: Layout, tarball: Path) -> str | None:
     """None once imported, else why not."""
     try:
-        ctr(layout, "images", "import", "--all-platforms", str(tarball), timeout=600)
+        import_image(layout, tarball)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     return None
+
+
+def import_image(layout: Layout, tarball: Path) -> None:
+    """An image tarball into the node's containerd, where the kubelet finds it (nothing is
+    pulled); RuntimeError saying why not."""
+    ctr(layout, "images", "import", "--all-platforms", str(tarball), timeout=600)
 
 
 def image_refs(layout: Layout) -> set[str]:

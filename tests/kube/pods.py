@@ -24,9 +24,10 @@ from magnetar.broker.protocol import commands
 from magnetar.broker.protocol.frames import encode, parse_frame
 from magnetar.chaos.pods import target as pod_target
 from magnetar.chaos.workload.actions import start_workload, stop_workload
+from magnetar.kube.containerd import import_image
 from magnetar.kube.control_plane import BIN
 from magnetar.kube.host import bridge_exists, missing_binaries
-from magnetar.kube.layout import BRIDGE, IMAGES_DIR
+from magnetar.kube.layout import BRIDGE, IMAGES_DIR, Layout
 from magnetar.spark import postmortem
 from tests.chaos.eventlog import events
 
@@ -63,13 +64,7 @@ class Node:
     def import_image(self, tarball: Path) -> None:
         """An image tarball into the node's containerd, as `magnetar kube up` imports those of
         ``make image``: the kubelet then finds it, nothing is pulled."""
-        socket_path = self.state_dir / "containerd/containerd.sock"
-        out = subprocess.run(
-            ["ctr", "--address", str(socket_path), "-n", "k8s.io", "images", "import", "--all-platforms",
-             str(tarball)],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr
+        import_image(Layout(self.state_dir), tarball)
 
     def secret(self, name: str, key: str, namespace: str = "default") -> bytes:
         return base64.b64decode(self.json("secret", name, "-n", namespace)["data"][key])
