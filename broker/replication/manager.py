@@ -220,10 +220,12 @@ class ReplicationManager:
             await asyncio.sleep(interval)
             known: dict[str, NamespacePolicies] = {}  # one read per namespace per round
             for topic in self._topics.loaded():
-                settled = self._settled.get(str(topic.name))
-                if settled is not None and settled is await self._policies(topic.name.namespace_name, known):
-                    continue
                 try:
+                    settled = self._settled.get(str(topic.name))
+                    if settled is not None and settled is await self._policies(
+                        topic.name.namespace_name, known
+                    ):
+                        continue
                     await self.reconcile(topic, known)
                 except Exception as exc:
                     log.warning("replication check of %s failed: %s", topic.name, exc)

@@ -12,6 +12,7 @@ from magnetar.broker.namespace import NamespacePolicies, Namespaces
 from magnetar.broker.replication.manager import ReplicationManager
 from magnetar.broker.topic import Topic, TopicName
 from magnetar.common.metadata import open_store
+from magnetar.common.metadata.store import SessionExpiredError
 
 
 class Registry:
@@ -78,6 +79,45 @@ async def test_the_check_visits_only_topics_of_namespaces_whose_policies_changed
         await until("five more rounds", lambda: registry.rounds >= rounds + 5)
         assert sorted(set(visited)) == sorted(str(t.name) for t in topics[50:])
         assert len(visited) == 50, "a changed namespace's topics are visited once per change"
+    finally:
+        checks.cancel()
+        await store.close()
+
+
+async def test_the_check_outlives_a_metadata_store_that_fails_a_read(memory_url: str) -> None:
+    """A ZooKeeper session that expires under the check fails that round, not the check: the next
+    round still follows a policy change."""
+    store = await open_store(memory_url)
+    namespaces = Namespaces(store)
+    await namespaces.create_tenant("t", ["here"])
+    await namespaces.create("t/ns")
+    topics = [idle_topic(f"persistent://t/ns/topic-{i}") for i in range(3)]
+    config = BrokerConfig(cluster_name="here", replication_policy_check_interval_seconds=0.01)
+    registry = Registry(topics)
+    manager = ReplicationManager(config, namespaces, registry)
+    for t in topics:
+        await manager.topic_loaded(t)
+
+    failures = 3
+    real = namespaces.policies
+
+    async def policies(namespace: str) -> NamespacePolicies:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise SessionExpiredError(f"/admin/policies/{namespace}")
+        return await real(namespace)
+
+    namespaces.policies = policies  # type: ignore[method-assign]
+    checks = asyncio.create_task(manager.run())
+    try:
+        await until("the failing reads", lambda: failures == 0 or checks.done())
+        await namespaces.update("t/ns", {"replicated_subscriptions_snapshot_frequency_millis": 200})
+        await until(
+            "the policy change reaching the check after the failures",
+            lambda: manager.snapshot_frequency_ms.get("t/ns") or checks.done(),
+        )
+        assert not checks.done(), f"the check stopped: {checks.exception()!r}"
     finally:
         checks.cancel()
         await store.close()
