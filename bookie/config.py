@@ -10,7 +10,7 @@ variables are ``MAGNETAR_BOOKIE_<FIELD>``.
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, IPvAnyAddress, model_validator
 
 from magnetar.common.config import ComponentConfig
 from magnetar.common.grpc_tls import check_tls_files
@@ -31,6 +31,10 @@ class BookieConfig(ComponentConfig):
     listen_address: str = "127.0.0.1"
     #: address clients use to reach this bookie; defaults to ``listen_address``
     advertised_address: str | None = None
+    #: IP address clients connect to instead of resolving ``advertised_address``'s name, which
+    #: stays what TLS checks (a pod's IP: a pod made again keeps its name at a new IP, and
+    #: clients that read it from the registration reach it at once); none: clients resolve the name
+    advertised_ip: IPvAnyAddress | None = None
     #: identity in the metadata store and in ledger ensembles; defaults to ``address:port``
     bookie_id: str | None = None
     journal_directory: str = "data/bookie/journal"

@@ -16,7 +16,7 @@ Bookie ids are ``host:port`` unless configured otherwise. The shapes follow Book
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 WRITABLE_BOOKIES = "/bookies/writable"
 READONLY_BOOKIES = "/bookies/readonly"
@@ -54,15 +54,20 @@ class BookieRegistration:
     rack: str = DEFAULT_RACK
     #: host:port of the framed add port (``bookie/frames.py``); empty: adds go over gRPC
     add_address: str = ""
+    #: the IP address behind the hosts above, for clients to connect to without resolving them
+    #: (they still check TLS against the host names); empty: clients resolve the names
+    ip: str = ""
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> BookieRegistration:
-        return cls(**json.loads(data))
+        """A registration; fields this version does not know (a newer bookie's) are left out."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in json.loads(data).items() if k in known})
 
     def same_bookie(self, other: BookieRegistration) -> bool:
         """Whether ``other`` is this bookie's registration, perhaps from an earlier run of it (an
-        add port picked at start may differ from run to run)."""
+        add port picked at start, or a pod's IP, may differ from run to run)."""
         return (self.bookie_id, self.address) == (other.bookie_id, other.address)

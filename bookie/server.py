@@ -447,7 +447,11 @@ async def _start_services(server: BookieServer) -> list[_Service]:
         registration = Registration(
             store,
             BookieRegistration(
-                server.bookie_id, server.address, config.rack or DEFAULT_RACK, add_address=server.add_address
+                server.bookie_id,
+                server.address,
+                config.rack or DEFAULT_RACK,
+                add_address=server.add_address,
+                ip=str(config.advertised_ip or ""),
             ),
             read_only=bookie.read_only,
         )

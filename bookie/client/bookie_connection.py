@@ -8,6 +8,13 @@ prefixed frames on a plain asyncio connection, ``frames.py``: a fraction of gRPC
 request), else gRPC's AddEntries stream; the other calls are gRPC's. A broken stream fails every
 add still waiting on it with ``BookieUnavailableError``; the next add opens a new stream (looking
 the add port up again), so a restarted bookie is used again.
+
+A connection given the bookie's registration (``locate``) follows it, as BookKeeper's clients
+follow a bookie's BookieServiceInfo: it connects to the registered address, at the registered IP
+where there is one (TLS still checks the registered host name), and reads the registration again
+at each new add stream, before waiting for a connection and after a call found the bookie
+unavailable. A bookie made again elsewhere under the same id (a pod restarted: its name, a new
+IP) is then reached at its new address at once, not after an attempt at its old one.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import logging
 import ssl
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -37,6 +44,7 @@ from magnetar.bookie.client.errors import (
 )
 from magnetar.bookie.errors import REASON_METADATA_KEY
 from magnetar.bookie.frames import framed
+from magnetar.bookie.layout import BookieRegistration
 from magnetar.common.futures import settle
 from magnetar.common.grpc_tls import explain_refusal, open_channel
 from magnetar.proto import bookie_pb2 as pb
@@ -46,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: maps a bookie id to the address it listens on (gRPC), or to its framed add port ("": none)
 BookieResolver = Callable[[str], Awaitable[str]]
+#: a bookie's registration now, by its id (None: not registered now)
+BookieLocator = Callable[[str], Awaitable[BookieRegistration | None]]
 #: an add's outcome: None once the bookie has made the entry durable, else why not
 AddCallback = Callable[[BKError | None], None]
 
@@ -67,6 +77,27 @@ _CHANNEL_OPTIONS = [
     ("grpc.dns_min_time_between_resolutions_ms", 1000),
     ("grpc.min_reconnect_backoff_ms", 2000),
 ]
+
+
+class _Target(NamedTuple):
+    """Where to connect for a registered ``host:port``."""
+
+    host: str  # the registered IP where there is one, else the registered host
+    port: int
+    name: str  # the registered host: what TLS checks
+
+    @property
+    def grpc(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def _reach(address: str, ip: str = "") -> _Target | None:
+    """``address`` (``host:port``) at ``ip`` when one is given; None for an address without a port."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    name = host.strip("[]")
+    return _Target(ip or name, int(port), name)
 
 
 class CorruptEntryError(BKError):
@@ -130,20 +161,36 @@ class BookieConnection:
         credentials: grpc.ChannelCredentials | None = None,
         find_add_port: BookieResolver | None = None,
         add_port_tls: ssl.SSLContext | None = None,
+        locate: BookieLocator | None = None,
+        registration: BookieRegistration | None = None,
+        framed_adds: bool = True,
     ) -> None:
         """``credentials``: TLS (see ``magnetar.common.grpc_tls``); None: plain text.
         ``find_add_port``: the bookie's framed add port, looked up at each new add stream (None:
-        adds over gRPC), reached with ``add_port_tls`` when the channel is TLS."""
+        adds over gRPC), reached with ``add_port_tls`` when the channel is TLS.
+        ``locate``: the bookie's registration, followed as the module says (then ``find_add_port``
+        is not used: the registration's add port is, unless ``framed_adds`` is off);
+        ``registration``: the one read last, where to connect first instead of ``address``."""
         self.bookie_id = bookie_id
         self.address = address
         self._rpc_timeout_s = rpc_timeout_s
         self._connect_timeout_s = connect_timeout_s
+        self._credentials = credentials
         self._tls = credentials is not None
-        self._channel = open_channel(address, credentials, _CHANNEL_OPTIONS)
-        self._stub = pb_grpc.BookieStub(self._channel)  # type: ignore[no-untyped-call]
-        self._add_entries = self._channel.stream_stream(
-            _ADD_ENTRIES, request_serializer=None, response_deserializer=pb.AddResponse.FromString
-        )
+        self._locate = locate
+        self._framed_adds = framed_adds
+        #: times this connection followed the bookie's registration to another address
+        self.moves = 0
+        self._closing_channels: set[asyncio.Task[None]] = set()
+        self._relocating: asyncio.Task[BookieRegistration | None] | None = None
+        first = _reach(registration.address, registration.ip) if registration is not None else None
+        if registration is not None and first is not None:
+            self.address = registration.address
+            self._target = first.grpc
+            self._open_channel(first.grpc, first.name if registration.ip else None)
+        else:
+            self._target = address
+            self._open_channel(address, None)
         self._outbox: deque[tuple[EncodedEntry, bool, bytes]] = deque()
         self._waiting: defaultdict[tuple[int, int], deque[AddCallback]] = defaultdict(deque)
         self._wakeup = asyncio.Event()
@@ -154,6 +201,60 @@ class BookieConnection:
         #: the framed add connection while it is open
         self._frames: asyncio.Transport | None = None
         self._flush_scheduled = False
+
+    # -- where the bookie is ----------------------------------------------------------------------
+
+    def _open_channel(self, target: str, tls_name: str | None) -> None:
+        options: list[tuple[str, int | str]] = list(_CHANNEL_OPTIONS)
+        if tls_name is not None and self._credentials is not None:
+            # Connected by IP, the bookie's certificate is still checked against its host name.
+            options.append(("grpc.ssl_target_name_override", tls_name))
+        self._channel = open_channel(target, self._credentials, options)
+        self._stub = pb_grpc.BookieStub(self._channel)  # type: ignore[no-untyped-call]
+        self._add_entries = self._channel.stream_stream(
+            _ADD_ENTRIES, request_serializer=None, response_deserializer=pb.AddResponse.FromString
+        )
+
+    def _follow(self, registration: BookieRegistration) -> None:
+        """Point the gRPC channel at the registered address (at its IP), if it is elsewhere now.
+        The old channel is closed: calls still on it fail, as they would at a bookie gone away."""
+        target = _reach(registration.address, registration.ip)
+        if target is None or target.grpc == self._target:
+            return
+        log.info(
+            "bookie %s: following its registration to %s (was %s)", self.bookie_id, target.grpc, self._target
+        )
+        self.moves += 1
+        old = self._channel
+        self.address = registration.address
+        self._target = target.grpc
+        self._open_channel(target.grpc, target.name if registration.ip else None)
+        closing = asyncio.get_running_loop().create_task(old.close(grace=None))
+        self._closing_channels.add(closing)
+        closing.add_done_callback(self._closing_channels.discard)
+
+    async def _registration(self, timeout_s: float | None = None) -> BookieRegistration | None:
+        """The bookie's registration now, followed; None without one (not registered, not known
+        within the timeout: the metadata store may be away, and calls need not wait for it)."""
+        if self._locate is None:
+            return None
+        try:
+            registration = await asyncio.wait_for(
+                self._locate(self.bookie_id), self._connect_timeout_s if timeout_s is None else timeout_s
+            )
+        except Exception:  # any failure to look it up leaves the connection where it is
+            return None
+        if registration is not None and not self._closed:
+            self._follow(registration)
+        return registration
+
+    def _relocate_soon(self, error: grpc.aio.AioRpcError) -> None:
+        """After a call found the bookie unavailable: read its registration in the background, so
+        the next call goes where it is now."""
+        if self._locate is None or error.code() != grpc.StatusCode.UNAVAILABLE:
+            return
+        if self._relocating is None or self._relocating.done():
+            self._relocating = asyncio.get_running_loop().create_task(self._registration())
 
     # -- adds ------------------------------------------------------------------------------------
 
@@ -195,38 +296,43 @@ class BookieConnection:
             self._stream_task = asyncio.create_task(self._run_stream(), name=f"add-stream-{self.bookie_id}")
 
     async def _run_stream(self) -> None:
-        address = await self._add_port()
-        if address:
-            await self._run_framed(address)
+        target = await self._add_port()
+        if target is not None:
+            await self._run_framed(target)
         else:
             await self._run_grpc_stream()
 
-    async def _add_port(self) -> str:
-        """The bookie's framed add port now, or "" (none, or not known within the connect
+    async def _add_port(self) -> _Target | None:
+        """The bookie's framed add port now, or None (none, or not known within the connect
         timeout: the metadata store may be away, and adds need not wait for it)."""
+        if self._locate is not None:
+            registration = await self._registration()
+            if registration is None or not self._framed_adds or not registration.add_address:
+                return None
+            return _reach(registration.add_address, registration.ip)
         if self._find_add_port is None:
-            return ""
+            return None
         try:
-            return await asyncio.wait_for(self._find_add_port(self.bookie_id), self._connect_timeout_s)
+            address = await asyncio.wait_for(self._find_add_port(self.bookie_id), self._connect_timeout_s)
         except Exception:  # any failure to look it up leaves gRPC's stream
-            return ""
+            return None
+        return _reach(address) if address else None
 
-    async def _run_framed(self, address: str) -> None:
-        host, _, port = address.rpartition(":")
+    async def _run_framed(self, target: _Target) -> None:
         loop = asyncio.get_running_loop()
         try:
             transport, frames = await asyncio.wait_for(
                 loop.create_connection(
                     lambda: AddFrames(self._complete),
-                    host,
-                    int(port),
+                    target.host,
+                    target.port,
                     ssl=self._add_port_tls,
-                    server_hostname=host if self._add_port_tls is not None else None,
+                    server_hostname=target.name if self._add_port_tls is not None else None,
                 ),
                 self._connect_timeout_s,
             )
-        except (OSError, TimeoutError, ValueError) as exc:
-            detail = f"cannot reach its add port {address}: {exc or type(exc).__name__}"
+        except (OSError, TimeoutError) as exc:
+            detail = f"cannot reach its add port {target.grpc}: {exc or type(exc).__name__}"
             self._fail_all(BookieUnavailableError(self.bookie_id, detail))
             return
         self._frames = transport
@@ -332,6 +438,7 @@ class BookieConnection:
                 request, timeout=self._rpc_timeout_s + long_poll_ms / 1000
             )
         except grpc.aio.AioRpcError as exc:
+            self._relocate_soon(exc)
             raise rpc_failure(self.bookie_id, ledger_id, entry_id, exc, tls=self._tls) from None
         return response
 
@@ -344,6 +451,7 @@ class BookieConnection:
                 request, timeout=self._rpc_timeout_s + long_poll_ms / 1000
             )
         except grpc.aio.AioRpcError as exc:
+            self._relocate_soon(exc)
             raise rpc_failure(self.bookie_id, ledger_id, -1, exc, tls=self._tls) from None
         return response.last_add_confirmed
 
@@ -354,6 +462,7 @@ class BookieConnection:
                 timeout=self._rpc_timeout_s,
             )
         except grpc.aio.AioRpcError as exc:
+            self._relocate_soon(exc)
             raise rpc_failure(self.bookie_id, ledger_id, -1, exc, tls=self._tls) from None
 
     async def fence(self, ledger_id: int, master_key: bytes) -> pb.FenceResponse:
@@ -362,6 +471,7 @@ class BookieConnection:
                 pb.FenceRequest(ledger_id=ledger_id, master_key=master_key), timeout=self._rpc_timeout_s
             )
         except grpc.aio.AioRpcError as exc:
+            self._relocate_soon(exc)
             raise rpc_failure(self.bookie_id, ledger_id, -1, exc, tls=self._tls) from None
         return response
 
@@ -371,16 +481,21 @@ class BookieConnection:
                 pb.GetInfoRequest(), timeout=self._rpc_timeout_s
             )
         except grpc.aio.AioRpcError as exc:
+            self._relocate_soon(exc)
             raise rpc_failure(self.bookie_id, -1, -1, exc, tls=self._tls) from None
         return response
 
     async def connected(self) -> bool:
         """Whether the channel is (or gets) connected within the connect timeout; it keeps
-        trying meanwhile, following the bookie's name to a new address."""
+        trying meanwhile, following the bookie's name to a new address. With ``locate``, the
+        bookie's registration is read first: a bookie registered elsewhere now is tried there."""
         if self._closed:
             return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._connect_timeout_s
+        await self._registration()
         try:
-            await asyncio.wait_for(self._channel.channel_ready(), self._connect_timeout_s)
+            await asyncio.wait_for(self._channel.channel_ready(), max(deadline - loop.time(), 0.0))
         except TimeoutError:
             return False
         return True
@@ -395,7 +510,12 @@ class BookieConnection:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._stream_task
         self._fail_all(BookieUnavailableError(self.bookie_id, "connection closed"))
+        if self._relocating is not None:
+            self._relocating.cancel()
         await self._channel.close(grace=None)
+        for closing in list(self._closing_channels):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await closing
 
 
 def _call(done: AddCallback, error: BKError | None) -> None:
@@ -428,8 +548,14 @@ class BookieConnectionPool:
         credentials: grpc.ChannelCredentials | None = None,
         find_add_port: BookieResolver | None = None,
         add_port_tls: ssl.SSLContext | None = None,
+        locate: BookieLocator | None = None,
+        framed_adds: bool = True,
     ) -> None:
+        """``resolve``: a bookie's address; ``locate``: its registration, which its connection
+        then follows (``BookieConnection``)."""
         self._resolve = resolve
+        self._locate = locate
+        self._framed_adds = framed_adds
         self._find_add_port = find_add_port
         self._add_port_tls = add_port_tls
         self._rpc_timeout_s = rpc_timeout_s
@@ -444,7 +570,8 @@ class BookieConnectionPool:
             return connection
         async with self._lock:
             if bookie_id not in self._connections:
-                address = await self._resolve(bookie_id)
+                registration = await self._locate(bookie_id) if self._locate is not None else None
+                address = registration.address if registration is not None else await self._resolve(bookie_id)
                 self._connections[bookie_id] = BookieConnection(
                     bookie_id,
                     address,
@@ -453,6 +580,9 @@ class BookieConnectionPool:
                     credentials=self._credentials,
                     find_add_port=self._find_add_port,
                     add_port_tls=self._add_port_tls,
+                    locate=self._locate,
+                    registration=registration,
+                    framed_adds=self._framed_adds,
                 )
             return self._connections[bookie_id]
 

@@ -82,8 +82,11 @@ class LedgerClient:
             connect_timeout_s=self.config.connect_timeout_s,
             # Read once, here: an unusable file fails the client's construction, not each add.
             credentials=grpc_channel_credentials(self.config.tls) if self.config.tls else None,
-            find_add_port=self.directory.add_port if self.config.framed_adds else None,
             add_port_tls=_add_port_tls(self.config.tls),
+            # Each connection follows its bookie's registration: a bookie made again at a new
+            # address (a pod's new IP) is reached there at once.
+            locate=self.directory.registration,
+            framed_adds=self.config.framed_adds,
         )
 
     async def __aenter__(self) -> LedgerClient:

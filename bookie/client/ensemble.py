@@ -64,16 +64,18 @@ class BookieDirectory:
     async def read_only(self) -> list[BookieRegistration]:
         return await self.registrations(READONLY_BOOKIES)
 
-    async def add_port(self, bookie_id: str) -> str:
-        """The framed add port the bookie registers now ("": none, or not registered). Writable
-        bookies' nodes are watched, so a restarted bookie's new port is seen without a read."""
+    async def registration(self, bookie_id: str) -> BookieRegistration | None:
+        """The bookie's registration now (None: not registered). Writable bookies' nodes are
+        watched, so a restarted bookie's new address and ports are seen without a read."""
         for parent, get in ((WRITABLE_BOOKIES, self._writable.get), (READONLY_BOOKIES, self._get)):
             try:
                 data = await get(f"{parent}/{bookie_id}")
             except NoNodeError:
                 continue
-            return BookieRegistration.decode(data).add_address
-        return ""
+            registration = BookieRegistration.decode(data)
+            self._addresses[bookie_id] = registration.address
+            return registration
+        return None
 
     async def address(self, bookie_id: str) -> str:
         if bookie_id not in self._addresses:

@@ -1,0 +1,180 @@
+"""The ledger client connects to a bookie where its registration says it is now, as BookKeeper's
+clients follow a bookie's BookieServiceInfo.
+
+A bookie made again elsewhere under the same id (a pod restarted: its name, a new IP) is reached
+at its new address at once: a writer that needs it as a replacement does not try its old address
+first (real ZooKeeper, real bookie processes). A bookie that registers an IP beside its name is
+connected to at that IP, its certificate still checked against the name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from magnetar.bookie.client import LedgerClient, LedgerClientConfig
+from magnetar.bookie.client.ledger_handle import LedgerHandle
+from magnetar.bookie.layout import WRITABLE_BOOKIES, BookieRegistration
+from magnetar.bookie.server import start_bookie
+from magnetar.common.metadata import open_store
+from magnetar.common.metadata.store import NoNodeError
+from tests.bookie.client.writer_process import payload
+from tests.bookie.conftest import BookieFactory
+from tests.bookie.helpers import config, make_pki
+
+#: the id the moving bookie keeps at each of its addresses
+MOVING = "moving-bookie"
+
+
+class Writer:
+    """Adds entries one window after another until stopped, keeping what was acknowledged."""
+
+    def __init__(self, handle: LedgerHandle) -> None:
+        self.handle = handle
+        self.acked: list[int] = []
+        self.failure: BaseException | None = None
+        self._next = 0
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                futures = [self.handle.add_entry_async(payload(self._next + i)) for i in range(20)]
+                self._next += len(futures)
+                self.acked += [await f for f in futures]
+        except Exception as exc:  # kept for the test's assertion, with its message
+            self.failure = exc
+
+    async def past(self, count: int) -> None:
+        """Wait until ``count`` more entries were acknowledged (or the writer failed)."""
+        target = len(self.acked) + count
+        await until(
+            lambda: _true(len(self.acked) >= target or self.failure is not None), f"{count} more adds"
+        )
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await self._task
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not reached in {timeout_s}s: {what}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.zookeeper
+async def test_a_bookie_restarted_at_a_new_address_is_a_replacement_at_once(
+    zk_url: str, bookie_factory: BookieFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="magnetar.bookie.client")
+    # Two bookies first, so the ledger's ensemble is theirs and the client connects to the moving
+    # one where it is at first.
+    steady = await bookie_factory.start_async(zk_url, "steady")
+    moving = await bookie_factory.start_async(zk_url, "moving", bookie_id=MOVING)
+    store = await open_store(zk_url)
+    client = LedgerClient(store, LedgerClientConfig(ensemble_size=2, write_quorum=2, ack_quorum=2))
+    try:
+        writer = Writer(await client.create_ledger())
+        await writer.past(100)
+        spare = await bookie_factory.start_async(zk_url, "spare")
+
+        # The moving bookie stops, as a pod deleted does; the writer replaces it with the spare.
+        old_address = moving.address
+        await moving.stop_async()
+        await until(
+            lambda: _true(
+                MOVING not in writer.handle.metadata.ensembles[-1][1] or writer.failure is not None
+            ),
+            "the stopped bookie replaced",
+        )
+        await writer.past(100)
+
+        # It comes back under its id at another address and port, as a pod made again does.
+        moving.port = 0
+        moving.settings["listen_address"] = "127.0.0.2"
+        await moving.start_async()
+        assert moving.address != old_address
+        assert moving.bookie_id == MOVING
+
+        async def registered_anew() -> bool:
+            try:
+                data, _ = await store.get(f"{WRITABLE_BOOKIES}/{MOVING}")
+            except NoNodeError:
+                return False
+            return BookieRegistration.decode(data).address == moving.address
+
+        await until(registered_anew, "the bookie registered at its new address")
+        # Now the spare stops: the moving bookie is the only replacement there is.
+        await spare.stop_async()
+        await until(
+            lambda: _true(MOVING in writer.handle.metadata.ensembles[-1][1] or writer.failure is not None),
+            "the moving bookie back in the ensemble",
+        )
+        await writer.past(100)
+        await writer.stop()
+
+        assert writer.failure is None, f"the writer stopped: {writer.failure!r}"
+        assert writer.acked == list(range(len(writer.acked))), "adds complete in order, none failed"
+        assert set(writer.handle.metadata.ensembles[-1][1]) == {steady.bookie_id, MOVING}
+        passed_over = [r.getMessage() for r in caplog.records if "does not connect" in r.getMessage()]
+        assert not passed_over, f"a replacement was tried at its old address: {passed_over}"
+        connection = client.pool.cached(MOVING)
+        assert connection is not None
+        assert connection.moves == 1, "the connection followed it once"
+        await writer.handle.close()
+        reader = await client.open_ledger_no_recovery(writer.handle.ledger_id)
+        last = len(writer.acked) - 1
+        assert [e.payload for e in await reader.read(0, last)] == [payload(i) for i in range(last + 1)]
+    finally:
+        await client.close()
+        await store.close()
+
+
+async def test_a_registered_ip_is_connected_to_with_tls_checking_the_name(
+    tmp_path: Path, memory_url: str
+) -> None:
+    # The bookie serves on 127.0.0.2 only; its name, localhost, resolves to 127.0.0.1, where
+    # nothing listens, and its certificate names localhost, not 127.0.0.2: adds and reads work only
+    # at the registered IP with the certificate checked against the name.
+    pki = make_pki(tmp_path / "pki")
+    settings = {
+        "metadata_service_uri": memory_url,
+        "listen_address": "127.0.0.2",
+        "advertised_address": "localhost",
+        "advertised_ip": "127.0.0.2",
+        **pki.bookie_settings(),
+    }
+    server = await start_bookie(config(tmp_path / "bookie", **settings))
+    store = await open_store(memory_url)
+    client = LedgerClient(
+        store,
+        LedgerClientConfig(
+            ensemble_size=1, write_quorum=1, ack_quorum=1, rpc_timeout_s=5, tls=pki.client(pki.broker)
+        ),
+    )
+    try:
+        registration = await client.directory.registration(server.bookie_id)
+        assert registration is not None
+        assert (registration.address.split(":")[0], registration.ip) == ("localhost", "127.0.0.2")
+        writer = await client.create_ledger()
+        assert [await writer.add_entry_async(payload(i)) for i in range(50)] == list(range(50))
+        await writer.close()
+        assert server.bookie.stats.add_requests["framed"] > 0, "adds went over the add port, by IP"
+        reader = await client.open_ledger_no_recovery(writer.ledger_id)
+        assert [e.payload for e in await reader.read(0, 49)] == [payload(i) for i in range(50)]
+    finally:
+        await client.close()
+        await store.close()
+        await server.stop()
