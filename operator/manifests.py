@@ -333,6 +333,9 @@ def _bookies(spec: ClusterSpec, name: str, namespace: str, secured: Security) ->
         # The entrypoint derives the advertised address and the rack from these.
         {"name": "MAGNETAR_SERVICE", "value": f"{name}-bookie"},
         {"name": "MAGNETAR_RACKS", "value": ",".join(b.racks)},
+        # Registered beside its name, so ledger clients reach a bookie made again (its name, a new
+        # IP) at its new address at once, without resolving the name.
+        {"name": "MAGNETAR_BOOKIE_ADVERTISED_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     container["readinessProbe"] = _health("bookie")
     secret_volumes, secret_mounts = _secured(secured, "bookie")
