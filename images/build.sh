@@ -10,6 +10,9 @@
 #                                     <version>+next, the image an upgrade goes to (saved apart,
 #                                     imported by its test)
 #   magnetar/zookeeper:3.8            Debian's libzookeeper-java, images/zookeeper/
+#   magnetar/zookeeper-official:3.8   that server in the official zookeeper image's layout (root by
+#                                     default, /conf of uid 1000), images/zookeeper-official/ (saved
+#                                     apart, imported by the tests and the kind walkthrough's script)
 #   registry.k8s.io/pause:3.10        magnetar/kube/pause.c, static, FROM scratch
 #
 # The builds run on a private dockerd (its own data root, exec root and socket under
@@ -42,6 +45,10 @@ NEXT_TAG="magnetar:$VERSION-$NEXT_LABEL"
 # Apart from the tarballs every node imports: only the test of an upgrade imports it.
 NEXT_DIR="$IMAGES_DIR/upgrade"
 ZOOKEEPER_TAG="magnetar/zookeeper:3.8"
+# The official image's layout on the same server, what the operator's default zookeeper:3.9 meets
+# (a few seconds on top of the image above); apart from the tarballs every node imports.
+ZOOKEEPER_OFFICIAL_TAG="magnetar/zookeeper-official:3.8"
+OFFICIAL_DIR="$IMAGES_DIR/official"
 PAUSE_TAG="registry.k8s.io/pause:3.10"
 APT_PACKAGES=(docker.io containerd runc debootstrap gcc libc6-dev)
 
@@ -55,7 +62,9 @@ bases) on a private dockerd, saves them to $IMAGES_DIR/*.tar and, when a
 local Kubernetes node's containerd answers, imports them there (namespace k8s.io).
 Also $NEXT_TAG: the same image, its processes reporting version $VERSION+$NEXT_LABEL
 (magnetar --version, a broker's CONNECTED), saved to $NEXT_DIR/ and not
-imported: what a version upgrade's test goes to.
+imported: what a version upgrade's test goes to. And $ZOOKEEPER_OFFICIAL_TAG:
+the ZooKeeper image in the official zookeeper image's layout (root by default,
+/conf owned by uid 1000), saved to $OFFICIAL_DIR/ and not imported.
 
   --keep-dockerd   leave the private dockerd running afterwards (docker -H unix://$DOCKER_SOCK ...)
   --no-import      do not import into containerd even when its socket exists
@@ -399,6 +408,7 @@ main() {
   build_dir "$PYTHON_TAG" "$ROOT/images/python-base" --build-arg "BASE_IMAGE=$BASE_TAG"
   build_magnetar
   build_dir "$ZOOKEEPER_TAG" "$ROOT/images/zookeeper" --build-arg "BASE_IMAGE=$BASE_TAG"
+  build_dir "$ZOOKEEPER_OFFICIAL_TAG" "$ROOT/images/zookeeper-official" --build-arg "BASE_IMAGE=$ZOOKEEPER_TAG"
   build_pause
   # Earlier builds' images, untagged now, only fill the private data root. A day's grace: the last
   # build stage is untagged too, and is the cache that makes the next build quick.
@@ -407,6 +417,8 @@ main() {
   mkdir -p "$NEXT_DIR"
   save_image "$NEXT_TAG" "magnetar-$VERSION-$NEXT_LABEL" "$NEXT_DIR"
   save_image "$ZOOKEEPER_TAG" zookeeper-3.8
+  mkdir -p "$OFFICIAL_DIR"
+  save_image "$ZOOKEEPER_OFFICIAL_TAG" zookeeper-official-3.8 "$OFFICIAL_DIR"
   save_image "$PAUSE_TAG" pause-3.10
   if ((import)); then
     import_into_node
