@@ -270,6 +270,7 @@ class BrokerService:
             config.bind_address,
             config.web_service_port,
             latencies=publish_latencies(self.publish_latency, write_latency),
+            per_topic=config.expose_topic_level_metrics_in_prometheus,
         )
         AdminApi(admin).install(self._metrics.app)
         load_manager.install(self._metrics.app)

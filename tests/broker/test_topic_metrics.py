@@ -3,6 +3,7 @@ for the same values (names, HELP, TYPE, labels escaped, numbers), and rates betw
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.broker.topic import Topic, TopicName
-from magnetar.broker.topic_metrics import FAMILIES, TopicMetrics
+from magnetar.broker.topic_metrics import CHUNK, FAMILIES, TopicMetrics
 
 
 class Loaded:
@@ -76,7 +77,7 @@ def expected(topics: dict[str, Any], cluster: str) -> str:
     return generate_latest(registry).decode()
 
 
-def test_the_text_is_what_prometheus_client_writes() -> None:
+async def test_the_text_is_what_prometheus_client_writes() -> None:
     topics = {
         f"persistent://public/ns-{i % 3}/t{i}": a_topic(f"persistent://public/ns-{i % 3}/t{i}", i)
         for i in range(40)
@@ -84,17 +85,17 @@ def test_the_text_is_what_prometheus_client_writes() -> None:
     odd = 'persistent://public/ns-0/quote"back\\slash'
     topics[odd] = a_topic(odd, 5)
     cluster = 'region "a"'
-    text = TopicMetrics(Loaded(topics), cluster).text()
+    text = await TopicMetrics(Loaded(topics), cluster).text()
     assert text == expected(topics, cluster)
     parsed = {f.name: f for f in text_string_to_metric_families(text)}
     assert {s.labels["topic"] for s in parsed["pulsar_msg_backlog"].samples} == set(topics)
 
 
-def test_rates_are_over_the_time_since_the_previous_scrape() -> None:
+async def test_rates_are_over_the_time_since_the_previous_scrape() -> None:
     topic = a_topic("persistent://public/default/t", 10)
     loaded = Loaded({"persistent://public/default/t": topic})
     metrics = TopicMetrics(loaded, "here")
-    metrics.text()
+    await metrics.text()
     topic.messages_in += 500
     topic.subscriptions["durable"].dispatcher.messages_out += 100
 
@@ -102,8 +103,58 @@ def test_rates_are_over_the_time_since_the_previous_scrape() -> None:
         (found,) = [f for f in text_string_to_metric_families(text) if f.name == family]
         return float(found.samples[0].value)
 
-    text = metrics.text()
+    text = await metrics.text()
     assert sample(text, "pulsar_rate_in") > 0
     assert sample(text, "pulsar_rate_in") == pytest.approx(5 * sample(text, "pulsar_rate_out"))
     loaded.topics.clear()  # unloaded: nothing written, nothing kept
-    assert "persistent://public/default/t" not in metrics.text()
+    assert "persistent://public/default/t" not in await metrics.text()
+
+
+async def test_per_namespace_the_topics_values_are_summed() -> None:
+    names = [f"persistent://public/ns-{i % 3}/t{i}" for i in range(30)]
+    topics = {name: a_topic(name, i) for i, name in enumerate(names)}
+    text = await TopicMetrics(Loaded(topics), "here", per_topic=False).text()
+    parsed = {f.name: f for f in text_string_to_metric_families(text)}
+    for family in parsed.values():
+        assert all("topic" not in s.labels for s in family.samples), family.name
+    backlog = {s.labels["namespace"]: s.value for s in parsed["pulsar_msg_backlog"].samples}
+    assert backlog == {f"public/ns-{k}": float(sum(i for i in range(30) if i % 3 == k)) for k in range(3)}
+    stored = {s.labels["namespace"]: s.value for s in parsed["pulsar_in_messages"].samples}
+    assert stored["public/ns-1"] == sum(i * 3 - 1 for i in range(30) if i % 3 == 1)
+    assert [s.value for s in parsed["pulsar_topics_count"].samples] == [10.0, 10.0, 10.0]
+
+
+async def test_a_scrape_of_many_topics_leaves_the_event_loop_free_and_is_shared() -> None:
+    """Other work runs while a scrape of many topics is written, and a scrape that comes
+    meanwhile gets the same text instead of writing it again."""
+    names = [f"persistent://public/default/t{i}" for i in range(5 * CHUNK)]
+    loaded = Loaded({name: a_topic(name, i) for i, name in enumerate(names)})
+    reads = 0
+    items = loaded.items
+
+    def counted() -> list[tuple[str, Topic]]:
+        nonlocal reads
+        reads += 1
+        return items()
+
+    loaded.items = counted  # type: ignore[method-assign]
+    metrics = TopicMetrics(loaded, "here")
+    ticks = 0
+    scraping = True
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while scraping:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(ticker())
+    try:
+        first, second = await asyncio.gather(metrics.text(), metrics.text())
+    finally:
+        scraping = False
+        await other
+    assert ticks >= 5, f"the event loop ran other work {ticks} times while the scrape was written"
+    assert reads == 1, "a scrape that came meanwhile wrote the text again"
+    assert first == second
+    assert first.count("pulsar_msg_backlog{") == len(names)

@@ -258,3 +258,27 @@ def test_metrics_take_a_publish_apart_into_broker_and_storage_latency(standalone
         assert found.sum > 0, name
     # A publish waits for its storage write: the broker's time is never the smaller of the two.
     assert publish.mean >= storage.mean
+
+
+def test_with_topic_level_metrics_off_the_metrics_page_has_a_line_per_namespace(tmp_path: Path) -> None:
+    """exposeTopicLevelMetricsInPrometheus=false: a namespace's topics summed, no topic label."""
+    server = Standalone(tmp_path / "standalone", expose_topic_level_metrics_in_prometheus="false").start()
+    try:
+        client = server.client()
+        topics = [f"persistent://public/default/by-namespace-{i}" for i in range(3)]
+        consumers = [client.subscribe(topic, "idle") for topic in topics]
+        for count, topic in enumerate(topics, 1):
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(count):
+                producer.send(b"%d" % i)
+            producer.close()
+        text = scrape(f"{server.web_service_url}/metrics")
+        backlog = [line for line in text.splitlines() if line.startswith("pulsar_msg_backlog{")]
+        assert backlog == ['pulsar_msg_backlog{cluster="standalone",namespace="public/default"} 6.0']
+        assert 'pulsar_topics_count{cluster="standalone",namespace="public/default"} 3.0' in text
+        assert 'topic="' not in text
+        for consumer in consumers:
+            consumer.close()
+        client.close()
+    finally:
+        server.stop()
