@@ -35,6 +35,7 @@ import base64
 import json
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import RUNS, percentile, write_results
-from windows import LeanWorkload, lost, verdict
+from windows import LeanWorkload, Records, lost, verdict
 
 from magnetar.chaos.pods.target import container_pids
 from magnetar.kube.containerd import import_image
@@ -57,6 +58,8 @@ console = Console()
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = RUNS / "bench_kube.json"
 NAME = "bench"
+#: where the chart runs the operator
+OPERATOR_NAMESPACE = "magnetar"
 TARGETS = {"first_ack_s": 20.0, "window_ms": 1000.0, "lost": 0}
 #: the components whose pods' readiness a start's breakdown shows, in the order they come up
 COMPONENTS = ("zookeeper", "bookie", "broker")
@@ -166,7 +169,7 @@ def one_start(node: Node, workdir: Path, port_base: int) -> tuple[float, dict[st
     """A node, the chart, then apply -> first acknowledged message; the node stays up."""
     magnetar("kube", "up", "--state-dir", str(node.state_dir), "--port-base", str(port_base))
     helm = [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
-            str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
+            str(ROOT / "charts/magnetar"), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
             "--wait", "--timeout", "180s"]  # fmt: skip
     subprocess.run(helm, check=True, capture_output=True, timeout=240)
     applied_at = time.time()
@@ -208,6 +211,8 @@ def roll(
     workload = LeanWorkload(f"pulsar://{ip}:6650", topics, args.rate / args.topics, clients,
                             token_file=token_file, listener_name="pod-ip")  # fmt: skip
     workload.start()
+    logs = PodLogs(node, clients / "pod-logs")
+    logs.start()
     floor_from = time.monotonic_ns()
     time.sleep(args.floor_seconds)
     patched_ns = time.monotonic_ns()
@@ -215,38 +220,110 @@ def roll(
     node.kubectl("patch", "mgc", NAME, "--type", "merge", "-p", json.dumps(change))
     console.print(f"[dim]{what} started[/]")
     stages: dict[str, float] = {}
-    done_ns = wait_rolled(node, patched_at, timeout_s=900, stages=stages)
-    time.sleep(2)
+    try:
+        done_ns = wait_rolled(node, patched_at, timeout_s=900, stages=stages)
+        time.sleep(2)
+    finally:
+        logs.stop()
     produced, consumed = workload.stop()
     floor = produced.windows_ms(floor_from + 1_000_000_000, patched_ns)
     during = produced.windows_ms(patched_ns, done_ns)
+    announced = restarts(node, patched_at)
+    per_topic = {
+        topic.rsplit("/", 1)[-1]: blame(
+            announced, latest_of(produced, topic, patched_ns, done_ns), patched_ns
+        )
+        for topic in topics
+    }
     return {
         "rate": args.rate, "topics": args.topics,
         "total_s": (done_ns - patched_ns) / 1e9,
         "floor_max_ms": max(floor, default=0.0), "floor_p99_ms": percentile(floor, 0.99),
         "window_max_ms": max(during, default=0.0), "window_p99_ms": percentile(during, 0.99),
         "acked": produced.count, "lost": lost(produced, consumed),
-        "latest": blame(node, produced.latest(patched_ns, done_ns), patched_ns, patched_at),
+        "latest": blame(announced, produced.latest(patched_ns, done_ns), patched_ns),
+        "per_topic": per_topic, "restarts": announced, "patched_at": patched_at, "pod_logs": str(logs.folder),
         "stages_s": stages,
     }  # fmt: skip
 
 
-def blame(node: Node, latest: tuple[str, int, float] | None, patched_ns: int, patched_at: float) -> str:
-    """When the latest message was due (seconds after the patch) and the pod restart the operator
-    had announced last before then (its RestartingPod Event): where to look for the window."""
-    if latest is None:
-        return "no message"
-    topic, due_ns, late_ms = latest
-    due_s = (due_ns - patched_ns) / 1e9
+class PodLogs:
+    """Follows the logs of every pod of the cluster into ``folder`` while a roll runs (a pod the
+    roll deletes takes its logs with it), each line stamped by the kubelet: what a window followed
+    is read there afterwards, beside the restarts' times."""
+
+    def __init__(self, node: Node, folder: Path) -> None:
+        self.node = node
+        self.folder = folder
+        self._followed: dict[str, subprocess.Popen[bytes]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pod-logs", daemon=True)
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                pods = self.node.json("pods", "-l", f"app.kubernetes.io/instance={NAME}")["items"]
+                pods += self.node.json("pods", "-n", OPERATOR_NAMESPACE)["items"]  # the operator's
+            except (RuntimeError, subprocess.TimeoutExpired):
+                pods = []
+            for pod in pods:
+                uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
+                running = any(
+                    "running" in c.get("state", {}) for c in pod["status"].get("containerStatuses", [])
+                )
+                if running and uid not in self._followed:
+                    with (self.folder / f"{name}-{uid[:8]}.log").open("wb") as out:
+                        self._followed[uid] = subprocess.Popen(
+                            [str(BIN / "kubectl"), f"--kubeconfig={self.node.kubeconfig}", "logs", "-f",
+                             "--timestamps", "-n", pod["metadata"]["namespace"], name],
+                            stdout=out, stderr=subprocess.STDOUT,
+                        )  # fmt: skip
+            self._stop.wait(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for process in self._followed.values():
+            if process.poll() is None:
+                process.terminate()
+            process.wait()
+
+
+def latest_of(produced: Records, topic: str, start_ns: int, end_ns: int) -> tuple[str, int, float] | None:
+    """``topic``'s latest message due within [start, end]: the topic, due time (ns), lateness (ms)."""
+    pairs = zip(produced.due_ns.get(topic, []), produced.done_ns.get(topic, []), strict=True)
+    found = [(done - due, due) for due, done in pairs if start_ns <= due <= end_ns]
+    if not found:
+        return None
+    late, due = max(found)
+    return topic, due, late / 1e6
+
+
+def restarts(node: Node, patched_at: float) -> list[tuple[float, str]]:
+    """The pod restarts the operator announced (its RestartingPod Events): seconds after the patch
+    and the pod, in order."""
     found = node.json("events", "--field-selector", f"involvedObject.name={NAME},reason=RestartingPod")
-    restarts = sorted(
+    return sorted(
         (
             _stamp(e["lastTimestamp"] or e["metadata"]["creationTimestamp"]) - patched_at,
             e["message"].split()[1],
         )
         for e in found["items"]
     )
-    before = [r for r in restarts if r[0] <= due_s]
+
+
+def blame(announced: list[tuple[float, str]], latest: tuple[str, int, float] | None, patched_ns: int) -> str:
+    """When the latest message was due (seconds after the patch) and the pod restart announced last
+    before then: where to look for the window."""
+    if latest is None:
+        return "no message"
+    topic, due_ns, late_ms = latest
+    due_s = (due_ns - patched_ns) / 1e9
+    before = [r for r in announced if r[0] <= due_s]
     after = f"{before[-1][1]} restarted at +{before[-1][0]:.0f} s" if before else "before any restart"
     name = topic.rsplit("/", 1)[-1]
     return f"{late_ms:,.0f} ms late on {name}, due +{due_s:.1f} s; last before it: {after}"
@@ -320,6 +397,8 @@ def add_rows(table: Table, what: str, found: dict[str, Any], judged: str) -> Non
     )  # fmt: skip
     table.add_row(f"{what}: largest producer lateness", f"{found['window_max_ms']:.0f} ms", "<= 1 s", judged)
     table.add_row(f"{what}: the latest message", found["latest"], "", "")
+    for topic, latest in found.get("per_topic", {}).items():
+        table.add_row(f"{what}: {topic}'s latest message", latest, "", "")
     table.add_row(f"{what}: acknowledged messages lost", f"{found['lost']} of {found['acked']:,}", "0",
                   "yes" if found["lost"] == 0 else "no")  # fmt: skip
 
