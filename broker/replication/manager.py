@@ -73,9 +73,18 @@ class ReplicationManager:
 
     async def _topic_closed(self, topic: Topic) -> None:
         self._settled.pop(str(topic.name), None)
+        self._forget_lock(str(topic.name))
         replicators = self.replicators.pop(str(topic.name), {})
         await asyncio.gather(*(r.close() for r in replicators.values()), return_exceptions=True)
         await self._stop_snapshots(topic)
+
+    def _forget_lock(self, name: str) -> None:
+        """Drop a closing topic's lock, so a broker that sees many topics come and go keeps none
+        of theirs; unless a check holds it, which the topic's next load here must still wait for
+        (a lock left so is taken again by that load)."""
+        lock = self._locks.get(name)
+        if lock is not None and not lock.locked():
+            del self._locks[name]
 
     async def _stop_snapshots(self, topic: Topic) -> None:
         controller, topic.replicated_subscriptions = topic.replicated_subscriptions, None

@@ -121,3 +121,26 @@ async def test_the_check_outlives_a_metadata_store_that_fails_a_read(memory_url:
     finally:
         checks.cancel()
         await store.close()
+
+
+async def test_a_closed_topic_leaves_nothing_behind(memory_url: str) -> None:
+    """A broker that loads and unloads many topics keeps no state for those it no longer has."""
+    store = await open_store(memory_url)
+    namespaces = Namespaces(store)
+    await namespaces.create_tenant("t", ["here"])
+    await namespaces.create("t/ns")
+    topics = [idle_topic(f"persistent://t/ns/topic-{i}") for i in range(20)]
+    registry = Registry(topics)
+    manager = ReplicationManager(BrokerConfig(cluster_name="here"), namespaces, registry)
+    try:
+        for topic in topics:
+            await manager.topic_loaded(topic)
+        for topic in topics:
+            for hook in topic.on_close:
+                await hook()
+            del registry.topics[str(topic.name)]
+        assert manager._locks == {}, "the closed topics' locks are kept"
+        assert manager._settled == {}
+        assert manager.replicators == {}
+    finally:
+        await store.close()
