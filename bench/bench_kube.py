@@ -303,17 +303,26 @@ def latest_of(produced: Records, topic: str, start_ns: int, end_ns: int) -> tupl
     return topic, due, late / 1e6
 
 
+#: the operator's Events for a pod it deletes: a roll's restart (bundles moved away first for a
+#: broker), and the replacement of a pod of an older template that is not ready (nothing moved)
+RESTART_REASONS = ("RestartingPod", "ReplacingPod")
+
+
 def restarts(node: Node, patched_at: float) -> list[tuple[float, str]]:
-    """The pod restarts the operator announced (its RestartingPod Events): seconds after the patch
-    and the pod, in order."""
-    found = node.json("events", "--field-selector", f"involvedObject.name={NAME},reason=RestartingPod")
-    return sorted(
-        (
-            _stamp(e["lastTimestamp"] or e["metadata"]["creationTimestamp"]) - patched_at,
-            e["message"].split()[1],
-        )
-        for e in found["items"]
-    )
+    """The pod restarts and replacements the operator announced: seconds after the patch and what
+    happened to which pod, in order."""
+    found = []
+    for reason in RESTART_REASONS:
+        events = node.json("events", "--field-selector", f"involvedObject.name={NAME},reason={reason}")
+        found += [
+            (
+                _stamp(e["lastTimestamp"] or e["metadata"]["creationTimestamp"]) - patched_at,
+                e["message"].split()[1].rstrip(":")
+                + (" replaced, not ready (nothing moved away)" if reason == "ReplacingPod" else " restarted"),
+            )
+            for e in events["items"]
+        ]
+    return sorted(found)
 
 
 def blame(announced: list[tuple[float, str]], latest: tuple[str, int, float] | None, patched_ns: int) -> str:
@@ -324,7 +333,7 @@ def blame(announced: list[tuple[float, str]], latest: tuple[str, int, float] | N
     topic, due_ns, late_ms = latest
     due_s = (due_ns - patched_ns) / 1e9
     before = [r for r in announced if r[0] <= due_s]
-    after = f"{before[-1][1]} restarted at +{before[-1][0]:.0f} s" if before else "before any restart"
+    after = f"{before[-1][1]} at +{before[-1][0]:.0f} s" if before else "before any restart"
     name = topic.rsplit("/", 1)[-1]
     return f"{late_ms:,.0f} ms late on {name}, due +{due_s:.1f} s; last before it: {after}"
 
