@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import click
 from magnetar.bookie.config import BookieConfig
 from magnetar.common import heap
 from magnetar.common.config import ConfigError
-from magnetar.common.process import exit_after, parse_sets, run, setup_logging
+from magnetar.common.process import parse_sets, run, setup_logging, stop_on_signals
 
 log = logging.getLogger("magnetar.bookie")
 
@@ -79,17 +77,10 @@ async def _serve(config: BookieConfig) -> None:
     except Exception as exc:
         log.error("bookie failed to start: %s", exc)
         raise SystemExit(1) from exc
-    loop = asyncio.get_running_loop()
     bound_s = config.shutdown_timeout_ms / 1000
-
-    def stop() -> None:
-        if not server.stopping:
-            # BookieServer.stop keeps within the bound; this covers what it cannot see
-            exit_after(bound_s + _EXIT_MARGIN_S, "bookie")
-        server.request_stop()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
+    # BookieServer.stop keeps within the bound; the last resort covers what it cannot see, a
+    # stuck event loop included
+    stop_on_signals(server.request_stop, bound_s + _EXIT_MARGIN_S, "bookie")
     if server.metrics_port:
         click.echo(f"bookie metrics http://{config.listen_address}:{server.metrics_port}/metrics")
     heap.settle()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +14,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.common import heap
 from magnetar.common.config import ConfigError
 from magnetar.common.metadata import MetadataStore
-from magnetar.common.process import exit_after, parse_sets, run, setup_logging
+from magnetar.common.process import parse_sets, run, setup_logging, stop_on_signals
 
 if TYPE_CHECKING:  # the service is imported when a broker runs, not for --help
     from magnetar.broker.service import BrokerService
@@ -93,9 +92,9 @@ async def serve(config: BrokerConfig) -> None:
         log.error("broker failed to start: %s", exc)
         raise SystemExit(1) from exc
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    bound_s = config.broker_shutdown_timeout_ms / 1000
+    # the last resort covers what the bounded stop cannot see, a stuck event loop included
+    stop_on_signals(stop.set, bound_s + _EXIT_MARGIN_S, "broker")
     address = f"{config.advertised_address}:{service.port}"
     urls = f"service_url={service.service_url} web_service_url={service.web_service_url}"
     if service.service_url_tls or service.web_service_url_tls:  # announced only when there
@@ -106,8 +105,6 @@ async def serve(config: BrokerConfig) -> None:
     click.echo(f"{READY_PREFIX} {address} {urls}")
     sys.stdout.flush()
     await stop.wait()
-    bound_s = config.broker_shutdown_timeout_ms / 1000
-    exit_after(bound_s + _EXIT_MARGIN_S, "broker")  # covers what the bounded stop cannot see
     await _stop_within(service, bound_s)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import click
@@ -56,3 +57,24 @@ def exit_after(seconds: float, what: str) -> None:
     timer = threading.Timer(seconds, overrun)
     timer.daemon = True
     timer.start()
+
+
+def stop_on_signals(stop: Callable[[], None], bound_s: float, what: str) -> None:
+    """At SIGTERM or SIGINT, call ``stop`` on the running loop, and arm ``exit_after(bound_s)``
+    in the signal handler itself rather than in ``stop``: a loop that is stuck in a call that
+    never returns never runs ``stop``, yet the process still ends within the bound.
+
+    Python runs the handler in the main thread as soon as a blocking call there is interrupted
+    (and retried, PEP 475), which is where a stuck loop stands."""
+    loop = asyncio.get_running_loop()
+    armed = False
+
+    def handler(_signum: int, _frame: object) -> None:
+        nonlocal armed
+        if not armed:
+            armed = True
+            exit_after(bound_s, what)
+        loop.call_soon_threadsafe(stop)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
