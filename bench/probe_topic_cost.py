@@ -6,10 +6,13 @@ before the topics.
 
     .venv/bin/python bench/probe_topic_cost.py                  # 1,000 topics
     .venv/bin/python bench/probe_topic_cost.py --topics 2000 --top 40
+    .venv/bin/python bench/probe_topic_cost.py --unload      # and what an unload leaves to the collector
 
 Prints tasks, timers and traced bytes per topic and the allocation sites (file:line) that grew
-most, per topic. tracemalloc counts Python's allocations only (not the C client libraries',
-nor the allocator's slack RSS shows): bench_scale.py measures RSS.
+most, per topic. With ``--unload``, the namespace is then unloaded and every topic loaded again
+(each client's round trip), with the collector off, and the objects only a collection frees (held
+in reference cycles) are counted per topic, by type. tracemalloc counts Python's allocations only
+(not the C client libraries', nor the allocator's slack RSS shows): bench_scale.py measures RSS.
 """
 
 from __future__ import annotations
@@ -69,7 +72,38 @@ def loop_counts() -> tuple[int, int]:
     return len(asyncio.all_tasks()), len(getattr(asyncio.get_running_loop(), "_scheduled", ()))
 
 
-async def probe(topics: int, top: int, data_dir: Path) -> None:
+async def unload_garbage(
+    broker: Any, clients: list[asyncio.subprocess.Process], topics: int, top: int
+) -> None:
+    """Unload the namespace and load every topic again, with the collector off, then count what
+    a collection finds unreachable: what the unloaded topics left in reference cycles."""
+    import aiohttp
+
+    gc.collect()
+    gc.disable()
+    try:
+        async with aiohttp.ClientSession() as http:
+            url = f"{broker.web_service_url}/admin/v2/namespaces/public/default/unload"
+            async with http.put(url) as response:
+                response.raise_for_status()
+        for process in clients:
+            await roundtrip(process)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        found = gc.collect()
+        by_type: dict[str, int] = {}
+        for obj in gc.garbage:
+            name = type(obj).__qualname__
+            by_type[name] = by_type.get(name, 0) + 1
+        gc.garbage.clear()
+    finally:
+        gc.set_debug(0)
+        gc.enable()
+    print(f"after an unload and reload: {found / topics:.1f} unreachable objects/topic")
+    for name, count in sorted(by_type.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{count / topics:12.2f}  {name}")
+
+
+async def probe(topics: int, top: int, data_dir: Path, unload: bool) -> None:
     from magnetar.bookie.config import BookieConfig
     from magnetar.bookie.server import start_bookie
     from magnetar.broker.config import BrokerConfig
@@ -138,6 +172,8 @@ async def probe(topics: int, top: int, data_dir: Path) -> None:
             frame = stat.traceback[0]
             site = f"{frame.filename.split('site-packages/')[-1].split('/main/')[-1]}:{frame.lineno}"
             print(f"{stat.size_diff / topics:12,.0f} {stat.count_diff / topics:10.1f}  {site}")
+        if unload:
+            await unload_garbage(broker, clients, topics, top)
     finally:
         for process in clients:
             await quit_client(process)
@@ -151,12 +187,15 @@ def main() -> None:
     )
     parser.add_argument("--topics", type=int, default=1000, help="topics to open (default 1000)")
     parser.add_argument("--top", type=int, default=30, help="allocation sites to print (default 30)")
+    parser.add_argument(
+        "--unload", action="store_true", help="then unload and reload, and count the cyclic garbage left"
+    )
     args = parser.parse_args()
     if args.topics < 1:
         parser.error(f"--topics must be at least 1, not {args.topics}")
     tracemalloc.start(1)
     with tempfile.TemporaryDirectory(prefix="magnetar-probe-") as tmp:
-        asyncio.run(probe(args.topics, args.top, Path(tmp)))
+        asyncio.run(probe(args.topics, args.top, Path(tmp), args.unload))
 
 
 if __name__ == "__main__":
