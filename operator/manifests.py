@@ -2,8 +2,10 @@
 metadata store is external), bookies with their volumes, brokers and read-only brokers, their
 Services, ConfigMaps and PodDisruptionBudgets.
 
-Bookies and brokers run as user 10000 with a read-only root filesystem (writable volumes for data
-and ``/tmp``) and mount the cluster's Secrets (cluster_secrets.py) read-only, mode 0440; their ConfigMaps
+Every pod runs as user 10000 with a read-only root filesystem (writable volumes for data and
+``/tmp``). ZooKeeper's, whatever user its image was made for, writes its configuration into a
+directory of its own (the official image's ``/conf`` is not writable by that user). Bookies and
+brokers mount the cluster's Secrets (cluster_secrets.py) read-only, mode 0440; their ConfigMaps
 name the mounted files, never a secret's value.
 
 Bookie and broker StatefulSets use the ``OnDelete`` update strategy: the operator itself restarts
@@ -112,6 +114,24 @@ POD_SECURITY = {
     "fsGroup": RUN_AS,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
+
+
+#: every container's: nothing written outside its volumes, no privilege at all
+CONTAINER_SECURITY = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+#: ZooKeeper's own configuration directory, an emptyDir its entrypoint writes zoo.cfg into. The
+#: official image's /conf belongs to its user (uid 1000, mode 0755), so the pods' user cannot
+#: write it; the image's logging configuration stays there, on the class path.
+ZOOKEEPER_CONF_DIR = "/var/lib/zookeeper/conf"
+#: the data volume: snapshots and myid, and below them the transaction log (the images' default
+#: /datalog is a directory of the container, which a restart of the container loses)
+ZOOKEEPER_DATA_DIR = "/data"
+ZOOKEEPER_DATA_LOG_DIR = "/data/txnlog"
 
 
 def _secret_volume(volume: str, secret: str, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -250,12 +270,7 @@ def _container(
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         ],
         "resources": resources.render(),
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY),
     }
 
 
@@ -290,22 +305,37 @@ def _zookeeper(spec: ClusterSpec, name: str) -> list[Manifest]:
         "name": "zookeeper",
         "image": zk.image,
         "command": ["sh", "-c", set_id, "--"],
-        "args": ["zkServer.sh", "start-foreground"],
+        # the configuration file named with its directory: zkServer.sh otherwise reads zoo.cfg
+        # from the image's own ZOOCFGDIR (/conf), which keeps its logging configuration
+        "args": ["zkServer.sh", "start-foreground", f"{ZOOKEEPER_CONF_DIR}/zoo.cfg"],
         "env": [
             {"name": "ZOO_SERVERS", "value": servers},
             {"name": "ZOO_4LW_COMMANDS_WHITELIST", "value": "ruok"},
+            {"name": "ZOO_CONF_DIR", "value": ZOOKEEPER_CONF_DIR},
+            {"name": "ZOO_DATA_DIR", "value": ZOOKEEPER_DATA_DIR},
+            {"name": "ZOO_DATA_LOG_DIR", "value": ZOOKEEPER_DATA_LOG_DIR},
         ],
         "ports": [{"name": n, "containerPort": p} for n, p in zk_ports.items()],
         "readinessProbe": {"tcpSocket": {"port": configs.ZOOKEEPER_PORT}, **PROBE_TIMING},
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "volumeMounts": [
+            {"name": "data", "mountPath": ZOOKEEPER_DATA_DIR},
+            {"name": "conf", "mountPath": ZOOKEEPER_CONF_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
         "resources": zk.resources.render(),
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY),
+    }
+    pod_spec = {
+        "containers": [container],
+        "volumes": [{"name": "conf", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+        "securityContext": copy.deepcopy(POD_SECURITY),
     }
     sts = _statefulset(
         name,
         "zookeeper",
         replicas=zk.replicas,
         service=headless,
-        pod_spec={"containers": [container]},
+        pod_spec=pod_spec,
         config=None,
         volumes={"data": (zk.storage, None)},
         operator_rolls=False,
