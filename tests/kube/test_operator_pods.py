@@ -1,9 +1,14 @@
 """The chart and the operator on real pods, as a user notices them: on a node of
-`magnetar kube up`, `helm install` of charts/magnetar runs the operator, and the small example
-cluster (examples/k8s/local/cluster.yaml, secured by default: tokens and TLS) becomes ZooKeeper,
+`magnetar kube up`, `helm install` of charts/magnetar runs the operator, and the walkthrough's
+example cluster (examples/k8s/cluster.yaml, secured by default: tokens and TLS) becomes ZooKeeper,
 bookie and broker pods that pass their readiness probes, with the MagnetarCluster Ready; the official
 pulsar-client on this machine produces and consumes through the broker Service, `magnetar admin`
 works through it, and a MagnetarNamespace becomes a namespace of the admin API.
+
+Its ZooKeeper is the operator's default image, `zookeeper:3.9`: this node pulls nothing, so the name
+is given to `make image`'s stand-in in the official image's layout (magnetar/zookeeper-official:3.8:
+root by default, /conf of uid 1000, the official entrypoint's behaviour), and the pod runs it as
+the operator runs every pod, as uid 10000.
 
 One node, chart and cluster for the module (the node up in about 25 s, the chart until its operator
 serves, the cluster Ready 20 to 25 s after it is applied, ZooKeeper first, on 2 cores;
@@ -20,8 +25,9 @@ from typing import Any
 
 import pytest
 
+from magnetar.kube.containerd import ctr
 from magnetar.kube.dns import resolve_a
-from magnetar.kube.layout import NODE_IP
+from magnetar.kube.layout import IMAGES_DIR, NODE_IP, Layout
 from tests.kube.pods import (
     ROOT,
     Cluster,
@@ -46,9 +52,32 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     yield from start_node(tmp_path_factory, PORT_BASE)
 
 
+#: `make image`'s ZooKeeper in the official image's layout, saved apart from what a node imports
+OFFICIAL_ZOOKEEPER = "docker.io/magnetar/zookeeper-official:3.8"
+OFFICIAL_ZOOKEEPER_TARBALL = IMAGES_DIR / "official" / "zookeeper-official-3.8.tar"
+#: the operator's default ZooKeeper image, as the kubelet names it
+DEFAULT_ZOOKEEPER = "docker.io/library/zookeeper:3.9"
+
+
 @pytest.fixture(scope="module")
 def cluster(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    return install_cluster(node, ROOT / "examples/k8s/local/cluster.yaml", CLUSTER, tmp_path_factory)
+    if not OFFICIAL_ZOOKEEPER_TARBALL.exists():
+        pytest.skip(f"no {OFFICIAL_ZOOKEEPER_TARBALL}: run `make image`")
+    node.import_image(OFFICIAL_ZOOKEEPER_TARBALL)
+    ctr(Layout(node.state_dir), "images", "tag", "--force", OFFICIAL_ZOOKEEPER, DEFAULT_ZOOKEEPER)
+    return install_cluster(node, ROOT / "examples/k8s/cluster.yaml", CLUSTER, tmp_path_factory)
+
+
+def test_zookeeper_of_the_default_image_runs_as_the_operators_user(cluster: Cluster) -> None:
+    # The image's /conf belongs to its own user, uid 1000; the pod's user is the operator's.
+    node, pod = cluster.node, f"{CLUSTER}-zookeeper-0"
+    assert node.json("pod", pod)["spec"]["containers"][0]["image"] == "zookeeper:3.9"
+    out = node.kubectl("exec", pod, "--", "sh", "-c", "id -u; stat -c %u /conf; ls /data/txnlog")
+    assert out.returncode == 0, out.stderr
+    uid, conf_owner, txnlog = out.stdout.split("\n", 2)
+    assert (uid, conf_owner) == ("10000", "1000"), out.stdout
+    # the transaction log is on the data volume, which a restart keeps
+    assert "version-2" in txnlog, out.stdout
 
 
 def test_every_pod_passes_its_readiness_probe_and_the_cluster_says_ready(cluster: Cluster) -> None:
