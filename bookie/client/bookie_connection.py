@@ -233,20 +233,22 @@ class BookieConnection:
         self._closing_channels.add(closing)
         closing.add_done_callback(self._closing_channels.discard)
 
-    async def _registration(self, timeout_s: float | None = None) -> BookieRegistration | None:
-        """The bookie's registration now, followed; None without one (not registered, not known
-        within the timeout: the metadata store may be away, and calls need not wait for it)."""
+    async def _lookup(self) -> tuple[bool, BookieRegistration | None]:
+        """``(answered, registration)``: the bookie's registration now (None: not registered),
+        followed. ``answered`` is False when it is not known within the connect timeout: the
+        metadata store may be away, and calls need not wait for it."""
         if self._locate is None:
-            return None
+            return False, None
         try:
-            registration = await asyncio.wait_for(
-                self._locate(self.bookie_id), self._connect_timeout_s if timeout_s is None else timeout_s
-            )
+            registration = await asyncio.wait_for(self._locate(self.bookie_id), self._connect_timeout_s)
         except Exception:  # any failure to look it up leaves the connection where it is
-            return None
+            return False, None
         if registration is not None and not self._closed:
             self._follow(registration)
-        return registration
+        return True, registration
+
+    async def _registration(self) -> BookieRegistration | None:
+        return (await self._lookup())[1]
 
     def _relocate_soon(self, error: grpc.aio.AioRpcError) -> None:
         """After a call found the bookie unavailable: read its registration in the background, so
@@ -296,20 +298,32 @@ class BookieConnection:
             self._stream_task = asyncio.create_task(self._run_stream(), name=f"add-stream-{self.bookie_id}")
 
     async def _run_stream(self) -> None:
-        target = await self._add_port()
+        if self._locate is not None:
+            answered, registration = await self._lookup()
+            if answered and registration is None:
+                # Gone away, or not back yet: the address it had may be a deleted pod's, where an
+                # attempt would only wait out its timeout. The adds fail now, and their writers
+                # replace the bookie (as BookKeeper's clients do with a bookie id they cannot
+                # resolve).
+                self._fail_all(BookieUnavailableError(self.bookie_id, "not registered"))
+                return
+            target = self._framed_target(registration)
+        else:
+            target = await self._add_port()
         if target is not None:
             await self._run_framed(target)
         else:
             await self._run_grpc_stream()
 
+    def _framed_target(self, registration: BookieRegistration | None) -> _Target | None:
+        """Where the registration's framed add port is (None: none, or the registration unknown)."""
+        if registration is None or not self._framed_adds or not registration.add_address:
+            return None
+        return _reach(registration.add_address, registration.ip)
+
     async def _add_port(self) -> _Target | None:
-        """The bookie's framed add port now, or None (none, or not known within the connect
-        timeout: the metadata store may be away, and adds need not wait for it)."""
-        if self._locate is not None:
-            registration = await self._registration()
-            if registration is None or not self._framed_adds or not registration.add_address:
-                return None
-            return _reach(registration.add_address, registration.ip)
+        """The framed add port ``find_add_port`` names now, or None (none, or not known within the
+        connect timeout: the metadata store may be away, and adds need not wait for it)."""
         if self._find_add_port is None:
             return None
         try:

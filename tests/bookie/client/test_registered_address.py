@@ -3,14 +3,18 @@ clients follow a bookie's BookieServiceInfo.
 
 A bookie made again elsewhere under the same id (a pod restarted: its name, a new IP) is reached
 at its new address at once: a writer that needs it as a replacement does not try its old address
-first (real ZooKeeper, real bookie processes). A bookie that registers an IP beside its name is
-connected to at that IP, its certificate still checked against the name.
+first, and a writer's add to it while it is away fails at once instead of trying that address
+(real ZooKeeper, real bookie processes; the old address answers nothing, as a deleted pod's IP).
+A bookie that registers an IP beside its name is connected to at that IP, its certificate still
+checked against the name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -85,8 +89,11 @@ async def test_a_bookie_restarted_at_a_new_address_is_a_replacement_at_once(
     moving = await bookie_factory.start_async(zk_url, "moving", bookie_id=MOVING)
     store = await open_store(zk_url)
     client = LedgerClient(store, LedgerClientConfig(ensemble_size=2, write_quorum=2, ack_quorum=2))
+    dead: socket.socket | None = None
     try:
         writer = Writer(await client.create_ledger())
+        idle = await client.create_ledger()  # no add in flight when the bookie goes
+        assert await idle.add_entry_async(b"before") == 0
         await writer.past(100)
         spare = await bookie_factory.start_async(zk_url, "spare")
 
@@ -100,6 +107,22 @@ async def test_a_bookie_restarted_at_a_new_address_is_a_replacement_at_once(
             "the stopped bookie replaced",
         )
         await writer.past(100)
+        # Its old address now takes connections and answers nothing, as a deleted pod's IP does
+        # (where a connection attempt waits out its timeout).
+        host, port = old_address.rsplit(":", 1)
+        dead = socket.socket()
+        dead.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        dead.bind((host, int(port)))
+        dead.listen(16)
+        dead.setblocking(False)
+
+        async def unregistered() -> bool:
+            return await store.exists(f"{WRITABLE_BOOKIES}/{MOVING}") is None
+
+        await until(unregistered, "the stopped bookie unregistered")
+        # The idle writer's next add: the bookie is not registered, so it is replaced at once.
+        assert await asyncio.wait_for(idle.add_entry_async(b"after"), 60) == 1
+        assert MOVING not in idle.metadata.ensembles[-1][1]
 
         # It comes back under its id at another address and port, as a pod made again does.
         moving.port = 0
@@ -137,9 +160,17 @@ async def test_a_bookie_restarted_at_a_new_address_is_a_replacement_at_once(
         reader = await client.open_ledger_no_recovery(writer.handle.ledger_id)
         last = len(writer.acked) - 1
         assert [e.payload for e in await reader.read(0, last)] == [payload(i) for i in range(last + 1)]
+        try:
+            attempt, _ = dead.accept()
+        except BlockingIOError:
+            attempt = None
+        assert attempt is None, "the client connected to the bookie's old address"
     finally:
         await client.close()
         await store.close()
+        if dead is not None:
+            with contextlib.suppress(OSError):
+                dead.close()
 
 
 async def test_a_registered_ip_is_connected_to_with_tls_checking_the_name(
