@@ -261,6 +261,8 @@ class PodLogs:
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        for old in self.folder.glob("*.log"):  # an earlier run's
+            old.unlink()
         self._thread.start()
 
     def _run(self) -> None:
