@@ -38,7 +38,8 @@ the pods, the cluster's conditions and the logs). Exits non-zero when any step f
                     zookeeper:3.9 is stood in for by make image's magnetar/zookeeper-official:3.8
                     (ZooKeeper from Debian in the official image's layout) under that name
   --name NAME       the kind cluster's name (default magnetar)
-  --state-dir DIR   --node magnetar: the node's state directory (default: a new one under /tmp)
+  --state-dir DIR   --node magnetar: the node's state directory (default: a new one under /tmp;
+                    the node's logs stay there after it is down)
   --ready-timeout S how long region-a may take to be Ready (default 300)
   --keep            leave the cluster (or node) running at the end
 
