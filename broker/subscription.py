@@ -173,4 +173,8 @@ class Subscription:
 
     async def close(self) -> None:
         await self.dispatcher.close()
+        # A closed subscription tells no one: letting go of its listener (the topic) and of the
+        # dispatcher's hook into it leaves no reference cycle, so a closed topic is freed at once.
+        self.listener = None
+        self.dispatcher.on_markers = None
         await self.cursor.flush()

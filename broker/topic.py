@@ -419,7 +419,8 @@ class Topic:
             name, cursor, sub_type, replicated=replicated, markers=self.markers, listener=self
         )
         subscription.dispatcher.limiter = self.settings.dispatch
-        subscription.dispatcher.delayed_delivery = lambda: self.settings.delayed_delivery
+        settings = self.settings  # not the topic itself: a subscription must not hold it in a cycle
+        subscription.dispatcher.delayed_delivery = lambda: settings.delayed_delivery
         if self.replicated_subscriptions is not None:
             subscription.snapshots.size = self.replicated_subscriptions.cache_size
         return subscription
@@ -498,4 +499,5 @@ class Topic:
                     with contextlib.suppress(Exception):
                         await dedup.snapshot()
         finally:
+            self.on_close.clear()  # run once; its hooks refer to the topic
             await self.ledger.close()

@@ -444,4 +444,7 @@ class ManagedCursor:
                         raise
         finally:
             if self._flush_task is not None:
-                self._flush_task.cancel()
+                # Not kept: a cancelled task keeps its CancelledError, whose traceback holds this
+                # cursor, and a cursor holding that task would be a cycle.
+                self._flush_task, task = None, self._flush_task
+                task.cancel()

@@ -32,6 +32,7 @@ from magnetar.broker.managed_ledger.errors import (
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
 )
+from magnetar.broker.managed_ledger.fencing import Fencing
 from magnetar.broker.managed_ledger.ledger_deletion import delete_ledger
 from magnetar.broker.managed_ledger.ledger_readers import LedgerReaders
 from magnetar.broker.managed_ledger.ledger_record import LedgerRecord
@@ -72,7 +73,8 @@ class ManagedLedger:
         self._client = client
         self.config = config
         #: the ledger list, termination and properties, as recorded in the store
-        self._record = LedgerRecord(store, self.name, self.fenced)
+        self._fencing = Fencing(self.name)
+        self._record = LedgerRecord(store, self.name, self._fencing.deposed)
         self._writer: LedgerHandle | None = None
         self._writer_failed = False
         self._writer_created = 0.0
@@ -84,9 +86,8 @@ class ManagedLedger:
         self._readers = LedgerReaders(client, self.name)
         self._cache = EntryCache(config.cache_size_mb * MB)
         self._new_entries = NewEntries()
-        self._cursors = DurableCursors(self, store, client, lambda: self.closed)
+        self._cursors = DurableCursors(self, store, client)
         self._closed = False
-        self._fenced = False
         self._maintaining = False
         self._background = BackgroundTasks()
         #: a ledger created ahead of the open (by the factory's ``prepare``: a transfer's
@@ -118,13 +119,7 @@ class ManagedLedger:
 
     def fenced(self, why: str) -> ManagedLedgerFencedError:
         """Mark this instance deposed (another broker owns the managed ledger now)."""
-        if not self._fenced:
-            log.warning("managed ledger %s fenced: %s", self.name, why)
-        self._fenced = True
-        return ManagedLedgerFencedError(
-            f"managed ledger {self.name} was opened by another broker; this instance can no longer "
-            f"write ({why})"
-        )
+        return self._fencing.deposed(why)
 
     async def _recover(self, info: LedgerInfo) -> None:
         """Fence a ledger left open (by a previous owner or a failed writer) and learn its end."""
@@ -253,7 +248,7 @@ class ManagedLedger:
         return error if error is not None else ManagedLedgerError(f"an add to {self.name} was cancelled")
 
     def _check_writable(self) -> None:
-        if self._fenced:
+        if self._fencing.fenced:
             raise ManagedLedgerFencedError(
                 f"managed ledger {self.name} was opened by another broker; this instance can no longer write"
             )
@@ -327,11 +322,11 @@ class ManagedLedger:
     # -- state ----------------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
-        return self._closed or self._fenced
+        return self._closed or self._fencing.fenced
 
     @property
     def is_fenced(self) -> bool:
-        return self._fenced
+        return self._fencing.fenced
 
     @property
     def is_terminated(self) -> bool:
@@ -464,7 +459,7 @@ class ManagedLedger:
         """Delete the closed ledgers every durable cursor has consumed, as far as retention allows:
         a consumed ledger goes once it was closed longer ago than the retention time, or while
         the consumed data kept exceeds the retention size. Returns the deleted ledger ids."""
-        if self._fenced:
+        if self._fencing.fenced or self._cursors.released:
             return []
 
         def consumed(ledgers: list[LedgerInfo]) -> list[LedgerInfo]:
@@ -554,7 +549,7 @@ class ManagedLedger:
         async with self._write_lock:
             self._closed = True
             await self._cursors.close()
-            if not self._fenced:
+            if not self._fencing.fenced:
                 try:
                     await self._close_writer()
                     await self._record.save_locked()
@@ -563,6 +558,7 @@ class ManagedLedger:
                     log.warning("%s: not closed cleanly: %s", self.name, exc)
         self._new_entries.cancel_all()
         await self.settle()
+        self._cursors.release()
 
     async def delete(self) -> None:
         """Remove the managed ledger: its ledgers, cursors and metadata."""
