@@ -446,5 +446,6 @@ class ManagedCursor:
             if self._flush_task is not None:
                 # Not kept: a cancelled task keeps its CancelledError, whose traceback holds this
                 # cursor, and a cursor holding that task would be a cycle.
-                self._flush_task, task = None, self._flush_task
+                task = self._flush_task
+                self._flush_task = None
                 task.cancel()
