@@ -14,7 +14,8 @@ follow a bookie's BookieServiceInfo: it connects to the registered address, at t
 where there is one (TLS still checks the registered host name), and reads the registration again
 at each new add stream, before waiting for a connection and after a call found the bookie
 unavailable. A bookie made again elsewhere under the same id (a pod restarted: its name, a new
-IP) is then reached at its new address at once, not after an attempt at its old one.
+IP) is then reached at its new address at once, not after an attempt at its old one; while it is
+not registered, a new add stream to it fails its adds at once.
 """
 
 from __future__ import annotations
