@@ -159,6 +159,14 @@ class LookupUrls:
 
     url: str
     url_tls: str = ""
+    #: the same broker's admin URLs (http://, https://), for HTTP lookups' httpUrl and httpUrlTls
+    http_url: str = ""
+    http_url_tls: str = ""
+
+    def web_url(self, *, secure: bool) -> str:
+        """Where an HTTP request about the topic goes: https:// for one that came over TLS (when
+        the broker has it), else http://."""
+        return (self.http_url_tls if secure and self.http_url_tls else self.http_url) or self.http_url_tls
 
 
 class UnknownListenerError(LookupError):
@@ -166,25 +174,34 @@ class UnknownListenerError(LookupError):
 
 
 def lookup_urls(broker: Owner | BrokerInfo, listener: str | None) -> LookupUrls:
-    """The URLs a lookup answers with: the named listener's, else the broker's service URLs."""
+    """The URLs a lookup answers with: the named listener's, else the broker's service URLs;
+    and its admin URLs, the listener's where it advertises some."""
+    http, http_tls = _web_urls(broker, listener)
     if not listener:
-        return LookupUrls(broker.service_url, broker.service_url_tls)
+        return LookupUrls(broker.service_url, broker.service_url_tls, http, http_tls)
     url, url_tls = dict(broker.listeners).get(listener, ""), dict(broker.listeners_tls).get(listener, "")
     if not (url or url_tls):
         raise UnknownListenerError(f"broker {broker.broker_id} advertises no listener named {listener!r}")
-    return LookupUrls(url, url_tls)
+    return LookupUrls(url, url_tls, http, http_tls)
+
+
+def _web_urls(broker: Owner | BrokerInfo, listener: str | None) -> tuple[str, str]:
+    """(http://, https://) of ``broker``: the listener's when it advertises web URLs, else its
+    default ones."""
+    plain, tls = (
+        dict(broker.web_listeners).get(listener or ""),
+        dict(broker.web_listeners_tls).get(listener or ""),
+    )
+    if not (plain or tls):
+        return broker.web_service_url, broker.web_service_url_tls
+    return plain or "", tls or ""
 
 
 def web_url(broker: Owner | BrokerInfo, listener: str | None, *, secure: bool) -> str:
     """Where an admin call about what ``broker`` owns is redirected: its https:// URL for a
     request that came over TLS (when it has one), on the request's listener when that listener
     advertises web URLs, else its default ones."""
-    plain, tls = (
-        dict(broker.web_listeners).get(listener or ""),
-        dict(broker.web_listeners_tls).get(listener or ""),
-    )
-    if not (plain or tls):
-        plain, tls = broker.web_service_url, broker.web_service_url_tls
+    plain, tls = _web_urls(broker, listener)
     return (tls if secure and tls else plain) or tls or ""
 
 

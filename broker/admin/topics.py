@@ -21,7 +21,6 @@ from magnetar.broker.admin.http import (
 from magnetar.broker.admin.messages import message_id
 from magnetar.broker.consumer import SubType
 from magnetar.broker.non_persistent.topic import NonPersistentTopic
-from magnetar.broker.ownership import BrokerInfo, web_url
 from magnetar.broker.schemas.admission import schema_id
 from magnetar.broker.topic import Topic, TopicNotAllowedError
 
@@ -195,21 +194,22 @@ class TopicAdminApi:
         urls, redirect = await self._bundles.lookup(
             str(topic_of(request)), authoritative=authoritative, listener=listener
         )
-        owner = next((b for b in await self._bundles.brokers() if _advertises(b, urls.url)), None)
-        if redirect and owner is not None:
+        if redirect and urls.web_url(secure=request.secure):
             # As Pulsar's: the broker chosen for an unowned bundle takes it only when asked itself
             # (authoritatively), so the client is sent there; the official clients follow a 307.
             # A client that asked over https:// is sent to the owner's https:// port.
-            url = web_url(owner, listener, secure=request.secure)
+            url = urls.web_url(secure=request.secure)
             raise web.HTTPTemporaryRedirect(f"{url}{request.path}?authoritative=true")
         # Pulsar's LookupData: the official clients need every field, TLS ones empty without TLS
         # (the C++ client refuses the answer without brokerUrlTls, and the Python client crashed).
+        # The admin URLs come with the owner's record, not from the list of registered brokers,
+        # which a broker that has just joined may not be in yet.
         return web.json_response(
             {
                 "brokerUrl": urls.url,
                 "brokerUrlTls": urls.url_tls,
-                "httpUrl": owner.web_service_url if owner else "",
-                "httpUrlTls": owner.web_service_url_tls if owner else "",
+                "httpUrl": urls.http_url,
+                "httpUrlTls": urls.http_url_tls,
                 "nativeUrl": urls.url,
             }
         )
@@ -284,14 +284,4 @@ def _subscription_stats(topic: Topic) -> dict[str, object]:
             ],
         }
         for name, sub in topic.subscriptions.items()
-    }
-
-
-def _advertises(broker: BrokerInfo, url: str) -> bool:
-    """Whether ``url`` is one of ``broker``'s binary-protocol addresses (default or a listener's)."""
-    return url in {
-        broker.service_url,
-        broker.service_url_tls,
-        *broker.listeners.values(),
-        *broker.listeners_tls.values(),
     }

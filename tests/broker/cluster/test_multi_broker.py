@@ -216,6 +216,10 @@ def test_lookups_redirect_across_brokers_and_messages_flow(shared: Cluster) -> N
     assert [c.receive(10_000).data() for c in consumers] == [f"m{i}".encode() for i in range(12)]
     owners = {owner_of(shared, t) for t in names}
     assert len(owners) >= 2, f"bundles spread over brokers, got {owners}"
+    web = {b.endpoints["service_url"]: b.endpoints["web_service_url"] for b in shared.brokers()}
+    for topic in names:  # asked of broker 0, whichever owns it: its owner's admin URL
+        _, found = shared.admin("GET", f"/lookup/v2/topic/{topic.replace('://', '/', 1)}", index=0)
+        assert found["httpUrl"] == web[found["brokerUrl"]], found
     client.close()
 
 
