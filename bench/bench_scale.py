@@ -20,6 +20,7 @@ one bundle (``scale-a``), the rest in a namespace of 16 bundles (``scale-b``). M
                  only on asyncio's own loop, uvloop does not list them)
   ZK nodes/topic ZooKeeper's node count and data bytes added, per topic (``mntr``)
   ZK writes/s    ZooKeeper's transactions per second at rest (its zxid's advance)
+  /metrics       one scrape of the broker's /metrics at rest: seconds, MB, the broker's CPU seconds
   round trip     one message through every topic: sent to its last arrival
   bundle unload  the unload of the 1,000-topic bundle: from the unload's start until every one of
                  its producers has a receipt again for a message sent when the unload returned;
@@ -50,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -72,7 +74,7 @@ from magnetar.local.spec import ClusterSpec, LedgerSpec, RegionSpec
 from magnetar.local.supervisor import ClusterState, Supervisor
 from magnetar.local.zookeeper import four_letter_word
 
-console = Console(width=max(Console().width, 200))  # the table's seventeen columns
+console = Console(width=max(Console().width, 220))  # the table's twenty columns
 RESULTS = RUNS / "bench_scale.json"
 CLIENT = Path(__file__).parent / "scale_client.py"
 #: topics in the one-bundle namespace whose unload is measured
@@ -340,6 +342,19 @@ def unload(
     }
 
 
+def metrics_scrape(system: System) -> dict[str, float]:
+    """One scrape of the broker's /metrics at rest: its seconds, its size, and the broker's CPU
+    seconds over it (a Prometheus server asks every 15 to 60 s)."""
+    cpu, began = cpu_seconds(system.broker_pid), time.monotonic()
+    with urllib.request.urlopen(f"{system.admin_url}/metrics", timeout=300) as response:
+        size = len(response.read())
+    return {
+        "scrape_s": time.monotonic() - began,
+        "scrape_mb": size / 2**20,
+        "scrape_broker_cpu_s": cpu_seconds(system.broker_pid) - cpu,
+    }
+
+
 def gc_totals(system: System) -> dict[str, list[float]]:
     """The broker's garbage collections so far, per generation: their seconds ("s") and how many
     ("n") (Magnetar's /metrics; nothing for Apache Pulsar)."""
@@ -407,6 +422,7 @@ def measure(
             f"{system.name}: at rest RSS {row['rss_kb_per_topic']:.1f} KB/topic, "
             f"tasks {row.get('tasks_per_topic', float('nan')):.2f}/topic"
         )
+        row.update(metrics_scrape(system))
         console.print(f"{system.name}: one message through every topic …")
         answers = clients.ask("roundtrip")
         check(answers, "round trip")
@@ -451,6 +467,9 @@ COLUMNS = (
     ("zk_nodes_per_topic", "ZK nodes/topic", "{:.1f}"),
     ("zk_bytes_per_topic", "ZK bytes/topic", "{:.0f}"),
     ("zk_writes_per_s", "ZK writes/s", "{:.1f}"),
+    ("scrape_s", "/metrics s", "{:.2f}"),
+    ("scrape_mb", "its MB", "{:.1f}"),
+    ("scrape_broker_cpu_s", "its broker CPU s", "{:.2f}"),
     ("roundtrip_s", "round trip s", "{:.2f}"),
     ("bundle_unload_s", "1k-bundle unload s", "{:.2f}"),
     ("bundle_unload_zk_requests_per_topic", "its ZK requests/topic", "{:.1f}"),
