@@ -77,7 +77,10 @@ async def test_a_client_sent_ahead_of_a_handover_waits_for_it(broker: BrokerServ
     namespace, bundle = await bundles(broker).bundle_of(TopicName.parse(name))
     bundles(broker).gate.expect_handover([name])
     # A client that looks the topic up meanwhile is kept here too, not sent elsewhere.
-    assert await bundles(broker).lookup(name) == (LookupUrls(broker.service_url), False)
+    assert await bundles(broker).lookup(name) == (
+        LookupUrls(broker.service_url, http_url=broker.web_service_url),
+        False,
+    )
     assert broker.ownership is not None
     assert await broker.ownership.owner(namespace, bundle) is None, "the lookup took the bundle itself"
     early = asyncio.ensure_future(load(broker, name))
