@@ -166,7 +166,7 @@ class LookupUrls:
     def web_url(self, *, secure: bool) -> str:
         """Where an HTTP request about the topic goes: https:// for one that came over TLS (when
         the broker has it), else http://."""
-        return (self.http_url_tls if secure and self.http_url_tls else self.http_url) or self.http_url_tls
+        return _chosen_web_url(self.http_url, self.http_url_tls, secure=secure)
 
 
 class UnknownListenerError(LookupError):
@@ -202,7 +202,12 @@ def web_url(broker: Owner | BrokerInfo, listener: str | None, *, secure: bool) -
     request that came over TLS (when it has one), on the request's listener when that listener
     advertises web URLs, else its default ones."""
     plain, tls = _web_urls(broker, listener)
-    return (tls if secure and tls else plain) or tls or ""
+    return _chosen_web_url(plain, tls, secure=secure)
+
+
+def _chosen_web_url(plain: str, tls: str, *, secure: bool) -> str:
+    """https:// for a request that came over TLS (when there is one), else http://."""
+    return (tls if secure and tls else plain) or tls
 
 
 class NotServedError(Exception):
