@@ -47,7 +47,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import RUNS, percentile, write_results
-from windows import LeanWorkload, Records, lost, verdict
+from windows import BEFORE_S, LeanWorkload, Records, lost, verdict
 
 from magnetar.chaos.pods.target import container_pids
 from magnetar.kube.containerd import import_image
@@ -70,6 +70,7 @@ NEXT_LABEL = "next"
 @dataclass
 class Node:
     state_dir: Path
+    _core: Any = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -84,6 +85,30 @@ class Node:
 
     def json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json"))
+
+    def pods(self, namespace: str = "default", selector: str = "") -> list[dict[str, Any]]:
+        """The pods, as `kubectl get pods -o json` lists them, from an API client in this process:
+        what the bench polls while it measures, so no kubectl process starts on the machine's
+        two cores in the middle of a floor or a window."""
+        core = self._api()
+        found = core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
+        return list(json.loads(found.data)["items"])
+
+    def cluster(self) -> dict[str, Any]:
+        """The MagnetarCluster, from the same in-process API client."""
+        from kubernetes import client
+
+        custom = client.CustomObjectsApi(self._api().api_client)
+        group, version, plural = "magnetar.dev", "v1alpha1", "magnetarclusters"
+        found = custom.get_namespaced_custom_object(group, version, "default", plural, NAME)
+        return dict(found)
+
+    def _api(self) -> Any:
+        if self._core is None:
+            from kubernetes import client, config
+
+            self._core = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+        return self._core
 
     def import_image(self, tarball: Path) -> None:
         import_image(Layout(self.state_dir), tarball)
@@ -210,9 +235,13 @@ def roll(
     topics = [f"persistent://public/default/roll-{i}" for i in range(args.topics)]
     workload = LeanWorkload(f"pulsar://{ip}:6650", topics, args.rate / args.topics, clients,
                             token_file=token_file, listener_name="pod-ip")  # fmt: skip
-    workload.start()
+    # The logs are followed before the workload starts: the kubectl processes that follow them
+    # start in a burst that is no part of the floor.
     logs = PodLogs(node, clients / "pod-logs")
     logs.start()
+    if not logs.following.wait(60):
+        raise RuntimeError("the pods' logs were not followed within 60 s")
+    workload.start()
     floor_from = time.monotonic_ns()
     time.sleep(args.floor_seconds)
     patched_ns = time.monotonic_ns()
@@ -226,12 +255,15 @@ def roll(
     finally:
         logs.stop()
     produced, consumed = workload.stop()
-    floor = produced.windows_ms(floor_from + 1_000_000_000, patched_ns)
-    during = produced.windows_ms(patched_ns, done_ns)
+    # A message due just before the patch is late by what the patch set off: it belongs to the
+    # roll's window (which begins BEFORE_S before the patch, as a move's does), not to the floor.
+    moved_from = patched_ns - int(BEFORE_S * 1e9)
+    floor = produced.windows_ms(floor_from + 1_000_000_000, moved_from)
+    during = produced.windows_ms(moved_from, done_ns)
     announced = restarts(node, patched_at)
     per_topic = {
         topic.rsplit("/", 1)[-1]: blame(
-            announced, latest_of(produced, topic, patched_ns, done_ns), patched_ns
+            announced, latest_of(produced, topic, moved_from, done_ns), patched_ns
         )
         for topic in topics
     }
@@ -241,7 +273,7 @@ def roll(
         "floor_max_ms": max(floor, default=0.0), "floor_p99_ms": percentile(floor, 0.99),
         "window_max_ms": max(during, default=0.0), "window_p99_ms": percentile(during, 0.99),
         "acked": produced.count, "lost": lost(produced, consumed),
-        "latest": blame(announced, produced.latest(patched_ns, done_ns), patched_ns),
+        "latest": blame(announced, produced.latest(moved_from, done_ns), patched_ns),
         "per_topic": per_topic, "restarts": announced, "patched_at": patched_at, "pod_logs": str(logs.folder),
         "stages_s": stages,
     }  # fmt: skip
@@ -258,6 +290,8 @@ class PodLogs:
         self._followed: dict[str, subprocess.Popen[bytes]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pod-logs", daemon=True)
+        #: set once every running pod's log is followed
+        self.following = threading.Event()
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -268,9 +302,10 @@ class PodLogs:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                pods = self.node.json("pods", "-l", f"app.kubernetes.io/instance={NAME}")["items"]
-                pods += self.node.json("pods", "-n", OPERATOR_NAMESPACE)["items"]  # the operator's
-            except (RuntimeError, subprocess.TimeoutExpired):
+                pods = self.node.pods(selector=f"app.kubernetes.io/instance={NAME}")
+                pods += self.node.pods(OPERATOR_NAMESPACE)  # the operator's
+            except Exception as e:  # the API server busy or restarting: the next poll
+                console.print(f"[dim]pod logs: listing pods failed: {e}[/]")
                 pods = []
             for pod in pods:
                 uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
@@ -284,6 +319,8 @@ class PodLogs:
                              "--timestamps", "-n", pod["metadata"]["namespace"], name],
                             stdout=out, stderr=subprocess.STDOUT,
                         )  # fmt: skip
+            if pods:
+                self.following.set()
             self._stop.wait(1.0)
 
     def stop(self) -> None:
@@ -352,12 +389,12 @@ def wait_rolled(node: Node, since: float, timeout_s: float, stages: dict[str, fl
     seen (seconds after ``since``)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        doc = node.json("mgc", NAME)
+        doc = node.cluster()
         upgrading = doc.get("status", {}).get("upgrade") or {}
         moving = upgrading.get("currentVersion") != upgrading.get("targetVersion") or stages
         if stages is not None and moving and upgrading.get("stage") not in stages:
             stages[upgrading["stage"]] = time.time() - since
-        pods = node.json("pods", "-l", f"app.kubernetes.io/instance={NAME}")["items"]
+        pods = node.pods(selector=f"app.kubernetes.io/instance={NAME}")
         rolled = [
             p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") != "zookeeper"
         ]
