@@ -9,7 +9,8 @@ before the topics.
     .venv/bin/python bench/probe_topic_cost.py --unload      # and what an unload leaves to the collector
 
 Prints tasks, timers and traced bytes per topic and the allocation sites (file:line) that grew
-most, per topic. With ``--unload``, the namespace is then unloaded and every topic loaded again
+most, per topic; then the objects the garbage collector tracks per topic, by type (what each of
+its collections walks once they are young, and what a bulk load of topics promotes). With ``--unload``, the namespace is then unloaded and every topic loaded again
 (each client's round trip), with the collector off, and the objects only a collection frees (held
 in reference cycles) are counted per topic, by type. tracemalloc counts Python's allocations only
 (not the C client libraries', nor the allocator's slack RSS shows): bench_scale.py measures RSS.
@@ -70,6 +71,15 @@ async def quit_client(process: asyncio.subprocess.Process) -> None:
 
 def loop_counts() -> tuple[int, int]:
     return len(asyncio.all_tasks()), len(getattr(asyncio.get_running_loop(), "_scheduled", ()))
+
+
+def tracked_by_type() -> dict[str, int]:
+    """The objects the garbage collector tracks (what its collections walk), by type."""
+    counts: dict[str, int] = {}
+    for obj in gc.get_objects():
+        name = type(obj).__qualname__
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 async def unload_garbage(
@@ -139,6 +149,7 @@ async def probe(topics: int, top: int, data_dir: Path, unload: bool) -> None:
         await roundtrip(clients[0])
         gc.collect()
         tasks_before, timers_before = loop_counts()
+        tracked_before = tracked_by_type()
         before = tracemalloc.take_snapshot()
         print(f"opening {topics:,} topics …", file=sys.stderr)
         clients.append(await client_process(broker.service_url, f"public/default:1000:{topics}"))
@@ -155,6 +166,7 @@ async def probe(topics: int, top: int, data_dir: Path, unload: bool) -> None:
                 break
         gc.collect()
         tasks_after, timers_after = loop_counts()
+        tracked_after = tracked_by_type()
         after = tracemalloc.take_snapshot()
         by_coroutine: dict[str, int] = {}
         for task in asyncio.all_tasks():
@@ -172,6 +184,10 @@ async def probe(topics: int, top: int, data_dir: Path, unload: bool) -> None:
             frame = stat.traceback[0]
             site = f"{frame.filename.split('site-packages/')[-1].split('/main/')[-1]}:{frame.lineno}"
             print(f"{stat.size_diff / topics:12,.0f} {stat.count_diff / topics:10.1f}  {site}")
+        grown_by_type = {k: n - tracked_before.get(k, 0) for k, n in tracked_after.items()}
+        print(f"objects the collector tracks: {sum(grown_by_type.values()) / topics:.1f}/topic, by type:")
+        for name, count in sorted(grown_by_type.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"{count / topics:12.2f}  {name}")
         if unload:
             await unload_garbage(broker, clients, topics, top)
     finally:
