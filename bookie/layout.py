@@ -15,6 +15,7 @@ Bookie ids are ``host:port`` unless configured otherwise. The shapes follow Book
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, fields
 
@@ -64,10 +65,17 @@ class BookieRegistration:
     @classmethod
     def decode(cls, data: bytes) -> BookieRegistration:
         """A registration; fields this version does not know (a newer bookie's) are left out."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in json.loads(data).items() if k in known})
+        return _decode_registration(bytes(data))
 
     def same_bookie(self, other: BookieRegistration) -> bool:
         """Whether ``other`` is this bookie's registration, perhaps from an earlier run of it (an
         add port picked at start, or a pod's IP, may differ from run to run)."""
         return (self.bookie_id, self.address) == (other.bookie_id, other.address)
+
+
+@functools.lru_cache(maxsize=1024)
+def _decode_registration(data: bytes) -> BookieRegistration:
+    # Kept by content: every new ledger and ensemble change reads every writable bookie's
+    # registration, which changes only when a bookie restarts (the object is frozen, so shared).
+    known = {f.name for f in fields(BookieRegistration)}
+    return BookieRegistration(**{k: v for k, v in json.loads(data).items() if k in known})

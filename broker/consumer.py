@@ -11,7 +11,16 @@ from magnetar.broker.ownership import LookupUrls
 from magnetar.broker.protocol import commands
 from magnetar.proto import PulsarApi_pb2 as api
 
-SubType = api.CommandSubscribe.SubType
+
+class SubType:
+    """The subscription types, Pulsar's ``CommandSubscribe.SubType``, as plain integers: protobuf's
+    enum wrapper looks each name up in Python, and the dispatcher asks on every dispatch."""
+
+    Exclusive: int = api.CommandSubscribe.Exclusive
+    Shared: int = api.CommandSubscribe.Shared
+    Failover: int = api.CommandSubscribe.Failover
+    Key_Shared: int = api.CommandSubscribe.Key_Shared
+    Name = staticmethod(api.CommandSubscribe.SubType.Name)
 
 
 class ConsumerChannel(Protocol):

@@ -88,6 +88,11 @@ class TopicName:
         return cls(*match.groups())
 
     def __str__(self) -> str:
+        return self._text
+
+    @functools.cached_property
+    def _text(self) -> str:
+        # Made once: a topic's name is asked for on every lookup, bundle scan and client close.
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}"
 
     @property

@@ -33,7 +33,7 @@ from typing import Protocol
 from magnetar.broker.loadbalance.peers import PeerClient
 from magnetar.broker.namespace import Bundle, NamespaceError, NamespacePolicies, Namespaces, SplitCommit
 from magnetar.broker.ownership import BrokerInfo, LookupUrls, NotServedError, Owner, Ownership, lookup_urls
-from magnetar.broker.topic import TopicName
+from magnetar.broker.topic import Topic, TopicName
 from magnetar.broker.topics import Topics
 from magnetar.common.background import BackgroundTasks
 from magnetar.common.metadata import MetadataError, SessionState
@@ -254,16 +254,17 @@ class Bundles:
         return self.broker_id if authoritative else await self._placement.choose_broker()
 
     # -- unload and transfer --------------------------------------------------------------------
-    def _stop_serving(self, namespace: str, bundle: Bundle) -> list[str]:
-        """Producers and consumers that come now are refused until a lookup finds the next owner."""
+    def _stop_serving(self, namespace: str, bundle: Bundle, topics: list[Topic]) -> list[str]:
+        """Producers and consumers that come now are refused until a lookup finds the next owner;
+        the names of ``topics``, the bundle's (found by the caller in the same turn of the loop)."""
         self._ownership.owned.discard((namespace, bundle))
-        return sorted(str(t.name) for t in self._topics.in_bundle(namespace, bundle))
+        return sorted(str(t.name) for t in topics)
 
     async def unload(self, namespace: str, bundle: Bundle) -> list[str]:
         """Pulsar's unload: seal the bundle's topics, release it, then tell clients, who look
         their topics up again."""
         topics = self._topics.in_bundle(namespace, bundle)
-        self._stop_serving(namespace, bundle)
+        self._stop_serving(namespace, bundle, topics)
 
         async def release() -> None:
             await self._ownership.release(namespace, bundle)
@@ -322,7 +323,7 @@ class Bundles:
             self._announce_handover(namespace, bundle, destination),
         )
         topics = self._topics.in_bundle(namespace, bundle)
-        names = self._stop_serving(namespace, bundle)
+        names = self._stop_serving(namespace, bundle, topics)
         sent: BrokerInfo | None = target
         failure = ""
 
