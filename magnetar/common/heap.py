@@ -9,7 +9,12 @@ promoting the objects of the messages then in flight. So, once a server is up:
 - what is alive then is collected once and frozen (``gc.freeze``): later collections skip it;
 - the young generation is collected every ``YOUNG_THRESHOLD`` allocations instead of 700. A
   message's objects live for a few milliseconds; at 700 most of those in flight survive a young
-  collection and are promoted, to be walked again by the older ones;
+  collection and are promoted, to be walked again by the older ones. The same holds for a broker
+  taking over thousands of topics, whose opens, creates and first acknowledgements are all in
+  flight for seconds: at 10,000 a namespace of 5,000 topics reloading ran about 150 young and 14
+  middle collections, 3.3 to 4.4 s of its 14 to 21 s of CPU; at 100,000, 11 and 1, 1.5 s. Under
+  2,000 msg/s it is one young collection every half minute or so instead of ten (as long as one
+  middle collection), and the collector's total time over the same seconds is lower;
 - a full collection may start after ``OLD_THRESHOLD`` collections of the middle generation
   instead of 10 (and still only once the objects promoted since the last one are a quarter of
   the old generation, CPython's own rule). A broker that loads thousands of topics at once (a
@@ -26,7 +31,7 @@ from __future__ import annotations
 import gc
 
 #: container allocations (net of frees) between young collections; CPython's default is 700
-YOUNG_THRESHOLD = 10_000
+YOUNG_THRESHOLD = 100_000
 #: middle-generation collections before a full one may run; CPython's default is 10
 OLD_THRESHOLD = 100
 
