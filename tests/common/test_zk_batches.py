@@ -103,3 +103,36 @@ async def test_a_batch_in_flight_when_the_store_closes_fails_its_callers(zk_url:
         with pytest.raises(MetadataError):
             await asyncio.wait_for(write, 10)
     assert not client.connected
+
+
+async def test_a_failed_multi_goes_again_in_a_few_requests_not_one_per_write(
+    store: ZooKeeperStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic's first cursor (its parent missing) among a bundle's other writes: the multi fails
+    on it, the others go again together, and the cursor alone, its parents made."""
+    await store.create("/topics", b"")
+    sent = count_requests(store, monkeypatch)
+    wanted = [f"/topics/t{i}" for i in range(100)] + ["/topics/new/cursors/sub"]
+    wanted += [f"/topics/u{i}" for i in range(100)]
+    created = await asyncio.gather(*(store.create(path, b"v") for path in wanted))
+    assert created == wanted
+    # the multi, the 100 before again, the cursor (refused, its two parents, again), the 100 after
+    assert sent.count("Transaction") == 3, sent
+    assert len(sent) <= 10, sent
+    monkeypatch.undo()
+    assert len(await store.children("/topics")) == 201
+
+
+async def test_the_writes_of_a_failed_multi_keep_their_order(store: ZooKeeperStore) -> None:
+    """Made again, the writes around the failed one are applied in the order they were made."""
+    outcomes = await asyncio.gather(
+        store.create("/x", b"0"),
+        store.create("/x", b"again"),  # fails: the write before made it
+        store.put("/x", b"1", expected_version=0),  # after both: the node the first write made
+        return_exceptions=True,
+    )
+    assert outcomes[0] == "/x"
+    assert isinstance(outcomes[1], NodeExistsError)
+    assert not isinstance(outcomes[2], BaseException)
+    assert outcomes[2].version == 1
+    assert (await store.get("/x"))[0] == b"1"

@@ -9,10 +9,15 @@ machine), so a bundle of a thousand topics moving, some fifteen writes a topic, 
 thread. A multi of many writes is one request and one answer for it, and one transaction for
 ZooKeeper to log.
 
-A multi is atomic: when one of its writes fails (a version conflict, a node that exists) none is
-applied, so every write of a failed multi is made again on its own, in its order, and each
-caller gets the answer it would have had without batching. A write alone in its turn goes on its
-own at once. Only an error that leaves the outcome unknown (the connection lost, the session
+A multi is atomic: when one of its writes fails (a version conflict, a node that exists, a
+missing parent: a topic's first cursor) none is applied. ZooKeeper's answer names the write that
+failed, so the writes before it go again as one multi, that write goes alone (made as it would be
+without batching: a missing parent is created then) and the writes after it as another multi;
+one session's requests are applied in the order they are sent, so the batch's order holds and
+each caller gets the answer it would have had without batching. (Making every write of a failed
+multi alone cost a thousand-topic bundle's reload hundreds of single requests for each topic's
+first cursor.) A multi refused as a whole is made again write by write. A write alone in its turn
+goes on its own at once. Only an error that leaves the outcome unknown (the connection lost, the session
 expired) is every caller's answer, as it would have been for each write sent alone.
 """
 
@@ -86,6 +91,8 @@ class WriteBatches:
             self._send(batch)
 
     def _send(self, batch: list[_Write]) -> None:
+        if not batch:
+            return
         if len(batch) == 1:
             self._alone(batch[0])
             return
@@ -128,12 +135,33 @@ class WriteBatches:
                 if not write.future.done():
                     write.future.set_result(value)
             return
-        # One write failed, so none was applied: each again on its own, in order.
-        for write in batch:
-            if not write.future.done():
-                self._alone(write)
+        failed = _failed_write(results) if len(results) == len(batch) else None
+        if failed is None:  # refused as a whole: each again on its own, in order
+            for write in batch:
+                if not write.future.done():
+                    self._alone(write)
+            return
+        # One write failed, so none was applied: those before it again together, it alone, the
+        # rest together (in that order, as sent on the one session).
+        self._send([w for w in batch[:failed] if not w.future.done()])
+        if not batch[failed].future.done():
+            self._alone(batch[failed])
+        self._send([w for w in batch[failed + 1 :] if not w.future.done()])
 
     def _fail_all(self, batch: list[_Write], exc: BaseException) -> None:
         for write in batch:
             if not write.future.done():
                 self._fail(write.future, exc, write.path)
+
+
+#: what ZooKeeper answers for the writes of a failed multi that did not fail themselves: those
+#: before the failed one were undone, those after it never tried
+_NOT_THE_FAILURE = (kx.RolledBackError, kx.RuntimeInconsistency)
+
+
+def _failed_write(results: list[Any]) -> int | None:
+    """The index of the write a failed multi failed on; None if the answer names none."""
+    for i, result in enumerate(results):
+        if isinstance(result, BaseException) and not isinstance(result, _NOT_THE_FAILURE):
+            return i
+    return None
