@@ -12,7 +12,8 @@ Doing that with a running sum over every step sorts the whole log, three times. 
 cut into slots of half the threshold. A window contains no success and is longer than the
 threshold, so it lies in a run of slots without a success, between two slots with one: only
 those stretches (few) are sorted, starting from the pending count at their first slot, which
-comes from per-slot sums (a hash aggregation, no sort). The answer is the same.
+comes from per-slot sums (a hash aggregation, no sort), and only the steps whose time falls in
+them are made again for that (see spans). The answer is the same.
 
 A small log is sorted whole all the same (``slotted=False``): sorting it costs nothing, while the
 slots cost several more Spark jobs (two checkpoints per kind, a broadcast), each a fixed cost.
@@ -20,7 +21,7 @@ slots cost several more Spark jobs (two checkpoints per kind, a broadcast), each
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 #: below this threshold slots would be too many; every step is then sorted
@@ -48,6 +49,10 @@ def pending_intervals(
         .localCheckpoint()
     )
     stretches = quiet_stretches(per_slot.where(F.col("busy") == 1), keys, slot_ns).localCheckpoint()
+    # only the rows in some key's quiet stretch are wanted below: a test of their time against a
+    # few ranges (pushed down to the log's scan) drops the others before every step is made and
+    # probed against the stretches
+    rows = rows.where(in_spans(F.col("ts"), spans(stretches), slot_ns))
     earlier = Window.partitionBy(*keys).orderBy("slot").rowsBetween(Window.unboundedPreceding, -1)
     before = per_slot.withColumn("before", F.coalesce(F.sum("sum").over(earlier), F.lit(0))).select(
         *keys, F.col("slot").alias("first"), "before"
@@ -73,6 +78,53 @@ def pending_intervals(
         F.lit(STRETCH_END).alias("terminal"),
     )
     return _intervals(inside.unionByName(heads).unionByName(tails), lifetimes, keys, ["first"], threshold_ns)
+
+
+#: the most ranges the quiet stretches' slots are covered by (see covering); more stretches than
+#: SPANS_READ are not read by the driver, and nothing is dropped before the stretches' join
+MOST_SPANS, SPANS_READ = 32, 10_000
+
+
+def spans(stretches: DataFrame) -> list[tuple[int, int]] | None:
+    """The slots of every key's quiet stretches (first, last), as at most MOST_SPANS ranges of
+    slots; None when there are more than SPANS_READ stretches."""
+    found = stretches.select("first", "last").limit(SPANS_READ + 1).collect()
+    if len(found) > SPANS_READ:
+        return None
+    return covering([(row["first"], row["last"]) for row in found], MOST_SPANS)
+
+
+def covering(ranges: list[tuple[int, int]], most: int) -> list[tuple[int, int]]:
+    """At most ``most`` disjoint ranges (first, last: inclusive) that cover every one of
+    ``ranges``, and as little else as they can: overlapping and adjacent ranges are merged, then
+    the narrowest gaps between them are closed until few enough are left."""
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(ranges):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    if len(merged) <= most:
+        return merged
+    gaps = sorted(range(1, len(merged)), key=lambda i: merged[i][0] - merged[i - 1][1])
+    closed = set(gaps[: len(merged) - most])
+    covered: list[tuple[int, int]] = []
+    for index, (first, last) in enumerate(merged):
+        if index in closed:
+            covered[-1] = (covered[-1][0], last)
+        else:
+            covered.append((first, last))
+    return covered
+
+
+def in_spans(ts: Column, slots: list[tuple[int, int]] | None, slot_ns: int) -> Column:
+    """Whether ``ts`` falls in one of the ranges of slots ``slots`` (every time, for None)."""
+    if slots is None:
+        return F.lit(True)
+    found = F.lit(False)
+    for first, last in slots:
+        found = found | ((ts >= F.lit(first * slot_ns)) & (ts < F.lit((last + 1) * slot_ns)))
+    return found
 
 
 def quiet_stretches(boundaries: DataFrame, keys: list[str], slot_ns: int) -> DataFrame:

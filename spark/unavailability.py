@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from magnetar.spark.attribution import fault_of
-from magnetar.spark.intervals import FINEST_SLOT_NS, quiet_stretches
+from magnetar.spark.intervals import FINEST_SLOT_NS, in_spans, quiet_stretches, spans
 from magnetar.spark.journal import Fault
 
 
@@ -29,8 +29,10 @@ def gaps(events: DataFrame, faults: list[Fault], shortest_ns: int, *, slotted: b
         )
         return _attributed(spaced_all, faults)
     ok = ok.withColumn("slot", F.floor(F.col("ts") / slot_ns).cast("long"))
-    stretches = quiet_stretches(ok, ["topic"], slot_ns)
-    inside = ok.join(
+    stretches = quiet_stretches(ok, ["topic"], slot_ns).localCheckpoint()
+    # only the successes in some topic's quiet stretch are wanted: a test of their time against a
+    # few ranges drops the others before they are probed against the stretches (see intervals)
+    inside = ok.where(in_spans(F.col("ts"), spans(stretches), slot_ns)).join(
         F.broadcast(stretches.select("topic", "first", F.explode(F.sequence("first", "last")).alias("slot"))),
         ["topic", "slot"],
     )
