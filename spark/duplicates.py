@@ -32,8 +32,12 @@ def duplicates(numbered: DataFrame, events: DataFrame) -> DataFrame:
         Window.partitionBy(*SUBSCRIPTION, "client").orderBy("ts").rowsBetween(Window.unboundedPreceding, -1)
     )
     with_last_new = numbered.withColumn("last_new", F.max(F.when(F.col("n") == 1, F.col("ts"))).over(earlier))
+    # only the repeated messages' acknowledgements: every acknowledgement is tested against the
+    # few repeated messages (a broadcast), not aggregated, shuffled and sorted to join them
+    repeated = numbered.where(F.col("n") > 1).select(*SUBSCRIPTION, "uid").distinct()
     acks = (
         events.where((F.col("event") == "ack") & F.col("uid").isNotNull())
+        .join(F.broadcast(repeated), [*SUBSCRIPTION, "uid"], "left_semi")
         .groupBy(*SUBSCRIPTION, "uid")
         .agg(F.min("ts").alias("acked"))
     )
