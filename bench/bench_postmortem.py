@@ -15,7 +15,9 @@ duplicates). Each master's SparkSession is started before timing; each size is t
 the logs to report.html, given to Spark by file:// URI (a cluster's executors must see the runs at
 the same path: one machine, or --keep on a shared filesystem). Both masters must find the same
 headline. Target: <= 60 s for 10M events on local[2] and near-linear growth. Each phase is given
-in wall seconds, the JVM's CPU seconds and the Spark jobs it ran (a count the load does not move);
+in wall seconds, the JVM's CPU seconds, its tasks' CPU seconds (the work itself, without the JIT's
+compiling, the garbage collector or the driver's planning) and the Spark jobs it ran (a count the
+load does not move);
 with --repeat each size is analysed that many times in the session, and the last run is reported.
 Prints a table and writes bench/results/bench_postmortem.json.
 """
@@ -89,6 +91,27 @@ def jvm_cpu(spark: SparkSession) -> Callable[[], float] | None:
     return used
 
 
+#: what the session's status store keeps, so that every stage's CPU time is still there at the end
+RETAINED = {"spark.ui.retainedJobs": "100000", "spark.ui.retainedStages": "100000"}
+
+
+def task_cpu(spark: SparkSession) -> Callable[[], float]:
+    """The CPU seconds used so far by the session's tasks (the ``executorCpuTime`` of every stage
+    in its status store): the post-mortem's work alone, on local[2] or a cluster. The JVM's CPU
+    (see jvm_cpu) also counts the JIT's compiler threads, the collector and the driver's planning
+    of every query, a cost of its own that does not grow with the events."""
+    context = spark.sparkContext
+    store = context._jsc.sc().statusStore()
+    gateway: Any = context._gateway
+
+    def used() -> float:
+        no_quantiles = gateway.new_array(gateway.jvm.double, 0)
+        stages = store.stageList(None, False, False, no_quantiles, gateway.jvm.java.util.ArrayList())
+        return float(sum(stages.apply(i).executorCpuTime() for i in range(stages.size())) / 1e9)
+
+    return used
+
+
 def spark_jobs(spark: SparkSession) -> Callable[[], int]:
     """How many Spark jobs the session has started so far (the DAG scheduler's count)."""
     scheduler = spark.sparkContext._jsc.sc().dagScheduler()
@@ -103,36 +126,42 @@ class PhaseClock:
     """Wall and JVM CPU seconds and Spark jobs of each phase of one post-mortem, told by its
     progress lines."""
 
-    def __init__(self, cpu: Callable[[], float] | None, jobs: Callable[[], int]) -> None:
+    def __init__(
+        self, cpu: Callable[[], float] | None, tasks: Callable[[], float], jobs: Callable[[], int]
+    ) -> None:
         self.cpu = cpu
+        self.tasks = tasks
         self.jobs = jobs
         self.began = time.perf_counter()
-        self.marks: list[tuple[str, float, float | None, int]] = []
+        self.marks: list[tuple[str, float, float | None, float, int]] = []
 
-    def _now(self) -> tuple[float, float | None, int]:
-        return time.perf_counter() - self.began, self.cpu() if self.cpu else None, self.jobs()
+    def _now(self) -> tuple[float, float | None, float, int]:
+        cpu = self.cpu() if self.cpu else None
+        return time.perf_counter() - self.began, cpu, self.tasks(), self.jobs()
 
     def status(self, message: str) -> None:
-        wall, cpu, jobs = self._now()
+        wall, cpu, tasks, jobs = self._now()
         console.print(f"[dim]  {wall:6.1f} s  {message}[/]")
         phase = PHASES.get(message.split(" ", 1)[0])
         if phase:
-            self.marks.append((phase, wall, cpu, jobs))
+            self.marks.append((phase, wall, cpu, tasks, jobs))
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.began
 
     def phases(self) -> dict[str, dict[str, float | None]]:
-        """phase: its wall seconds, its JVM CPU seconds (None on a cluster) and its Spark jobs."""
+        """phase: its wall seconds, its JVM CPU seconds (None on a cluster), its tasks' CPU seconds
+        and its Spark jobs."""
         ends = [*self.marks[1:], ("end", *self._now())]
         found: dict[str, dict[str, float | None]] = {}
-        for (phase, start, start_cpu, start_jobs), (_, end, end_cpu, end_jobs) in zip(
+        for (phase, start, start_cpu, start_tasks, start_jobs), (_, end, end_cpu, end_tasks, end_jobs) in zip(
             self.marks, ends, strict=True
         ):
             used = end_cpu - start_cpu if end_cpu is not None and start_cpu is not None else None
             found[phase] = {
                 "s": round(end - start, 2),
                 "cpu_s": None if used is None else round(used, 2),
+                "task_cpu_s": round(end_tasks - start_tasks, 2),
                 "jobs": end_jobs - start_jobs,
             }
         return found
@@ -149,7 +178,7 @@ def time_master(
     """One session on ``master``: its start time, and each run's seconds and headline (of the last
     of ``repeat`` post-mortems of it; ``small_input``: the session as the tests start it)."""
     started = time.perf_counter()
-    conf = None if master.startswith("local") else {"spark.executor.memory": executor_memory}
+    conf = RETAINED if master.startswith("local") else {**RETAINED, "spark.executor.memory": executor_memory}
     spark = spark_session(master, conf=conf, small_input=small_input)
     session_s = time.perf_counter() - started
     timed: dict[str, Any] = {"session_s": round(session_s, 2), "runs": {}}
@@ -157,7 +186,7 @@ def time_master(
         for label, run_dir, events in runs:
             for attempt in range(1, repeat + 1):
                 console.print(f"[dim]{master}, {label}: analysing ({attempt} of {repeat})[/]")
-                clock = PhaseClock(jvm_cpu(spark), spark_jobs(spark))
+                clock = PhaseClock(jvm_cpu(spark), task_cpu(spark), spark_jobs(spark))
                 out = run_dir.parent / f"report-{label}-{master.split(':')[0].split('[')[0]}"
                 result = postmortem.run(run_dir.as_uri(), spark, out=out.as_uri(), status=clock.status)
                 seconds = clock.elapsed()
@@ -165,7 +194,8 @@ def time_master(
                 assert head["events"] == events, (master, head["events"], events)
                 phases = clock.phases()
                 jobs = sum(int(p["jobs"] or 0) for p in phases.values())
-                console.print(f"[dim]  {seconds:.1f} s, {jobs} Spark jobs[/]")
+                tasks = sum(float(p["task_cpu_s"] or 0) for p in phases.values())
+                console.print(f"[dim]  {seconds:.1f} s, {jobs} Spark jobs, {tasks:.1f} tasks' CPU s[/]")
                 timed["runs"][label] = {"seconds": round(seconds, 2), "headline": head, "phases": phases}
     finally:
         spark.stop()
@@ -273,8 +303,9 @@ def _rows(
 
 
 def _phase_table(rows: list[dict[str, Any]], masters: list[str], names: dict[str, str]) -> Table:
-    """Each size's phases: wall seconds, the JVM's CPU seconds where measured, and Spark jobs."""
-    table = Table(title="per phase: wall s (JVM CPU s, local only), Spark jobs")
+    """Each size's phases: wall seconds, the JVM's CPU seconds where measured, the tasks' CPU
+    seconds, and Spark jobs."""
+    table = Table(title="per phase: wall s (JVM CPU s, local only; tasks' CPU s), Spark jobs")
     for column in ("size", "master", *PHASES.values()):
         table.add_column(column, justify="right")
     for row in rows:
@@ -286,9 +317,11 @@ def _phase_table(rows: list[dict[str, Any]], masters: list[str], names: dict[str
                 if took is None:
                     cells.append("")
                 elif took["cpu_s"] is None:
-                    cells.append(f"{took['s']:.1f}, {took['jobs']}j")
+                    cells.append(f"{took['s']:.1f} (; {took['task_cpu_s']:.1f}), {took['jobs']}j")
                 else:
-                    cells.append(f"{took['s']:.1f} ({took['cpu_s']:.0f}), {took['jobs']}j")
+                    cells.append(
+                        f"{took['s']:.1f} ({took['cpu_s']:.0f}; {took['task_cpu_s']:.1f}), {took['jobs']}j"
+                    )
             table.add_row(row["size"], names[m], *cells)
     return table
 
