@@ -296,7 +296,7 @@ def test_a_planted_fault_reaches_the_findings_table_the_headline_and_the_report(
 
 def test_what_order_each_type_promises(judged: dict[str, list[dict[str, Any]]]) -> None:
     """Swapping two neighbours (different keys) breaks only the types that order by partition."""
-    expected = {("sub-ex", (uid(LATE),)), ("sub-fo", (uid(LATE),))}
+    expected: set[tuple[str, tuple[str, ...]]] = {("sub-ex", (uid(LATE),)), ("sub-fo", (uid(LATE),))}
     assert found(judged["neighbours"]) == expect(poll_skip=expected, nonmonotonic_poll=expected)
 
 

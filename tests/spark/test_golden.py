@@ -14,7 +14,8 @@ from tests.spark.scenarios import KILL, UNLOAD
 
 
 def table(analysed: Analysed, name: str) -> list[dict[str, Any]]:
-    return pq.read_table(analysed.result.out / f"{name}.parquet").to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table(analysed.result.out / f"{name}.parquet").to_pylist()
+    return rows
 
 
 def test_windows_are_exactly_the_stalls_with_their_faults(golden: Analysed) -> None:
