@@ -10,8 +10,9 @@ before the topics.
 
 Prints tasks, timers and traced bytes per topic and the allocation sites (file:line) that grew
 most, per topic; then the objects the garbage collector tracks per topic, by type (what each of
-its collections walks once they are young, and what a bulk load of topics promotes). With ``--unload``, the namespace is then unloaded and every topic loaded again
-(each client's round trip), with the collector off, and the objects only a collection frees (held
+its collections walks once they are young, and what a bulk load of topics promotes). With
+``--unload``, the namespace is then unloaded and every topic loaded again (each client's round
+trip), with the collector off, and the objects only a collection frees (held
 in reference cycles) are counted per topic, by type. tracemalloc counts Python's allocations only
 (not the C client libraries', nor the allocator's slack RSS shows): bench_scale.py measures RSS.
 """
