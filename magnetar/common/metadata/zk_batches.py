@@ -14,11 +14,10 @@ missing parent: a topic's first cursor) none is applied. ZooKeeper's answer name
 failed, so the writes before it go again as one multi, that write goes alone (made as it would be
 without batching: a missing parent is created then) and the writes after it as another multi;
 one session's requests are applied in the order they are sent, so the batch's order holds and
-each caller gets the answer it would have had without batching. (Making every write of a failed
-multi alone cost a thousand-topic bundle's reload hundreds of single requests for each topic's
-first cursor.) A multi refused as a whole is made again write by write. A write alone in its turn
-goes on its own at once. Only an error that leaves the outcome unknown (the connection lost, the session
-expired) is every caller's answer, as it would have been for each write sent alone.
+each caller gets the answer it would have had without batching, in a few requests rather than
+one a write. A multi refused as a whole is made again write by write. A write alone in its turn
+goes on its own at once. Only an error that leaves the outcome unknown (the connection lost, the
+session expired) is every caller's answer, as it would have been for each write sent alone.
 """
 
 from __future__ import annotations
