@@ -53,6 +53,8 @@ from magnetar.chaos.pods.target import container_pids
 from magnetar.kube.containerd import import_image
 from magnetar.kube.control_plane import BIN
 from magnetar.kube.layout import IMAGES_DIR, Layout
+from magnetar.operator.kube_api import api_client
+from magnetar.operator.resources import GROUP, VERSION
 
 console = Console()
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,15 +101,14 @@ class Node:
         from kubernetes import client
 
         custom = client.CustomObjectsApi(self._api().api_client)
-        group, version, plural = "magnetar.dev", "v1alpha1", "magnetarclusters"
-        found = custom.get_namespaced_custom_object(group, version, "default", plural, NAME)
+        found = custom.get_namespaced_custom_object(GROUP, VERSION, "default", "magnetarclusters", NAME)
         return dict(found)
 
     def _api(self) -> Any:
         if self._core is None:
-            from kubernetes import client, config
+            from kubernetes import client
 
-            self._core = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+            self._core = client.CoreV1Api(api_client(str(self.kubeconfig)))
         return self._core
 
     def import_image(self, tarball: Path) -> None:
