@@ -1,4 +1,4 @@
-"""Disruption windows of bundle moves, measured by lean clients (issues 4 and 18).
+"""Disruption windows of bundle moves, measured by lean clients.
 
     .venv/bin/python bench/bench_unload.py
     .venv/bin/python bench/bench_unload.py --rate 1000 --topics 8
