@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,17 +35,12 @@ from rich.table import Table
 from magnetar.bookie.client.add_request import EncodedEntry
 from magnetar.bookie.client.bookie_connection import BookieConnection
 from magnetar.bookie.digest import entry_digest
+from magnetar.common.ports import free_port
 from magnetar.proto import bookie_pb2 as pb
 
 console = Console()
 RESULTS = Path("runs/bench/add_protocol.json")
 PAYLOAD = os.urandom(1024)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class BookieProcess:

@@ -66,8 +66,8 @@ from produce_consume import catch_up, rss_mb
 from windows import LeanWorkload, latency
 
 from magnetar.admin.client import AdminClient
+from magnetar.common.ports import free_port
 from magnetar.local.supervisor import ClusterState, Supervisor
-from magnetar.local.zookeeper import free_port
 
 console = Console()
 # readiness probes fail on purpose until the standalone is up: keep the client library quiet

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from magnetar.local.zookeeper import free_port
+from magnetar.common.ports import free_port
 
 #: the listener name of cross-region traffic
 LISTENER = "replication"

@@ -22,8 +22,8 @@ from typing import Any
 from magnetar.common.authentication import keys, tokens
 from magnetar.common.authentication.client import ClientCredentials
 from magnetar.common.certificates import CertificateAuthority
+from magnetar.common.ports import free_port
 from magnetar.local.spec import SecuritySpec
-from magnetar.local.zookeeper import free_port
 
 #: the role of the lab's token: a super-user, as the brokers' own calls need
 SUPER_USER = "admin"

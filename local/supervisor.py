@@ -25,10 +25,11 @@ from typing import Any
 
 import yaml
 
+from magnetar.common.ports import free_port
 from magnetar.local import links
 from magnetar.local.secured_cluster import ClusterSecrets
 from magnetar.local.spec import ClusterSpec, RegionSpec
-from magnetar.local.zookeeper import ZooKeeperServer, free_port
+from magnetar.local.zookeeper import ZooKeeperServer
 
 STATE_FILE = "state.json"
 CONFIGURATION_CHROOT = "/configuration"

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from magnetar.common.ports import free_port
+
 #: where Debian's package puts the server; ZOOKEEPER_CLASSPATH overrides
 DEBIAN_CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -22,12 +24,6 @@ MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
 class ZooKeeperUnavailableError(RuntimeError):
     pass
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def four_letter_word(host: str, port: int, word: str, timeout_s: float = 1.0) -> str:

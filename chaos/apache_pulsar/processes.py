@@ -33,8 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from magnetar.common.ports import free_port
 from magnetar.local.supervisor import ClusterState, ProcessRecord, Supervisor
-from magnetar.local.zookeeper import ZooKeeperServer, free_port
+from magnetar.local.zookeeper import ZooKeeperServer
 
 VERSION = "4.0.7"
 POM = Path(__file__).with_name("pom.xml")

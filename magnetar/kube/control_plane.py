@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import ssl
 import subprocess
 import time
@@ -21,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
+
+from magnetar.common.ports import free_port
 
 BIN = Path(os.environ.get("MAGNETAR_K8S_CACHE", Path.home() / ".cache" / "magnetar" / "k8s")) / "bin"
 
@@ -31,12 +32,6 @@ class ControlPlaneError(RuntimeError):
 
 def binaries_missing(bin_dir: Path = BIN) -> list[str]:
     return [b for b in ("etcd", "kube-apiserver", "kubectl") if not (bin_dir / b).is_file()]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ControlPlane:

@@ -5,13 +5,13 @@ wrapper usable with or without a running event loop."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
 
 from magnetar.admin.client import AdminClient, AdminError, AsyncAdminClient
+from magnetar.common.ports import free_port
 
 
 @pytest.fixture
@@ -52,9 +52,7 @@ async def test_errors_carry_the_status_and_pulsars_reason(server: str) -> None:
 
 
 async def test_an_unreachable_api_is_said_plainly() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # nothing listens there once closed
+    port = free_port()  # nothing listens there
     with pytest.raises(AdminError, match=f"cannot reach the admin API at http://127.0.0.1:{port}") as caught:
         await AsyncAdminClient(f"http://127.0.0.1:{port}", timeout_s=5).request("GET", "/admin/v2/tenants")
     assert caught.value.status is None

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.local.zookeeper import four_letter_word, free_port
+from magnetar.common.ports import free_port
+from magnetar.local.zookeeper import four_letter_word
 
 pytestmark = pytest.mark.kube
 
