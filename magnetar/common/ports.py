@@ -31,7 +31,6 @@ LOWEST = 21_000
 #: the highest: below Kubernetes' NodePort range (30000-32767), which kube-proxy may hold
 HIGHEST = 29_999
 RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-COUNTER_FILE = Path(tempfile.gettempdir()) / f"magnetar-next-port-{os.getuid()}"
 
 _lock = threading.Lock()
 
@@ -45,32 +44,47 @@ def ephemeral_range(path: Path = RANGE_FILE) -> tuple[int, int]:
     return low, high
 
 
-def free_port(host: str = "127.0.0.1", counter: Path = COUNTER_FILE) -> int:
+def counter_file() -> Path:
+    """The machine's counter, per user (asked at each call: a read-only root file system, as in a
+    pod, has no temporary directory at all, and importing this module must not need one)."""
+    return Path(tempfile.gettempdir()) / f"magnetar-next-port-{os.getuid()}"
+
+
+def free_port(host: str = "127.0.0.1", counter: Path | None = None) -> int:
     """The next port in the machine's turn that nothing on ``host`` holds now, outside the
-    ephemeral range. Falls back to the kernel's choice where that range leaves no room."""
+    ephemeral range. Falls back to the kernel's choice where that range leaves no room, or
+    where there is no counter to keep."""
     highest = min(HIGHEST, ephemeral_range()[0] - 1)
     if highest - LOWEST < 1_000:
         return _kernel_port(host)
-    with _lock, _locked(counter) as fd:
-        text = os.read(fd, 32).decode(errors="replace").strip()
-        port = int(text) if text.isdigit() else random.randint(LOWEST, highest)
-        for _ in range(1_000):
-            port = port if LOWEST <= port <= highest else LOWEST
-            if _bindable(host, port):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, str(port + 1).encode(), 0)
-                return port
-            port += 1
+    try:
+        fd = os.open(counter or counter_file(), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:  # no temporary directory (a read-only root file system), or another's file
+        return _kernel_port(host)
+    with _lock, _locked(fd):
+        return _take(fd, host, highest)
+
+
+def _take(fd: int, host: str, highest: int) -> int:
+    """The counter's port, or the first after it that is free; the counter left past it."""
+    text = os.read(fd, 32).decode(errors="replace").strip()
+    port = int(text) if text.isdigit() else random.randint(LOWEST, highest)
+    for _ in range(1_000):
+        port = port if LOWEST <= port <= highest else LOWEST
+        if _bindable(host, port):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(port + 1).encode(), 0)
+            return port
+        port += 1
     raise OSError(f"no free port on {host} in {LOWEST}-{highest} after 1,000 tries")
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[int]:
-    """``path`` open, read and write, under an exclusive lock that its closing releases."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+def _locked(fd: int) -> Iterator[None]:
+    """An exclusive lock on the open file ``fd``, which is closed after (and the lock with it)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
+        yield
     finally:
         os.close(fd)
 

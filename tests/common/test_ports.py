@@ -62,3 +62,18 @@ def test_with_no_room_below_the_ephemeral_range_the_kernel_chooses(
     port = free_port(counter=tmp_path / "counter")
     assert port >= ports.LOWEST + 10
     assert not (tmp_path / "counter").exists(), "the counter is not used"
+
+
+def test_without_a_temporary_directory_the_module_loads_and_the_kernel_chooses() -> None:
+    # As in a pod whose root file system is read-only: `magnetar --help` imports this module.
+    script = (
+        "import tempfile\n"
+        "def none():\n"
+        "    raise FileNotFoundError('No usable temporary directory found')\n"
+        "tempfile.gettempdir = none\n"
+        "from magnetar.common.ports import free_port\n"
+        "print(free_port())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) > 0
