@@ -31,6 +31,7 @@ CHECK = (
     "tests/chaos/test_link_proxy.py",
     "tests/chaos/test_foreign_processes.py",
     "tests/kube/test_volumes.py",
+    "tests/kube/test_image_store.py",
     # the fastest end-to-end test of each component
     "tests/bookie/test_process.py::test_sigterm_shuts_down_cleanly_and_restart_serves_the_data",
     "tests/broker/e2e/test_produce_consume.py::test_reader_from_earliest_and_from_a_message_id",

@@ -71,23 +71,31 @@ def ctr(layout: Layout, *args: str, check: bool = True, timeout: float = 120) ->
     return out.stdout
 
 
-def import_images(layout: Layout, say: Callable[[str], None]) -> None:
-    """Imports every tarball ``make image`` left in the images cache, all at once (each is mostly
-    waiting on the disk: one after the other took their sum), then the pause image made here unless
-    a tarball brought it. Nothing is ever pulled."""
-    tarballs = sorted(IMAGES_DIR.glob("*.tar")) if IMAGES_DIR.is_dir() else []
-    with ThreadPoolExecutor(max_workers=max(len(tarballs), 1)) as pool:
-        results = list(pool.map(lambda tarball: _import(layout, tarball), tarballs))
-    for tarball, problem in zip(tarballs, results, strict=True):
+def tarballs() -> list[Path]:
+    """The image tarballs ``make image`` left in the images cache."""
+    return sorted(IMAGES_DIR.glob("*.tar")) if IMAGES_DIR.is_dir() else []
+
+
+def import_images(layout: Layout, say: Callable[[str], None], images: list[Path]) -> list[Path]:
+    """Imports the tarballs ``images`` (``tarballs()``: every one ``make image`` left), all at once
+    (each is mostly waiting on the disk: one after the other took their sum), then the pause image
+    made here unless one brought it; returns the tarballs that could not be imported. Nothing is
+    ever pulled."""
+    with ThreadPoolExecutor(max_workers=max(len(images), 1)) as pool:
+        results = list(pool.map(lambda tarball: _import(layout, tarball), images))
+    skipped = []
+    for tarball, problem in zip(images, results, strict=True):
         if problem is None:
             say(f"imported {tarball}")
         else:
             # Say, a tarball `make image` is writing right now; it imports it itself once done.
             say(f"skipped {tarball} ({problem}); `make image` imports it into this node once written")
+            skipped.append(tarball)
     if PAUSE_IMAGE not in image_refs(layout):
         archive = build_archive(layout.containerd / "pause.tar")
         ctr(layout, "images", "import", "--no-unpack", str(archive))
         say(f"imported {PAUSE_IMAGE} (built here)")
+    return skipped
 
 
 def _import(layout: Layout, tarball: Path) -> str | None:

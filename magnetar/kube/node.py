@@ -20,6 +20,7 @@ from magnetar.kube import (
     containerd,
     dns,
     host,
+    image_store,
     iptables,
     kubelet_client_certificate,
     volumes,
@@ -153,9 +154,10 @@ def _containerd(layout: Layout, state: State, say: Say) -> None:
     say("containerd (its own root, state and socket under the state directory)")
     config = containerd.write_config(layout)
     cni.write_config(layout)
+    seeded = image_store.seed(layout, say)
     _spawn(layout, state, "containerd", ["containerd", "--config", str(config)])
     _wait(layout, state, "containerd answers", lambda: _ctr_ok(layout), time.monotonic() + 30)
-    containerd.import_images(layout, say)
+    containerd.import_images(layout, say, [] if seeded else containerd.tarballs())
 
 
 def _ctr_ok(layout: Layout) -> bool:
