@@ -221,6 +221,25 @@ def test_up_without_the_binaries_names_what_builds_them(tmp_path: Path) -> None:
     assert not (tmp_path / "s" / "state.json").exists()
 
 
+def _still_running(pids: list[int], timeout_s: float = 10.0) -> list[int]:
+    """Those of ``pids`` still running after ``timeout_s``. A killed process whose parent died is
+    a zombie until the machine's init reaps it, which takes a moment: dead all the same."""
+    deadline = time.monotonic() + timeout_s
+    while running := [pid for pid in pids if _state(pid) not in (None, "Z")]:
+        if time.monotonic() > deadline:
+            return running
+        time.sleep(0.1)
+    return []
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter (R, S, Z, ...), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _left_behind(node: Node, state: State) -> list[str]:
     left = [f"{name} pid {p.pid}" for name, p in state.procs.items() if p.alive()]
     if bridge_exists(BRIDGE):
@@ -292,5 +311,5 @@ spec:
     out = magnetar("down", "--state-dir", str(node.state_dir))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "left running without its shim" in out.stdout
-    assert not any(Path(f"/proc/{pid}").exists() for pid in pod_pids)
+    assert _still_running(pod_pids) == []
     assert _left_behind(node, state) == []
