@@ -8,7 +8,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +126,41 @@ class LocalCluster:
     def client(self, service_url: str) -> pulsar.Client:
         return pulsar.Client(service_url, operation_timeout_seconds=30, logger=_CLIENT_LOG)
 
+    def problems(self, per_process: int = 8) -> str:
+        """Each process that died or logged a warning or an error: its last such lines."""
+        said = []
+        for record in self.state.processes:
+            try:
+                lines = Path(record.log).read_text(errors="replace").splitlines()
+            except OSError:
+                lines = []
+            bad = [line for line in lines if any(word in line for word in PROBLEM_WORDS)]
+            if bad or not alive(record.pid):
+                state = "running" if alive(record.pid) else "NOT RUNNING"
+                said.append(f"{record.name} (pid {record.pid}, {state}, log {record.log}):")
+                said.extend(f"  {line[:300]}" for line in bad[-per_process:])
+        return "\n".join(said) or "every process runs, and none logged a warning or an error"
+
+
+#: the clusters ``local_cluster`` started and has not stopped yet
+RUNNING: list[LocalCluster] = []
+#: what marks a log line worth showing beside a failed test
+PROBLEM_WORDS = (" WARNING ", " ERROR ", " CRITICAL ", "Traceback")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test on a local cluster shows what the cluster's processes said about it: a
+    client's timeout alone does not tell which server stalled, or why."""
+    report: pytest.TestReport = yield
+    if report.failed and call.when == "call":
+        for cluster in RUNNING:
+            title = f"the processes of the cluster in {cluster.directory}"
+            report.sections.append((title, cluster.problems()))
+    return report
+
 
 @pytest.fixture(scope="module")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[RegionSpec], LocalCluster]]:
@@ -136,11 +171,13 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
     def start(region: RegionSpec) -> LocalCluster:
         cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
         started.append(cluster)
+        RUNNING.append(cluster)
         cluster.supervisor.up(ClusterSpec(name="test", regions=[region]))
         return cluster
 
     yield start
     for cluster in started:
+        RUNNING.remove(cluster)
         cluster.supervisor.down()
 
 
