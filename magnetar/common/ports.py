@@ -20,7 +20,6 @@ import os
 import random
 import socket
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,8 +30,6 @@ LOWEST = 21_000
 #: the highest: below Kubernetes' NodePort range (30000-32767), which kube-proxy may hold
 HIGHEST = 29_999
 RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-
-_lock = threading.Lock()
 
 
 def ephemeral_range(path: Path = RANGE_FILE) -> tuple[int, int]:
@@ -61,7 +58,7 @@ def free_port(host: str = "127.0.0.1", counter: Path | None = None) -> int:
         fd = os.open(counter or counter_file(), os.O_RDWR | os.O_CREAT, 0o666)
     except OSError:  # no temporary directory (a read-only root file system), or another's file
         return _kernel_port(host)
-    with _lock, _locked(fd):
+    with _locked(fd):  # each call opens the file anew, so threads of one process wait too
         return _take(fd, host, highest)
 
 
@@ -81,7 +78,8 @@ def _take(fd: int, host: str, highest: int) -> int:
 
 @contextlib.contextmanager
 def _locked(fd: int) -> Iterator[None]:
-    """An exclusive lock on the open file ``fd``, which is closed after (and the lock with it)."""
+    """An exclusive lock (flock: one per open of the file) on ``fd``, closed after, and the lock
+    with it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

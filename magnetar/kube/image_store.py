@@ -105,12 +105,12 @@ def _import(layout: Layout, say: Say) -> bool:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
+    imported = False
     try:
         _wait_answering(layout, process)
-        skipped = containerd.import_images(layout, say, containerd.tarballs())
+        imported = not containerd.import_images(layout, say, containerd.tarballs())
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         say(f"the image store could not be made ({exc}); importing the images into the node")
-        skipped = [Path("?")]
     finally:
         process.terminate()
         try:
@@ -119,7 +119,7 @@ def _import(layout: Layout, say: Say) -> bool:
             process.kill()
             process.wait()
     shutil.rmtree(layout.containerd / "state", ignore_errors=True)
-    return not skipped
+    return imported
 
 
 def _wait_answering(layout: Layout, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
