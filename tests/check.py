@@ -37,6 +37,7 @@ CHECK = (
     "tests/broker/e2e/test_produce_consume.py::test_reader_from_earliest_and_from_a_message_id",
     "tests/chaos/test_chaos_run.py::test_run_gathers_journal_logs_and_summary",
     "tests/spark/test_ordering.py::test_a_non_partitioned_topic_has_no_partition_scope",
+    "tests/spark/test_session.py",
 )
 
 
