@@ -15,12 +15,15 @@ from pyspark.sql import functions as F
 @contextmanager
 def round_trips() -> Iterator[list[str]]:
     """The commands the driver sends the JVM meanwhile (their first line: c for a call, r for a
-    lookup, ...)."""
+    lookup, ...), but for m: the release of a Java object whose Python proxy was collected, which
+    Python's collector may send at any time."""
     sent: list[str] = []
     send = py4j.clientserver.ClientServerConnection.send_command
 
     def counted(self: py4j.clientserver.ClientServerConnection, command: str, *args: object) -> object:
-        sent.append(command.split("\n", 1)[0])
+        kind = command.split("\n", 1)[0]
+        if kind != "m":
+            sent.append(kind)
         return send(self, command, *args)
 
     py4j.clientserver.ClientServerConnection.send_command = counted
