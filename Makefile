@@ -81,10 +81,21 @@ endef
 # uv installs the same packages as pip, from its cache under ~/.cache/uv, in a fraction of pip's
 # time (docs/development.md); pip stays in the venv for the image's wheelhouse. --native-tls: the
 # system's CA store, which pip's cert setting names on these machines.
+# pyspark is published as source only (a 400 MB archive): uv downloaded and built it again for
+# every fresh clone and kept each build (0.5 to 1.3 GB of ~/.cache/uv a clone, until the disk
+# filled and the tests' bookies went read-only). Its wheel is built once per version instead, into
+# BUILT_WHEELS, and uv takes it from there.
+BUILT_WHEELS := $(HOME)/.cache/magnetar/wheelhouse/built
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip uv
-	$(BIN)/uv pip install -q --native-tls --python $(BIN)/python -e '.[test,bench]'
+	mkdir -p $(BUILT_WHEELS)
+	$(BIN)/uv pip install -q --native-tls --python $(BIN)/python --find-links $(BUILT_WHEELS) -e '.[test,bench]'
+	@version=$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("pyspark"))'); \
+	if ! ls $(BUILT_WHEELS)/pyspark-$$version-*.whl >/dev/null 2>&1; then \
+	  echo "building a wheel of pyspark $$version once, into $(BUILT_WHEELS)"; \
+	  $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(BUILT_WHEELS) "pyspark==$$version"; \
+	fi
 	touch $(STAMP)
 
 proto: $(STAMP)
