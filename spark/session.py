@@ -62,9 +62,10 @@ def spark_session(
         .config("spark.ui.retainedJobs", "200")
         .config("spark.ui.retainedStages", "200")
         .config("spark.ui.retainedTasks", "5000")
-        # pyspark's call-site capture for errors' DataFrame context: five py4j round trips and a walk
-        # of the Python stack for every column function and DataFrame method called, half of a small
-        # post-mortem's 20,000 round trips (Spark's errors still name the failing expression)
+        # pyspark's call-site capture for errors' DataFrame context: round trips to the JVM (the
+        # session, a setting, the origin set and cleared) and a walk of the Python stack for every
+        # column function and DataFrame method called, half of a small post-mortem's 20,000 round
+        # trips (Spark's errors still name the failing expression)
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     if small_input:
