@@ -4,17 +4,14 @@ function and DataFrame method would otherwise cost many more round trips to the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import py4j.clientserver  # type: ignore[import-untyped]
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 
-@contextmanager
-def round_trips() -> Iterator[list[str]]:
-    """The commands the driver sends the JVM meanwhile (their first line: c for a call, r for a
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The commands the driver sends the JVM from now on (their first line: c for a call, r for a
     lookup, ...), but for m: the release of a Java object whose Python proxy was collected, which
     Python's collector may send at any time."""
     sent: list[str] = []
@@ -26,18 +23,18 @@ def round_trips() -> Iterator[list[str]]:
             sent.append(kind)
         return send(self, command, *args)
 
-    py4j.clientserver.ClientServerConnection.send_command = counted
-    try:
-        yield sent
-    finally:
-        py4j.clientserver.ClientServerConnection.send_command = send
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counted)
+    return sent
 
 
-def test_a_column_costs_its_lookups_and_one_call(spark: SparkSession) -> None:
+def test_a_column_costs_its_lookups_and_one_call(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
     F.col("warm")
-    with round_trips() as sent:
-        F.col("ts")
+    sent = round_trips(monkeypatch)
+    F.col("ts")
+    monkeypatch.undo()
     # with the capture: 21 (the session looked up, the conf read, the origin set and cleared)
     assert sent.count("c") == 1, f"a column function's round trips: {sent}"
     assert len(sent) <= 3, f"a column function's round trips: {sent}"
