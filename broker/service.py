@@ -136,6 +136,7 @@ class BrokerService:
         self.policies = policies = PolicyUpdates.for_broker(config, namespaces, configuration_store)
         producer_names = await ProducerNames.start(store, config.cluster_name)
         self.ledger_client = ledger_client = LedgerClient(store, config.ledger_client())
+        await ledger_client.start()
         self.compactions = compactions = Compactions(ledger_client)
         factory = ManagedLedgerFactory(store, ledger_client, config.managed_ledger())
         # Bound now, served once everything is wired: the broker id is its address and port.

@@ -45,9 +45,10 @@ class LedgerClientConfig(BaseModel):
     explicit_lac_interval_s: float = Field(0.0, ge=0)
     #: entries a range read fetches at once
     read_concurrency: int = Field(64, ge=1)
-    #: how long a new ledger waits for enough writable bookies before NotEnoughBookies (Magnetar):
-    #: bookies whose sessions expired with the broker's, in a metadata-store outage, register
-    #: again moments after the store returns, and a topic loading then should not fail for that
+    #: how long a new ledger, or an ensemble change with no writable replacement, waits for
+    #: bookies to register before NotEnoughBookies (Magnetar): bookies whose sessions expired
+    #: with the broker's, in a metadata-store outage, register again moments after the store
+    #: returns, and a topic loading (or writing) then should not fail for that
     new_ensemble_wait_s: float = Field(2.0, ge=0)
     #: TLS to the bookies: their certificates checked against ``trust_certs``, and this client's
     #: certificate proved to them when one is given; None: plain-text channels
@@ -74,7 +75,7 @@ class LedgerClient:
         #: ledger metadata with compare-and-set (what auto-recovery rewrites ensembles through)
         self.manager = LedgerManager(store)
         #: choice of bookies for new and replacement ensembles
-        self.placement = EnsemblePlacement(self.directory)
+        self.placement = EnsemblePlacement(self.directory, replacement_wait_s=self.config.new_ensemble_wait_s)
         #: one gRPC connection per bookie, shared by every handle of this client
         self.pool = BookieConnectionPool(
             self.directory.address,
@@ -89,7 +90,14 @@ class LedgerClient:
             framed_adds=self.config.framed_adds,
         )
 
+    async def start(self) -> None:
+        """Read the bookies' registrations once, as BookKeeper's client does when it is made: a
+        writer short of replacements then knows which bookies may come back to be one."""
+        await self.directory.writable()
+        await self.directory.read_only()
+
     async def __aenter__(self) -> LedgerClient:
+        await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:

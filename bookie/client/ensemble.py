@@ -8,6 +8,7 @@ remembered, so that their entries can still be read when they come back.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -16,6 +17,8 @@ from magnetar.bookie.client.errors import NotEnoughBookiesError
 from magnetar.bookie.layout import DEFAULT_RACK, READONLY_BOOKIES, WRITABLE_BOOKIES, BookieRegistration
 from magnetar.common.metadata.cache import ReadCache
 from magnetar.common.metadata.store import MetadataStore, NoNodeError
+
+log = logging.getLogger(__name__)
 
 
 class BookieDirectory:
@@ -77,6 +80,10 @@ class BookieDirectory:
             return registration
         return None
 
+    def known(self) -> set[str]:
+        """Every bookie seen registered, writable or read-only, whether or not it is now."""
+        return set(self._addresses)
+
     async def address(self, bookie_id: str) -> str:
         if bookie_id not in self._addresses:
             await self.writable()
@@ -100,9 +107,12 @@ class EnsemblePlacement:
     #: how often a new ensemble still short of bookies looks at the registrations again
     REGISTRATION_POLL_S = 0.05
 
-    def __init__(self, directory: BookieDirectory, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, directory: BookieDirectory, rng: random.Random | None = None, *, replacement_wait_s: float = 0.0
+    ) -> None:
         self._directory = directory
         self._rng = rng or random.Random()
+        self._replacement_wait_s = replacement_wait_s
 
     async def new_ensemble(
         self,
@@ -150,11 +160,28 @@ class EnsemblePlacement:
         *,
         write_quorum: int | None = None,
     ) -> tuple[str, ...]:
+        """``ensemble`` with ``failed`` replaced by a writable bookie outside it and ``exclude``.
+
+        With none writable now, it waits (up to ``replacement_wait_s``) while a bookie seen
+        registered before could still be one: after a metadata-store outage every bookie
+        registers again moments after the store returns, and a writer (or a ledger's recovery,
+        as a topic loads) that gave up in those moments stopped the topic's publishing until a
+        client's retry. Where no other bookie was ever seen, nothing can come, and it fails at once.
+        """
         excluded = set(ensemble) | set(exclude) | {failed}
-        writable = await self._directory.writable()
-        candidates = [r.bookie_id for r in writable if r.bookie_id not in excluded]
-        if not candidates:
-            raise NotEnoughBookiesError(len(ensemble), [b for b in ensemble if b != failed])
+        deadline = time.monotonic() + self._replacement_wait_s
+        waited = False
+        while True:
+            writable = await self._directory.writable()
+            candidates = [r.bookie_id for r in writable if r.bookie_id not in excluded]
+            if candidates:
+                break
+            if time.monotonic() >= deadline or not self._directory.known() - excluded:
+                raise NotEnoughBookiesError(len(ensemble), [b for b in ensemble if b != failed])
+            if not waited:
+                waited = True
+                log.info("no writable bookie can replace %s yet: waiting for bookies to register", failed)
+            await asyncio.sleep(self.REGISTRATION_POLL_S)
         racks = {r.bookie_id: r.rack for r in writable}
         self._rng.shuffle(candidates)  # ties go to a random bookie, not always the same one
 

@@ -7,7 +7,10 @@ import asyncio
 import itertools
 import random
 
+import pytest
+
 from magnetar.bookie.client.ensemble import BookieDirectory, EnsemblePlacement, best_spread, spread
+from magnetar.bookie.client.errors import NotEnoughBookiesError
 from magnetar.bookie.layout import WRITABLE_BOOKIES, BookieRegistration
 from magnetar.common.metadata import MetadataStore, open_store
 
@@ -128,3 +131,33 @@ def test_no_ensemble_spreads_better_than_the_bound() -> None:
         bound = best_spread(racks.values(), size, quorum)
         for ensemble in itertools.permutations(racks, size):
             assert spread(ensemble, racks, quorum) <= bound, (ensemble, racks)
+
+
+async def test_a_replacement_waits_for_bookies_registering_again_and_not_for_bookies_never_seen(
+    memory_url: str,
+) -> None:
+    """After a metadata-store outage every bookie registers again moments after the store returns.
+    A writer whose bookies failed then waits for one of the others to come back, instead of
+    stopping; with no other bookie ever seen, it fails at once."""
+    store = await open_store(memory_url)
+    await register(store, {b: "/default-rack" for b in ("b1", "b2", "b3", "b4")})
+    directory = BookieDirectory(store)
+    await directory.writable()  # as a client does when it starts
+    placement = EnsemblePlacement(directory, random.Random(4), replacement_wait_s=30)
+    for bookie in ("b1", "b2", "b3", "b4"):
+        await store.delete(f"{WRITABLE_BOOKIES}/{bookie}")  # their sessions expired
+    deadline = asyncio.get_running_loop().time() + 15
+    while await directory.writable():
+        assert asyncio.get_running_loop().time() < deadline, "the departures were never seen"
+        await asyncio.sleep(0.02)
+
+    replacing = asyncio.create_task(placement.replace(("b1", "b2"), "b1", exclude={"b1", "b2"}))
+    await asyncio.sleep(0.2)
+    assert not replacing.done(), "gave up while bookies it had seen could still register again"
+    await register(store, {"b3": "/default-rack"})
+    assert await asyncio.wait_for(replacing, 30) == ("b3", "b2")
+
+    with pytest.raises(NotEnoughBookiesError):  # b3 and b4 excluded as well: nothing can come
+        await asyncio.wait_for(placement.replace(("b1", "b2"), "b1", exclude={"b1", "b2", "b3", "b4"}), 5)
+    directory.close()
+    await store.close()

@@ -6,7 +6,8 @@ at its new address at once: a writer that needs it as a replacement does not try
 first, and a writer's add to it while it is away fails at once instead of trying that address
 (real ZooKeeper, real bookie processes; the old address answers nothing, as a deleted pod's IP).
 A bookie that registers an IP beside its name is connected to at that IP, its certificate still
-checked against the name.
+checked against the name. A ledger's recovery that finds its bookies not registered, as after a
+metadata-store outage, waits for others that register again rather than failing.
 """
 
 from __future__ import annotations
@@ -209,3 +210,52 @@ async def test_a_registered_ip_is_connected_to_with_tls_checking_the_name(
         await client.close()
         await store.close()
         await server.stop()
+
+
+@pytest.mark.zookeeper
+async def test_a_recovery_waits_for_bookies_registering_again_after_their_sessions_expired(
+    zk_url: str, bookie_factory: BookieFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a metadata-store outage every bookie's session expires, and each registers again
+    moments after the store returns. A topic loading in those moments recovers its ledger: the
+    recovery's adds find the ensemble's bookies not registered, and it waits for another bookie
+    to register instead of failing (which stopped the topic's publishing until a client's retry)."""
+    caplog.set_level(logging.INFO, logger="magnetar.bookie.client")
+    bookies = [await bookie_factory.start_async(zk_url, f"b{i}") for i in range(4)]
+    store = await open_store(zk_url)
+    config = LedgerClientConfig(ensemble_size=2, write_quorum=2, ack_quorum=2, new_ensemble_wait_s=60)
+    async with LedgerClient(store, config) as writer_client, LedgerClient(store, config) as recovering:
+        writer = await writer_client.create_ledger()
+        for i in range(50):
+            assert await writer.add_entry_async(payload(i)) == i
+        registrations = {}
+        for bookie in bookies:  # their sessions expired: the ephemeral nodes are gone
+            path = f"{WRITABLE_BOOKIES}/{bookie.bookie_id}"
+            registrations[bookie.bookie_id] = (await store.get(path))[0]
+            await store.delete(path)
+        await until(_none_writable(recovering), "the recovering client sees no writable bookie")
+
+        recovery = asyncio.create_task(recovering.open_ledger(writer.ledger_id))
+        await until(
+            lambda: _true(
+                any("waiting for bookies" in r.getMessage() for r in caplog.records) or recovery.done()
+            ),
+            "the recovery waiting for bookies",
+        )
+        assert not recovery.done(), f"the recovery gave up: {recovery.exception()!r}"
+        others = [b for b in registrations if b not in writer.metadata.ensembles[-1][1]]
+        for bookie_id in others:  # the others register again, as after a session expiry
+            await store.create(f"{WRITABLE_BOOKIES}/{bookie_id}", registrations[bookie_id], ephemeral=True)
+        reader = await asyncio.wait_for(recovery, 60)
+
+        assert reader.last_add_confirmed == 49, "recovered and closed at the last acknowledged entry"
+        assert [e.payload for e in await reader.read(0, 49)] == [payload(i) for i in range(50)]
+        assert set(reader.metadata.ensembles[-1][1]) <= set(others), "the replacements wrote the rest"
+    await store.close()
+
+
+def _none_writable(client: LedgerClient) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return not await client.directory.writable()
+
+    return check
