@@ -28,6 +28,7 @@ CHECK = (
     "tests/broker/cluster/test_ownership.py",
     "tests/broker/cluster/test_rpc_tls.py",
     "tests/common/",
+    "tests/test_disk.py",
     "tests/chaos/test_link_proxy.py",
     "tests/chaos/test_foreign_processes.py",
     "tests/kube/test_volumes.py",

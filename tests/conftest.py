@@ -21,7 +21,7 @@ from magnetar.local.zookeeper import ZooKeeperServer
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytest_plugins = ("tests.timing", "tests.scheduling", "tests.check")
+pytest_plugins = ("tests.timing", "tests.scheduling", "tests.check", "tests.disk")
 
 _chroots = itertools.count(1)
 
