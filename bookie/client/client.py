@@ -93,8 +93,7 @@ class LedgerClient:
     async def start(self) -> None:
         """Read the bookies' registrations once, as BookKeeper's client does when it is made: a
         writer short of replacements then knows which bookies may come back to be one."""
-        await self.directory.writable()
-        await self.directory.read_only()
+        await self.directory.read_all()
 
     async def __aenter__(self) -> LedgerClient:
         await self.start()

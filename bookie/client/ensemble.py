@@ -84,10 +84,14 @@ class BookieDirectory:
         """Every bookie seen registered, writable or read-only, whether or not it is now."""
         return set(self._addresses)
 
+    async def read_all(self) -> None:
+        """Read every registration, writable and read-only, remembering each bookie's address."""
+        await self.writable()
+        await self.read_only()
+
     async def address(self, bookie_id: str) -> str:
         if bookie_id not in self._addresses:
-            await self.writable()
-            await self.read_only()
+            await self.read_all()
         # Bookie ids default to host:port, so an id never seen registered is still worth a try.
         return self._addresses.get(bookie_id, bookie_id)
 
