@@ -79,11 +79,16 @@ def kubelet(api: client.ApiClient, timeline: Timeline) -> Iterator[MockKubelet]:
 
 
 @pytest.fixture
-def k8s_namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> str:
+def k8s_namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"t{next(_names)}-" + "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40]
     name = name.strip("-")
     client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
-    return name
+    yield name
+    # No controller manager runs here, so nothing would remove the test's objects, and the mock
+    # kubelet goes through every StatefulSet it can list five times a second for the rest of the
+    # run: the test's StatefulSets go, and the namespace, which then refuses new objects.
+    client.AppsV1Api(api).delete_collection_namespaced_stateful_set(name)
+    client.CoreV1Api(api).delete_namespace(name)
 
 
 class OperatorThread:
