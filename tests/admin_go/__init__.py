@@ -26,8 +26,11 @@ def build() -> Path:
     if shutil.which("go") is None:
         raise RuntimeError("Go is needed to build the Go admin client driver (https://go.dev/dl)")
     binary.parent.mkdir(parents=True, exist_ok=True)
+    # a name of this process's own: two test processes (xdist workers, two clones' runs) on a cold
+    # cache both build, and each moves its own whole build into place
+    partial = binary.with_name(f"admin-go.{os.getpid()}.tmp")
     built = subprocess.run(
-        ["go", "build", "-o", str(binary) + ".tmp", "."],
+        ["go", "build", "-o", str(partial), "."],
         cwd=HERE,
         env={**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false"},
         capture_output=True,
@@ -36,7 +39,7 @@ def build() -> Path:
     )
     if built.returncode != 0:
         raise RuntimeError(f"go build of the admin driver failed:\n{built.stderr[-3000:]}")
-    os.replace(str(binary) + ".tmp", binary)
+    os.replace(partial, binary)
     return binary
 
 
