@@ -179,7 +179,7 @@ def time_master(
     of ``repeat`` post-mortems of it; ``small_input``: the session as the tests start it)."""
     started = time.perf_counter()
     conf = RETAINED if master.startswith("local") else {**RETAINED, "spark.executor.memory": executor_memory}
-    spark = spark_session(master, conf=conf, small_input=small_input)
+    spark = spark_session(master, conf=conf, small_input=small_input, runs=repeat * len(runs))
     session_s = time.perf_counter() - started
     timed: dict[str, Any] = {"session_s": round(session_s, 2), "runs": {}}
     try:

@@ -114,7 +114,9 @@ def _analyse(
 
     # a caller's session (a notebook, a test) is used and left running
     borrowed = SparkSession.getActiveSession() is not None
-    spark = spark_session(master, small_input=logged <= SMALL_INPUT_BYTES)
+    spark = spark_session(
+        master, small_input=logged <= SMALL_INPUT_BYTES, runs=len(run_dirs) + (other is not None)
+    )
     try:
         results = [
             job.run(run_dir, spark, threshold_ms=threshold_ms, out=report_dir, status=status)

@@ -24,6 +24,14 @@ SMALL_INPUT = {
 #: used at the twelfth, the JIT then evicting and recompiling); 240 MB is what tiered compilation
 #: reserves by default, committed only as it is used (55 MB after twelve).
 SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+#: the JVMs of a session that analyses many small logs (the test suite's, `magnetar postmortem` of
+#: several runs): the serial collector and both tiers of the JIT. The same plans run again for each
+#: log, so C2's code pays for its compiling from the second or third post-mortem on: an
+#: 80,000-event log took 15 s (17.5 JVM CPU-s) each time with the first tier alone, 7-8 s (9-11) with
+#: C2 from the fourth post-mortem on, both tiers' total CPU even by the fifth.
+MANY_SMALL_INPUTS_JVM = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+#: the post-mortems a session is started for from which MANY_SMALL_INPUTS_JVM is its JVMs' setting
+MANY = 3
 #: the logs (bytes of events/*.jsonl) a session is started for SMALL_INPUT_JVM
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
 
@@ -34,12 +42,14 @@ def spark_session(
     conf: Mapping[str, str] | None = None,
     *,
     small_input: bool = False,
+    runs: int = 1,
 ) -> SparkSession:
     """A quiet session: no UI, no progress bars, WARN logging, UTC, few shuffle partitions locally.
 
     ``master=None`` keeps whatever spark-submit configured; ``conf`` adds to or overrides these
     settings (e.g. an executor's memory on a cluster); ``small_input``: the session will analyse
-    small logs only, so its JVMs start with SMALL_INPUT_JVM (no effect on a running session)."""
+    small logs only, so its JVMs start with SMALL_INPUT_JVM, or MANY_SMALL_INPUTS_JVM for ``runs``
+    (post-mortems it is for) of MANY or more (no effect on a running session)."""
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
@@ -70,8 +80,9 @@ def spark_session(
     )
     if small_input:
         # the driver's, and on a cluster the executors' (in local mode they are the driver)
-        builder = builder.config("spark.driver.extraJavaOptions", SMALL_INPUT_JVM)
-        builder = builder.config("spark.executor.extraJavaOptions", SMALL_INPUT_JVM)
+        jvm = MANY_SMALL_INPUTS_JVM if runs >= MANY else SMALL_INPUT_JVM
+        builder = builder.config("spark.driver.extraJavaOptions", jvm)
+        builder = builder.config("spark.executor.extraJavaOptions", jvm)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
