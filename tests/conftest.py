@@ -75,11 +75,26 @@ def store_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     """Spark in local mode, shared by the post-mortem tests and the chaos runs they analyse."""
     from magnetar.spark.session import spark_session  # imported only by the suites that use it
 
-    # the tests' logs are small: a driver JVM for them (ten post-mortems: 176 core-s, not 245)
-    session = spark_session("local[2]", small_input=True)
+    # the tests' logs are small: a driver JVM for them, started for as many post-mortems as this
+    # run's tests will ask of it
+    session = spark_session("local[2]", small_input=True, runs=_post_mortems(request.session))
     yield session
     session.stop()
+
+
+SPARK_TESTS = Path(__file__).resolve().parent / "spark"
+
+
+def _post_mortems(session: pytest.Session) -> int:
+    """The whole-run post-mortems this run's tests ask of its Spark session, for its JIT: the
+    tests of Spark's own tier are many short, different plans (which C2 slows down, see
+    docs/development.md); without them (the exclusive part: eight post-mortems of one experiment),
+    each test that uses the session is one post-mortem of a run."""
+    users = [item for item in session.items if "spark" in getattr(item, "fixturenames", ())]
+    if any(SPARK_TESTS in Path(str(item.path)).parents for item in users):
+        return 1
+    return len(users)
