@@ -128,15 +128,14 @@ class EnsemblePlacement:
     ) -> tuple[str, ...]:
         """``size`` writable bookies, waiting up to ``wait_s`` for that many to be registered."""
         excluded = set(exclude)
-        deadline = time.monotonic() + wait_s
-        while True:
-            writable = await self._directory.writable()
-            racks = {r.bookie_id: r.rack for r in writable if r.bookie_id not in excluded}
-            if len(racks) >= size:
-                break
-            if time.monotonic() >= deadline:
-                raise NotEnoughBookiesError(size, sorted(racks))
-            await asyncio.sleep(self.REGISTRATION_POLL_S)
+
+        def usable(writable: list[BookieRegistration]) -> dict[str, str]:
+            return {r.bookie_id: r.rack for r in writable if r.bookie_id not in excluded}
+
+        writable, found = await self._writable_when(lambda w: len(usable(w)) >= size, wait_s)
+        racks = usable(writable)
+        if not found:
+            raise NotEnoughBookiesError(size, sorted(racks))
         candidates = list(racks)
         if len(set(racks.values())) == 1:
             return tuple(self._rng.sample(candidates, size))
@@ -173,19 +172,19 @@ class EnsemblePlacement:
         client's retry. Where no other bookie was ever seen, nothing can come, and it fails at once.
         """
         excluded = set(ensemble) | set(exclude) | {failed}
-        deadline = time.monotonic() + self._replacement_wait_s
-        waited = False
-        while True:
-            writable = await self._directory.writable()
-            candidates = [r.bookie_id for r in writable if r.bookie_id not in excluded]
-            if candidates:
-                break
-            if time.monotonic() >= deadline or not self._directory.known() - excluded:
-                raise NotEnoughBookiesError(len(ensemble), [b for b in ensemble if b != failed])
-            if not waited:
-                waited = True
-                log.info("no writable bookie can replace %s yet: waiting for bookies to register", failed)
-            await asyncio.sleep(self.REGISTRATION_POLL_S)
+
+        def usable(writable: list[BookieRegistration]) -> list[str]:
+            return [r.bookie_id for r in writable if r.bookie_id not in excluded]
+
+        writable, found = await self._writable_when(
+            lambda w: bool(usable(w)),
+            self._replacement_wait_s,
+            hopeless=lambda: not self._directory.known() - excluded,
+            waiting=f"no writable bookie can replace {failed} yet: waiting for bookies to register",
+        )
+        if not found:
+            raise NotEnoughBookiesError(len(ensemble), [b for b in ensemble if b != failed])
+        candidates = usable(writable)
         racks = {r.bookie_id: r.rack for r in writable}
         self._rng.shuffle(candidates)  # ties go to a random bookie, not always the same one
 
@@ -194,6 +193,29 @@ class EnsemblePlacement:
 
         best = max(candidates, key=lambda c: spread(with_(c), racks, write_quorum or len(ensemble)))
         return with_(best)
+
+    async def _writable_when(
+        self,
+        enough: Callable[[list[BookieRegistration]], bool],
+        wait_s: float,
+        *,
+        hopeless: Callable[[], bool] = lambda: False,
+        waiting: str = "",
+    ) -> tuple[list[BookieRegistration], bool]:
+        """The writable bookies' registrations, and whether ``enough`` holds of them: looked at
+        again every REGISTRATION_POLL_S until it does, for up to ``wait_s``, or until ``hopeless``
+        (nothing that could still register would do). ``waiting`` is logged once, if it waits."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            writable = await self._directory.writable()
+            if enough(writable):
+                return writable, True
+            if time.monotonic() >= deadline or hopeless():
+                return writable, False
+            if waiting:
+                log.info("%s", waiting)
+                waiting = ""
+            await asyncio.sleep(self.REGISTRATION_POLL_S)
 
 
 def spread(ensemble: tuple[str, ...], racks: dict[str, str], write_quorum: int) -> int:
