@@ -8,7 +8,7 @@ and on a Spark cluster beside it.
     .venv/bin/python bench/bench_postmortem.py --start-standalone --sizes 1M
         # a standalone master and worker (2 cores) started on loopback, stopped at the end
     .venv/bin/python bench/bench_postmortem.py --sizes 50k --small-input --repeat 3
-        # a small log as the tests analyse it: their session's JVM settings, warm after the first
+        # a small log in a session for small logs, warm after the first (three or more: with C2)
 
 Logs come from magnetar.spark.bulk (four topics, two faults with producer stalls, a few
 duplicates). Each master's SparkSession is started before timing; each size is timed from reading
@@ -176,7 +176,8 @@ def time_master(
     repeat: int = 1,
 ) -> dict[str, Any]:
     """One session on ``master``: its start time, and each run's seconds and headline (of the last
-    of ``repeat`` post-mortems of it; ``small_input``: the session as the tests start it)."""
+    of ``repeat`` post-mortems of it; ``small_input``: a session for small logs, started for all
+    the post-mortems it will run)."""
     started = time.perf_counter()
     conf = RETAINED if master.startswith("local") else {**RETAINED, "spark.executor.memory": executor_memory}
     spark = spark_session(master, conf=conf, small_input=small_input, runs=repeat * len(runs))
@@ -224,7 +225,7 @@ def main() -> None:
         "--repeat", type=int, default=1, help="post-mortems of each size; the last is reported"
     )
     parser.add_argument(
-        "--small-input", action="store_true", help="start the sessions as the tests do, for small logs only"
+        "--small-input", action="store_true", help="sessions for small logs only (spark/session.py)"
     )
     parser.add_argument("--master", help=f"a Spark cluster's master URL, timed beside {LOCAL}")
     parser.add_argument(
