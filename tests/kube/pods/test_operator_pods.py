@@ -10,9 +10,9 @@ is given to `make image`'s stand-in in the official image's layout (magnetar/zoo
 root by default, /conf of uid 1000, the official entrypoint's behaviour), and the pod runs it as
 the operator runs every pod, as uid 10000.
 
-One node, chart and cluster for the module (the node up in about 25 s, the chart until its operator
-serves, the cluster Ready 20 to 25 s after it is applied, ZooKeeper first, on 2 cores;
-`down` takes about 50 s); the node is taken down at the end, also when a test fails.
+One cluster for the module, in a Kubernetes namespace of its own on the package's node
+(conftest.py; the cluster Ready 20 to 25 s after it is applied, ZooKeeper first, on 2 cores); the
+namespace is deleted at the module's end, also when a test fails.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from kazoo.client import KazooClient
 from magnetar.kube.containerd import ctr
 from magnetar.kube.dns import resolve_a
 from magnetar.kube.layout import IMAGES_DIR, NODE_IP, Layout
-from tests.kube.pods import (
+from tests.kube.pods.harness import (
     ROOT,
     Cluster,
     Node,
     condition,
     install_cluster,
     magnetar,
-    start_node,
+    module_namespace,
     wait_for,
 )
 
@@ -44,13 +44,13 @@ pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip i
 
 pytestmark = pytest.mark.kube
 
-PORT_BASE = 18440  # neither the default nor test_node.py's: each module has its own node, one after the other
 CLUSTER = "region-a"
+NAMESPACE = "walkthrough"
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    yield from start_node(tmp_path_factory, PORT_BASE)
+def node(chart: Node) -> Iterator[Node]:
+    yield from module_namespace(chart, NAMESPACE)
 
 
 #: `make image`'s ZooKeeper in the official image's layout, saved apart from what a node imports
@@ -112,7 +112,7 @@ def test_every_pod_passes_its_readiness_probe_and_the_cluster_says_ready(cluster
     ready = condition(doc, "Ready")
     assert ready["status"] == "True", doc["status"]
     assert ready["reason"] == "Converged", doc["status"]
-    assert doc["status"]["serviceUrlTls"] == f"pulsar+ssl://{CLUSTER}-broker.default.svc:6651"
+    assert doc["status"]["serviceUrlTls"] == f"pulsar+ssl://{CLUSTER}-broker.{NAMESPACE}.svc:6651"
 
 
 def test_coredns_answers_each_pod_by_its_name_under_its_headless_service(cluster: Cluster) -> None:
@@ -121,7 +121,7 @@ def test_coredns_answers_each_pod_by_its_name_under_its_headless_service(cluster
         name = pod["metadata"]["name"]
         component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
         service = f"{CLUSTER}-bookie" if component == "bookie" else f"{CLUSTER}-{component}-headless"
-        fqdn = f"{name}.{service}.default.svc.cluster.local"
+        fqdn = f"{name}.{service}.{NAMESPACE}.svc.cluster.local"
         assert resolve_a(fqdn, NODE_IP) == [pod["status"]["podIP"]], fqdn
 
 
@@ -252,7 +252,7 @@ kind: MagnetarCluster
 metadata: {name: %(name)s}
 spec:
   image: %(image)s
-  metadataStore: {url: "zk://region-a-zookeeper.default.svc:2181/%(name)s"}
+  metadataStore: {url: "zk://region-a-zookeeper.%(namespace)s.svc:2181/%(name)s"}
   auth: {enabled: false}
   tls: {enabled: false}
   bookies:
@@ -285,7 +285,7 @@ def test_a_pod_that_cannot_start_is_a_condition_with_its_reason_and_an_event(
     cluster: Cluster, name: str, image: str, bookies: str, reasons: set[str], words: str
 ) -> None:
     node = cluster.node
-    manifest = BROKEN % {"name": name, "image": image, "bookies": bookies}
+    manifest = BROKEN % {"name": name, "image": image, "bookies": bookies, "namespace": NAMESPACE}
     assert node.kubectl("apply", "-f", "-", stdin=manifest).returncode == 0
     try:
 

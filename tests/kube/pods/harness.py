@@ -1,10 +1,12 @@
-"""What the kube tier's tests of real pods share: a node of `magnetar kube up` (one a module, one
-at a time on the machine), the chart installed on it, and a MagnetarCluster applied and Ready."""
+"""What the kube tier's tests of real pods share: one node of `magnetar kube up` for all of them (one
+node at a time on the machine), the chart installed on it once, and for each module a Kubernetes
+namespace of its own where its MagnetarCluster is applied and Ready, deleted at the module's end."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import socket
@@ -31,7 +33,7 @@ from magnetar.kube.layout import BRIDGE, IMAGES_DIR, Layout
 from magnetar.spark import postmortem
 from tests.chaos.eventlog import events
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 IMAGES = ("magnetar-0.1.0.tar", "zookeeper-3.8.tar", "pause-3.10.tar")
 #: the brokers' listener at their pod IPs (operator/manifests.py): the pod range is routed to this
 #: machine, the pods' DNS names are not resolvable here
@@ -47,13 +49,17 @@ def magnetar(*args: str, timeout: float = 360) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
-@dataclass
+@dataclass(frozen=True)
 class Node:
     state_dir: Path
     kubeconfig: Path
+    #: the Kubernetes namespace kubectl works in unless told (``-n``, ``-A``); None: kubectl's own
+    namespace: str | None = None
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(BIN / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+        # A later -n in ``args`` wins over this one, as kubectl reads its flags.
+        scope = [f"--namespace={self.namespace}"] if self.namespace else []
+        return subprocess.run([str(BIN / "kubectl"), f"--kubeconfig={self.kubeconfig}", *scope, *args],
                               input=stdin, capture_output=True, text=True, timeout=60)  # fmt: skip
 
     def json(self, *args: str) -> Any:
@@ -66,8 +72,11 @@ class Node:
         ``make image``: the kubelet then finds it, nothing is pulled."""
         import_image(Layout(self.state_dir), tarball)
 
-    def secret(self, name: str, key: str, namespace: str = "default") -> bytes:
+    def secret(self, name: str, key: str, namespace: str) -> bytes:
         return base64.b64decode(self.json("secret", name, "-n", namespace)["data"][key])
+
+    def within(self, namespace: str) -> Node:
+        return dataclasses.replace(self, namespace=namespace)
 
     def diagnostics(self) -> str:
         parts = [self.kubectl("get", "pods,pvc,mgc,mgns", "-A", "-o", "wide").stdout,
@@ -188,13 +197,18 @@ def skip_reasons() -> list[str]:
     return reasons
 
 
+#: the node's local volumes: every module's claims (about 45 in all), a released one not reused
+VOLUMES = 64
+
+
 def start_node(tmp_path_factory: pytest.TempPathFactory, port_base: int) -> Iterator[Node]:
-    """A module fixture's body: a node up for the module, down at its end (a failure included)."""
+    """A fixture's body: a node up for the tests that use it, down at their end (a failure included)."""
     reasons = skip_reasons()
     if reasons:
         pytest.skip("; ".join(reasons))
     state_dir = tmp_path_factory.mktemp("kube") / "state"
-    out = magnetar("kube", "up", "--state-dir", str(state_dir), "--port-base", str(port_base))
+    out = magnetar("kube", "up", "--state-dir", str(state_dir), "--port-base", str(port_base),
+                   "--volumes", str(VOLUMES))  # fmt: skip
     try:
         assert out.returncode == 0, out.stdout + out.stderr
         yield Node(state_dir, state_dir / "kubeconfig")
@@ -203,45 +217,75 @@ def start_node(tmp_path_factory: pytest.TempPathFactory, port_base: int) -> Iter
         assert down.returncode == 0, down.stdout + down.stderr
 
 
+def install_chart(node: Node) -> float:
+    """`helm install` of the chart, as the walkthrough does it, until its operator serves; the
+    seconds it took."""
+    started = time.monotonic()
+    helm = subprocess.run(
+        [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
+         str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
+         "--wait", "--timeout", "120s"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert helm.returncode == 0, helm.stdout + helm.stderr + node.diagnostics()
+    wait_for("the chart's CRDs", lambda: crds_established(node), node, 60, interval_s=0.5)
+    return time.monotonic() - started
+
+
+def module_namespace(node: Node, namespace: str) -> Iterator[Node]:
+    """A module fixture's body: a Kubernetes namespace of the module's own, and the node working in
+    it; deleted with all in it at the module's end."""
+    made = node.kubectl("create", "namespace", namespace)
+    assert made.returncode == 0, made.stderr
+    with deleting_namespaces(node, namespace):
+        yield node.within(namespace)
+
+
+@contextlib.contextmanager
+def deleting_namespaces(node: Node, *namespaces: str) -> Iterator[None]:
+    """Deletes ``namespaces`` when the block ends, and waits until they are gone: the next module
+    starts with nothing of this one's running. Their MagnetarNamespaces go first, while the brokers
+    that the operator's delete handler asks still run."""
+    try:
+        yield
+    finally:
+        for namespace in namespaces:
+            gone = node.kubectl("delete", "mgns", "--all", "-n", namespace, "--timeout=120s")
+            assert gone.returncode == 0, gone.stderr + node.diagnostics()
+        started = time.monotonic()
+        deleted = node.kubectl("delete", "namespace", *namespaces, "--wait=false")
+        assert deleted.returncode == 0, deleted.stderr
+        # A terminating namespace takes no new pods, so none is made again. Its pods get 1 s to
+        # stop: graceful shutdowns are tested elsewhere, and with the whole cluster stopping at
+        # once a namespace took 54 s to go, nearly the pods' 60 s grace period.
+        for namespace in namespaces:
+            node.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=1", "--wait=false")
+        names = [f"namespace/{n}" for n in namespaces]
+        wait_for(f"{', '.join(names)} deleted",
+                 lambda: node.kubectl("get", *names, "--ignore-not-found", "-o", "name").stdout.strip() == "",
+                 node, 300)  # fmt: skip
+        print(f"\n{', '.join(names)} deleted in {time.monotonic() - started:.0f}s")
+
+
 def install_cluster(
     node: Node,
     manifest: Path,
     name: str,
     tmp_path_factory: pytest.TempPathFactory,
-    namespace: str = "default",
+    namespace: str | None = None,
     meanwhile: Callable[[], None] | None = None,
 ) -> Cluster:
-    """`helm install` of the chart, then ``manifest`` (the MagnetarCluster ``name`` of
-    ``namespace``, and what it needs) until the cluster is Ready; its super-user token and CA in
-    files. ``meanwhile`` runs once the manifest is applied, before the wait for Ready."""
-    seconds: dict[str, float] = {}
-    started = time.monotonic()
-    # The manifest goes in as soon as the chart's CRDs are established, while `helm --wait` still
-    # waits for the operator's pod: the operator takes the cluster up when it starts, as it would
-    # one applied before it ran.
-    helm = subprocess.Popen(
-        [str(BIN / "helm"), f"--kubeconfig={node.kubeconfig}", "install", "magnetar",
-         str(ROOT / "charts/magnetar"), "--namespace", "magnetar", "--create-namespace",
-         "--wait", "--timeout", "120s"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        wait_for("the chart's CRDs", lambda: crds_established(node), node, 120, interval_s=0.5)
-        seconds["CRDs established"] = time.monotonic() - started
-        applied = node.kubectl("apply", "-f", str(manifest))
-        assert applied.returncode == 0, applied.stderr
-        applied_at = time.monotonic()
-        helm_out, _ = helm.communicate(timeout=180)
-    finally:
-        if helm.poll() is None:
-            helm.kill()
-            helm.wait()
-    assert helm.returncode == 0, helm_out + node.diagnostics()
-    seconds["helm install --wait"] = time.monotonic() - started
+    """``manifest`` (the MagnetarCluster ``name`` of ``namespace``, the node's by default, and what
+    it needs) applied on a node with the chart installed, until the cluster is Ready; its super-user
+    token and CA in files. ``meanwhile`` runs once the manifest is applied, before the wait for Ready."""
+    namespace = namespace or node.namespace or "default"
+    applied = node.kubectl("apply", "-f", str(manifest))
+    assert applied.returncode == 0, applied.stderr
+    applied_at = time.monotonic()
     if meanwhile is not None:
         meanwhile()
     wait_for("the MagnetarCluster Ready", lambda: cluster_ready(node, name, namespace), node, 300)
-    seconds["cluster Ready"] = time.monotonic() - applied_at
+    seconds = {"cluster Ready": time.monotonic() - applied_at}
     secrets = tmp_path_factory.mktemp("secrets")
     token = node.secret(f"{name}-superuser-token", "token", namespace).decode().strip()
     token_file, ca_file = secrets / "token", secrets / "ca.crt"

@@ -29,8 +29,9 @@ event log of architecture §6), whose every acknowledged send must be received; 
 official-client producers at a modest rate check what the lab's workload does not (ledgers on a new
 bookie, each receipt after a move). Both reach the brokers at their pod IPs (token, the pod-ip
 listener); the metadata store is read from here through the ZooKeeper Service's ClusterIP. One
-node, chart and cluster for the module (about 9 minutes on 2 cores at load 10, node up and down
-included; the last two tests about 3 of them, the upgrade's post-mortem 40 s).
+cluster for the module, in a Kubernetes namespace of its own on the package's node (conftest.py;
+about 9 minutes on 2 cores at load 10; the last two tests about 3 of them, the upgrade's
+post-mortem 40 s).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from magnetar.bookie.client import BKError, LedgerClient, LedgerClientConfig
 from magnetar.common.metadata import open_store
 from tests.chaos.eventlog import events as lab_events
 from tests.chaos.eventlog import producer_windows
-from tests.kube.pods import (
+from tests.kube.pods.harness import (
     NEXT_IMAGE,
     NEXT_TARBALL,
     ROOT,
@@ -66,9 +67,9 @@ from tests.kube.pods import (
     condition,
     install_cluster,
     lab_workload,
+    module_namespace,
     post_mortem,
     server_version,
-    start_node,
     wait_for,
 )
 
@@ -76,13 +77,13 @@ pulsar = pytest.importorskip("pulsar", reason="the official pulsar-client (pip i
 
 pytestmark = pytest.mark.kube
 
-PORT_BASE = 20440  # each module has its own node (one at a time), on its own ports
 CLUSTER = "region-a"
+NAMESPACE = "promises"
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    yield from start_node(tmp_path_factory, PORT_BASE)
+def node(chart: Node) -> Iterator[Node]:
+    yield from module_namespace(chart, NAMESPACE)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ runs are analysed in the test run's one Spark session; the demo's test keeps the
 `magnetar chaos demo` runs itself.
 
 The cluster is the shipped experiments' region (jp-east: two brokers, three bookies), so the
-experiments run unchanged. One node, chart and cluster for the module.
+experiments run unchanged. One cluster for the module, in a Kubernetes namespace of its own on the
+package's node (conftest.py).
 """
 
 from __future__ import annotations
@@ -24,17 +25,17 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from tests.kube.pods import ROOT, Cluster, Node, install_cluster, post_mortem, start_node
+from tests.kube.pods.harness import ROOT, Cluster, Node, install_cluster, module_namespace, post_mortem
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
-PORT_BASE = 19440  # the other modules' nodes use other ports; one node at a time all the same
 REGION = "jp-east"
+NAMESPACE = "chaos-lab"
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    yield from start_node(tmp_path_factory, PORT_BASE)
+def node(chart: Node) -> Iterator[Node]:
+    yield from module_namespace(chart, NAMESPACE)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def run(
     path = path or ROOT / f"chaos/experiments/{experiment}.yaml"
     command = [
         sys.executable, "-m", "magnetar", "chaos", "run", str(path),
-        "--kube", "--kube-cluster", f"{REGION}@default", "--kubeconfig", str(node.kubeconfig),
+        "--kube", "--kube-cluster", f"{REGION}@{NAMESPACE}", "--kubeconfig", str(node.kubeconfig),
         "--run-id", f"kube-{experiment}", "--no-postmortem",
     ]  # fmt: skip
     env = {**os.environ, "MAGNETAR_CONTAINERD_SOCKET": str(node.state_dir / "containerd/containerd.sock")}
@@ -147,7 +148,7 @@ def test_broker_rolling_restart_on_pods_is_the_operators_roll_and_nothing_is_los
     after = {p: node.json("pod", p)["metadata"]["uid"] for p in uids}
     assert all(after[p] != uids[p] for p in brokers), "every broker pod is a new one"
     assert all(after[p] == uids[p] for p in uids if p not in brokers), "no bookie restarted"
-    spec = node.json("mgc", REGION, "-n", "default")["spec"]["brokers"]
+    spec = node.json("mgc", REGION)["spec"]["brokers"]
     assert spec["restartedAt"] == rolled["output"]["restarted_at"]
     summary = post_mortem(run_dir, spark)
     assert summary["headline"]["losses"] == 0, summary["headline"]
@@ -190,7 +191,8 @@ def test_the_demo_moves_a_bundle_on_pods_and_loses_nothing(cluster: Cluster, tmp
     # bundle to the next owner's pod IP; the post-mortem finds nothing acknowledged lost.
     node = cluster.node
     command = [
-        sys.executable, "-m", "magnetar", "chaos", "demo", "--kube", "--kube-cluster", f"{REGION}@default",
+        sys.executable, "-m", "magnetar", "chaos", "demo", "--kube",
+        "--kube-cluster", f"{REGION}@{NAMESPACE}",
         "--kubeconfig", str(node.kubeconfig), "--experiment", "bundle-transfer",
     ]  # fmt: skip
     env = {**os.environ, "MAGNETAR_CONTAINERD_SOCKET": str(node.state_dir / "containerd/containerd.sock")}

@@ -6,8 +6,9 @@ official client produces in jp-east and consumes what jp-west replicated; `magne
 jp-west's containers are frozen and thawed, its consumer fails over to jp-east); partition-regions
 cuts the link between the regions' pods on the node and heals it. Nothing acknowledged is lost.
 
-One node, chart and pair of clusters for the module (the experiments' regions, jp-east and
-jp-west: one broker, two bookies and a ZooKeeper each). jp-east's ZooKeeper holds the shared
+One pair of clusters for the module (the experiments' regions, jp-east and jp-west: one broker,
+two bookies and a ZooKeeper each), on the package's node (conftest.py); the two namespaces, which
+the example makes, are deleted at the module's end. jp-east's ZooKeeper holds the shared
 configuration store; the experiment freezes jp-west.
 """
 
@@ -29,28 +30,29 @@ from pyspark.sql import SparkSession
 
 from magnetar.chaos.cli import DEMO_EXPERIMENTS
 from tests.chaos.eventlog import events
-from tests.kube.pods import (
+from tests.kube.pods.harness import (
     ROOT,
     Cluster,
     Node,
     cluster_ready,
     condition,
+    deleting_namespaces,
     install_cluster,
     post_mortem,
-    start_node,
     wait_for,
 )
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
-PORT_BASE = 19640  # the other modules' nodes use other ports; one node at a time all the same
 EAST, WEST = "jp-east", "jp-west"
 EXAMPLE = ROOT / "examples/k8s/local/geo.yaml"
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    yield from start_node(tmp_path_factory, PORT_BASE)
+def node(chart: Node) -> Iterator[Node]:
+    # kubectl without a namespace of the module's: the example names each resource's own
+    with deleting_namespaces(chart, EAST, WEST):
+        yield chart
 
 
 @pytest.fixture(scope="module")
