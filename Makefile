@@ -16,7 +16,8 @@ PYTEST_ARGS ?=
 # Two by default: most of a serial run waits on the scenarios' own clocks, and two workers took
 # the first pytest from 62 to 30 minutes on 2 cores (docs/development.md); 3 starved the
 # fault-timing and pod tests into failures. TEST_WORKERS=0 runs it serially.
-# The tests marked exclusive (timing under a fault) run alone after the rest either way.
+# The tests marked exclusive (timing under a fault) run beside the rest in a CPU cgroup of their
+# own that outweighs everything else (tests/parts.py), or alone after them where none can be made.
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 # when this make started: the table at the end of pytest (tests/timing.py) shows the steps before it
@@ -26,8 +27,8 @@ export MAGNETAR_MAKE_GOALS := $(or $(MAKECMDGOALS),test)
 .PHONY: test check kube-tier demo install system-deps proto lint typecheck docs bench bench-compare clean k8s-testenv kube-deps kube-node image
 
 test: install kube-tier lint typecheck docs
-	$(BIN)/pytest $(PYTEST_PARALLEL) --exclusive=skip $(PYTEST_ARGS)
-	$(BIN)/pytest --exclusive=only $(PYTEST_ARGS)
+	$(BIN)/python -m tests.parts -- $(BIN)/pytest $(PYTEST_PARALLEL) --exclusive=skip $(PYTEST_ARGS) \
+		-- $(BIN)/pytest --exclusive=only $(PYTEST_ARGS)
 
 # The inner loop, a few minutes warm: lint, types, the unit tests and each component's fastest
 # end-to-end test (tests/check.py). Never instead of `make test`, which CI runs.

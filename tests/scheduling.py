@@ -17,7 +17,8 @@ groups by their number of tests; `make test` passes ``--no-loadscope-reorder`` t
 Some tests judge timing under a fault (publishing resumes within 1 s of ZooKeeper's return): on
 two cores shared with other workers' clusters they fail for want of CPU, not for a fault of the
 system. They are marked ``exclusive``; ``--exclusive=skip`` leaves them out and
-``--exclusive=only`` runs only them, and `make test` runs them alone after the parallel part.
+``--exclusive=only`` runs only them, and `make test` runs them in a pytest of their own, beside
+the parallel part at CPU priority (tests/parts.py), or alone after it where that cannot be had.
 
 How the groups reach xdist: its own ``xdist_group`` marks work by appending the group to a test's
 node id, which pytest 9 no longer allows, so the workers write each test's group to a file the
@@ -77,7 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--exclusive",
         choices=("run", "skip", "only"),
         default="run",
-        help="tests marked exclusive (timing under a fault, to run with nothing beside them): run "
+        help="tests marked exclusive (timing under a fault, to run with no other test taking their CPU): run "
         "them with the rest (default), leave them out (skip), or run only them (only)",
     )
 

@@ -80,7 +80,7 @@ class TierTimes:
             before = self.started_at - int(make_started)
             goals = os.environ.get("MAGNETAR_MAKE_GOALS", "test")
             total = _minutes(before + wall)
-            # `make test` runs pytest twice (the exclusive tests alone after the rest): "so far"
+            # `make test` runs pytest twice (the exclusive tests beside the rest or after it): "so far"
             line = f"make {goals} so far {total}: before this pytest {_minutes(before)}, {line}"
         now = _busy_and_total_jiffies()
         if self.jiffies and now and now[1] > self.jiffies[1]:
