@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Collection
+from collections.abc import Awaitable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 from kubernetes import client
@@ -40,6 +40,7 @@ from magnetar.operator.rollout import READY_DEADLINE_S, Roller
 
 log = logging.getLogger(__name__)
 PREFIX = "magnetar.dev"
+T = TypeVar("T")
 
 
 @dataclass
@@ -84,6 +85,12 @@ def settings(*, peering: str | None = None, standalone: bool = True) -> kopf.Ope
     # Events are the operator's actions (posted explicitly); kopf's own log lines, such as each
     # "failed temporarily" while a rollout waits, would bury them.
     s.posting.level = logging.CRITICAL
+    # A deleted resource keeps its finalizer until its timers have stopped. kopf gives a timer a few
+    # loop cycles to stop, then looks again when the resource changes or after
+    # `cancellation_polling` (60 s by default). The timers that call a cluster abandon their pass
+    # when told to stop (_unless_stopped); this is for the moment that takes.
+    s.background.instant_exit_timeout = 1.0
+    s.background.cancellation_polling = 2.0
     s.peering.standalone = standalone
     if peering:
         s.peering.name = peering
@@ -166,9 +173,9 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
     @kopf.timer(
         GROUP, VERSION, CLUSTERS, registry=reg, interval=deps.health_interval_s, idle=deps.health_interval_s
     )
-    async def watch_health(name: str, namespace: str | None, **_: Any) -> None:
+    async def watch_health(name: str, namespace: str | None, **kwargs: Any) -> None:
         try:
-            await health.check(name, namespace or "default")
+            await _unless_stopped(kwargs["stopped"], health.check(name, namespace or "default"))
         except Exception as exc:  # the next tick tries again; a timer must not die
             log.warning("health check of %s/%s failed: %s", namespace, name, exc)
 
@@ -229,13 +236,17 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
 
     @kopf.timer(GROUP, VERSION, NAMESPACES, registry=reg, interval=deps.mirror_interval_s, initial_delay=1.0)
     async def mirror_bundles(
-        body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **_: Any
+        body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **kwargs: Any
     ) -> None:
         ready = conditions.find(body.get("status"), "Ready")
         if not ready or ready.get("status") != "True":
             return  # not applied yet: nothing to mirror
         try:
-            patch.status["bundles"] = await namespaces.mirror(body, name, namespace or "default")
+            mirrored = await _unless_stopped(
+                kwargs["stopped"], namespaces.mirror(body, name, namespace or "default")
+            )
+            if mirrored is not None:
+                patch.status["bundles"] = mirrored
         except (SpecError, Unresolved) as exc:
             log.info("mirroring bundles of %s/%s: %s", namespace, name, exc)
         except Exception as exc:  # the next tick tries again; a timer must not die
@@ -256,6 +267,24 @@ def registry(deps: Deps) -> kopf.OperatorRegistry:
                 _write(patch, status)
 
     return reg
+
+
+async def _unless_stopped(stopped: kopf.DaemonStopped, work: Awaitable[T]) -> T | None:
+    """(``stopped``: kopf passes it to timers as to daemons, though its TimerFn type does not say so.)
+
+    A timer's pass, abandoned (None) once kopf stops the timer: its resource is being deleted or
+    the operator exits. kopf never cancels a timer's pass, and waits for it before it lets a deleted
+    resource go; a pass of admin calls to a cluster that does not answer, each with its own
+    timeout, would hold the deletion that long. A pass only reads and mirrors, so the next one (if
+    any) redoes what this one left."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        task.cancel()  # nothing, if it is done; it ends at its next await otherwise
+    return task.result() if task.done() and not task.cancelled() else None
 
 
 def _unresolved(body: kopf.Body, patch: kopf.Patch, exc: SpecError | Unresolved, retry_s: float) -> None:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import signal
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -276,3 +279,46 @@ async def test_the_restart_gates_read_the_real_cluster(magnetar: LocalCluster) -
         await asyncio.to_thread(producer.close)
     finally:
         await asyncio.to_thread(pc.close)
+
+
+def test_a_namespace_deleted_while_its_cluster_answers_nothing_goes_at_once(
+    api: client.ApiClient, k8s_namespace: str, magnetar: LocalCluster, start_operator: Callable[..., Any]
+) -> None:
+    """kopf lets a deleted resource go only once its timers have stopped, and never cancels a
+    timer's pass: the bundle mirror's pass on a cluster whose brokers are frozen must not hold the
+    deletion for its admin calls' 30 s timeouts, nor for kopf's 60 s between looks at a timer."""
+    start_operator()
+    create(api, k8s_namespace, "magnetarclusters", "MagnetarCluster", "local",
+           {"clusterName": "r1", "external": {"adminUrl": magnetar.admin_url}})  # fmt: skip
+    wait_for("local Ready", lambda: ready(api, k8s_namespace, "magnetarclusters", "local"))
+    create(api, k8s_namespace, "magnetarnamespaces", "MagnetarNamespace", "acme-frozen",
+           {"cluster": "local", "tenant": "acme", "namespace": "frozen", "bundles": 1})  # fmt: skip
+    wait_for("acme-frozen Ready", lambda: ready(api, k8s_namespace, "magnetarnamespaces", "acme-frozen"))
+    brokers = magnetar.state.find("broker")
+    ports = {urllib.parse.urlsplit(b.endpoints["web_service_url"]).port for b in brokers}
+    for broker in brokers:
+        os.kill(broker.pid, signal.SIGSTOP)
+    try:
+        wait_for("the mirror's admin call waiting on a frozen broker", lambda: unread(ports))
+        client.CustomObjectsApi(api).delete_namespaced_custom_object(
+            *CUSTOM, k8s_namespace, "magnetarnamespaces", "acme-frozen"
+        )
+        wait_for(
+            "acme-frozen gone while its brokers answer nothing",
+            lambda: get_cr(api, "magnetarnamespaces", k8s_namespace, "acme-frozen") is None,
+            timeout_s=20,
+        )
+    finally:
+        for broker in brokers:
+            os.kill(broker.pid, signal.SIGCONT)
+
+
+def unread(ports: set[int | None]) -> bool:
+    """A connection to one of ``ports`` that waits to be accepted, or a request on one that waits
+    to be read (/proc/net/tcp: local address, state, then the send and receive queues)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        port = int(fields[1].rsplit(":", 1)[1], 16)
+        if port in ports and int(fields[4].split(":")[1], 16) > 0:
+            return True
+    return False
