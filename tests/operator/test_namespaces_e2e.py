@@ -99,16 +99,25 @@ def bundle_crs(api: client.ApiClient, namespace: str) -> dict[str, dict[str, Any
     return {b["spec"]["range"]: b for b in found["items"]}
 
 
+def applied_namespace(
+    api: client.ApiClient, k8s_namespace: str, magnetar: LocalCluster, namespace: str, bundles: int
+) -> dict[str, Any]:
+    """The local cluster as an external MagnetarCluster ``local``, and the MagnetarNamespace
+    ``acme-<namespace>`` for ``acme/<namespace>`` on it, both Ready; the MagnetarNamespace."""
+    create(api, k8s_namespace, "magnetarclusters", "MagnetarCluster", "local",
+           {"clusterName": "r1", "external": {"adminUrl": magnetar.admin_url}})  # fmt: skip
+    wait_for("local Ready", lambda: ready(api, k8s_namespace, "magnetarclusters", "local"))
+    name = f"acme-{namespace}"
+    create(api, k8s_namespace, "magnetarnamespaces", "MagnetarNamespace", name,
+           {"cluster": "local", "tenant": "acme", "namespace": namespace, "bundles": bundles})  # fmt: skip
+    return dict(wait_for(f"{name} Ready", lambda: ready(api, k8s_namespace, "magnetarnamespaces", name)))
+
+
 def test_namespaces_and_bundles_are_reconciled_in_a_real_cluster(
     api: client.ApiClient, k8s_namespace: str, magnetar: LocalCluster, start_operator: Callable[..., Any]
 ) -> None:
     start_operator()
-    create(api, k8s_namespace, "magnetarclusters", "MagnetarCluster", "local",
-           {"clusterName": "r1", "external": {"adminUrl": magnetar.admin_url}})  # fmt: skip
-    wait_for("local Ready", lambda: ready(api, k8s_namespace, "magnetarclusters", "local"))
-    create(api, k8s_namespace, "magnetarnamespaces", "MagnetarNamespace", "acme-orders",
-           {"cluster": "local", "tenant": "acme", "namespace": "orders", "bundles": 2})  # fmt: skip
-    ns = wait_for("acme-orders Ready", lambda: ready(api, k8s_namespace, "magnetarnamespaces", "acme-orders"))
+    ns = applied_namespace(api, k8s_namespace, magnetar, "orders", bundles=2)
     assert ns["status"]["clusters"] == ["r1"]
 
     # The namespace exists in the cluster, with its clusters and bundles.
@@ -288,12 +297,7 @@ def test_a_namespace_deleted_while_its_cluster_answers_nothing_goes_at_once(
     timer's pass: the bundle mirror's pass on a cluster whose brokers are frozen must not hold the
     deletion for its admin calls' 30 s timeouts, nor for kopf's 60 s between looks at a timer."""
     start_operator()
-    create(api, k8s_namespace, "magnetarclusters", "MagnetarCluster", "local",
-           {"clusterName": "r1", "external": {"adminUrl": magnetar.admin_url}})  # fmt: skip
-    wait_for("local Ready", lambda: ready(api, k8s_namespace, "magnetarclusters", "local"))
-    create(api, k8s_namespace, "magnetarnamespaces", "MagnetarNamespace", "acme-frozen",
-           {"cluster": "local", "tenant": "acme", "namespace": "frozen", "bundles": 1})  # fmt: skip
-    wait_for("acme-frozen Ready", lambda: ready(api, k8s_namespace, "magnetarnamespaces", "acme-frozen"))
+    applied_namespace(api, k8s_namespace, magnetar, "frozen", bundles=1)
     brokers = magnetar.state.find("broker")
     ports = {urllib.parse.urlsplit(b.endpoints["web_service_url"]).port for b in brokers}
     for broker in brokers:
