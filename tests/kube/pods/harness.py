@@ -244,18 +244,14 @@ def module_namespace(node: Node, namespace: str) -> Iterator[Node]:
 @contextlib.contextmanager
 def deleting_namespaces(node: Node, *namespaces: str) -> Iterator[None]:
     """Deletes ``namespaces`` when the block ends, and waits until they are gone: the next module
-    starts with nothing of this one's running. Their MagnetarNamespaces lose the operator's
-    finalizer first, so the deletion does not wait on the operator: once, after the module had
-    replaced its ZooKeeper's pod, the operator had not let one go within a minute (why was not
-    found). What deleting one does is tested in tests/operator."""
+    starts with nothing of this one's running. Their MagnetarNamespaces go first, while the brokers
+    that the operator's delete handler asks still run."""
     try:
         yield
     finally:
         for namespace in namespaces:
-            for found in node.kubectl("get", "mgns", "-n", namespace, "-o", "name").stdout.split():
-                unheld = node.kubectl("patch", found, "-n", namespace, "--type=merge",
-                                      "-p", '{"metadata": {"finalizers": null}}')  # fmt: skip
-                assert unheld.returncode == 0, unheld.stderr
+            gone = node.kubectl("delete", "mgns", "--all", "-n", namespace, "--timeout=120s")
+            assert gone.returncode == 0, gone.stderr + node.diagnostics()
         started = time.monotonic()
         deleted = node.kubectl("delete", "namespace", *namespaces, "--wait=false")
         assert deleted.returncode == 0, deleted.stderr
