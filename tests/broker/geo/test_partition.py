@@ -4,6 +4,10 @@ the cut, and everything produced during it is replicated, in order, once the lin
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+import signal
+
 import pulsar
 import pytest
 
@@ -46,3 +50,21 @@ def test_nothing_crosses_a_partition_and_all_arrives_after_it_heals(regions: Reg
              "the replication delay to clear")  # fmt: skip
     for client in (east, west):
         client.close()
+
+
+def test_a_cut_returns_once_every_link_proxy_has_cut(regions: Regions) -> None:
+    """The proxies act on their signal when their event loop gets to it: the action waits for each
+    to say so, or what an experiment does next can cross a cut that is not yet made."""
+    proxy = next(p for p in regions.state.processes if p.role == "link-proxy")
+    os.kill(proxy.pid, signal.SIGSTOP)  # it takes its signal only once it runs again
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        cutting = pool.submit(partition_regions, cluster_dir=str(regions.directory))
+        try:
+            with pytest.raises(concurrent.futures.TimeoutError):
+                cutting.result(timeout=1)  # still waiting on the frozen proxy
+        finally:
+            os.kill(proxy.pid, signal.SIGCONT)
+        try:
+            assert proxy.name in cutting.result(timeout=30)["links"]
+        finally:
+            heal_partition(cluster_dir=str(regions.directory))
