@@ -169,7 +169,9 @@ def _now() -> datetime:
 
 
 def _stamp(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # milliseconds: whole seconds would make a recommendation up to a second older than it is,
+    # and the scale-down window that much shorter
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _age_s(stamp: str, now: datetime) -> float:
