@@ -299,7 +299,7 @@ class Supervisor:
         timeout_s: float,
         after: int = 0,
     ) -> None:
-        line = _wait_for_line(Path(record.log), ready_prefix, process, timeout_s, after)
+        line = wait_for_line(Path(record.log), ready_prefix, process, timeout_s, after)
         record.endpoints = _endpoints(line[len(ready_prefix) :])
         record.address = record.endpoints.pop("address", "")
         state.save()
@@ -317,7 +317,7 @@ class Supervisor:
             # The same port keeps the same bookie id, so its ledgers find it again.
             arguments[arguments.index("--port") + 1] = record.address.rsplit(":", 1)[1]
         log_path = Path(record.log)
-        offset = log_path.stat().st_size if log_path.exists() else 0
+        offset = log_end(log_path)
         self._say(f"{name}: restarting")
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
@@ -332,7 +332,7 @@ class Supervisor:
         state.save()
         if record.command:
             # a foreign process keeps the endpoints it was recorded with; its ready line is its own
-            _wait_for_line(log_path, record.ready_text, process, timeout_s, offset, anywhere=True)
+            wait_for_line(log_path, record.ready_text, process, timeout_s, offset, anywhere=True)
             return record
         prefix = "bookie ready" if record.role == "bookie" else "broker ready"
         self._await_ready(state, record, process, prefix, timeout_s, after=offset)
@@ -389,17 +389,22 @@ def _endpoints(text: str) -> dict[str, str]:
     return found
 
 
-def _wait_for_line(
+def log_end(log: Path) -> int:
+    """Where the next line written to ``log`` will start (``after`` for wait_for_line)."""
+    return log.stat().st_size if log.exists() else 0
+
+
+def wait_for_line(
     log: Path,
     prefix: str,
-    process: subprocess.Popen[bytes],
+    process: subprocess.Popen[bytes] | None,
     timeout_s: float,
     after: int = 0,
     *,
     anywhere: bool = False,
 ) -> str:
     """The first line starting with ``prefix`` (or holding it, ``anywhere``) written to ``log``
-    past byte ``after``."""
+    past byte ``after``; ``process``, when this one started it, fails the wait if it exits."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
@@ -409,7 +414,7 @@ def _wait_for_line(
             for line in text.splitlines():
                 if line.startswith(prefix) or (anywhere and prefix in line):
                     return line
-        if process.poll() is not None:
+        if process is not None and process.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:]
             raise LocalClusterError(
                 f"{log.stem} exited with {process.returncode} before it was ready:\n{tail}"

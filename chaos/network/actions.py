@@ -20,7 +20,7 @@ from chaoslib.exceptions import ActivityFailed
 
 from magnetar.chaos.pods import is_kube
 from magnetar.chaos.process import targets
-from magnetar.local.supervisor import alive
+from magnetar.local.supervisor import LocalClusterError, alive, log_end, wait_for_line
 
 __all__ = ["heal_partition", "partition_regions"]
 
@@ -66,40 +66,20 @@ def _signal_links(
         raise ActivityFailed(
             f"no running link proxy {where} in {path}: partitions need a cluster of two or more regions"
         )
-    logged = {link.name: _log_size(link.log) for link in links}
+    logged = {link.name: log_end(Path(link.log)) for link in links}
     for link in links:
         os.kill(link.pid, sig)
     # A signal is handled when the proxy's event loop gets to it: the action returns once every
     # proxy has acted, so that what the experiment does next happens during the cut (or after the
     # heal), not in a race with it.
-    deadline = time.monotonic() + ACT_TIMEOUT_S
-    waiting = list(links)
-    while waiting:
-        waiting = [link for link in waiting if SAID[sig] not in _log_since(link.log, logged[link.name])]
-        if waiting and time.monotonic() > deadline:
-            names = ", ".join(link.name for link in waiting)
+    for link in links:
+        try:
+            wait_for_line(Path(link.log), SAID[sig], None, ACT_TIMEOUT_S, logged[link.name], anywhere=True)
+        except LocalClusterError:
             raise ActivityFailed(
-                f"{names} did not say {SAID[sig]!r} within {ACT_TIMEOUT_S:.0f} s of {sig.name}"
-            )
-        if waiting:
-            time.sleep(0.02)
+                f"{link.name} did not say {SAID[sig]!r} within {ACT_TIMEOUT_S:.0f} s of {sig.name}"
+            ) from None
     return [link.name for link in links]
-
-
-def _log_size(log: str) -> int:
-    try:
-        return Path(log).stat().st_size
-    except OSError:
-        return 0
-
-
-def _log_since(log: str, offset: int) -> str:
-    try:
-        with open(log, "rb") as f:
-            f.seek(offset)
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def partition_regions(
