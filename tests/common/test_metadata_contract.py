@@ -5,11 +5,12 @@ differently in unit tests, `magnetar standalone` and a cluster."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import pytest
-from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Close, Connect, int_struct
 
 from magnetar.common.metadata import (
     BadVersionError,
@@ -43,10 +44,30 @@ async def expire(store: MetadataStore, url: str) -> None:
     assert isinstance(store, ZooKeeperStore)
     # ZooKeeper's own trick: a second client attaches to the session and closes it.
     session_id, password = store.client.client_id
-    intruder = KazooClient(hosts=urlsplit(url).netloc, client_id=(session_id, password))
-    await asyncio.to_thread(intruder.start, 10)
-    await asyncio.to_thread(intruder.stop)
-    await asyncio.to_thread(intruder.close)
+    host, port = urlsplit(url).netloc.split(",")[0].rsplit(":", 1)
+    deadline = asyncio.get_running_loop().time() + 15
+    while not await asyncio.to_thread(_close_session, (host, int(port)), session_id, password):
+        assert asyncio.get_running_loop().time() < deadline, f"session {session_id:#x} never closed"
+
+
+def _close_session(address: tuple[str, int], session_id: int, password: bytes) -> bool:
+    """Attach to the session and close it, both requests sent at once: attaching drops the
+    owner's connection, and an owner that reconnected before a close sent after the attach's
+    answer would take the session back (and drop this connection). True once the session is
+    closed (or was gone already)."""
+    attach = Connect(0, 0, 4000, session_id, password, False).serialize()
+    close = int_struct.pack(1) + int_struct.pack(Close.type)
+    answers = b""
+    with socket.create_connection(address, timeout=10) as connection:
+        connection.sendall(int_struct.pack(len(attach)) + attach + int_struct.pack(len(close)) + close)
+        while chunk := connection.recv(4096):
+            answers += chunk
+    if len(answers) < 12:
+        return False
+    size: int = int_struct.unpack_from(answers)[0]
+    timeout_ms: int = int_struct.unpack_from(answers, 8)[0]
+    # the attach refused (a timeout of 0: the session had expired), or the close answered too
+    return timeout_ms <= 0 or len(answers) > 4 + size
 
 
 @pytest.fixture
