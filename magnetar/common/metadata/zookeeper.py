@@ -41,6 +41,7 @@ from magnetar.common.metadata.store import (
 )
 from magnetar.common.metadata.watchers import Watchers
 from magnetar.common.metadata.zk_batches import WriteBatches
+from magnetar.common.repeated_logs import throttle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -440,6 +441,8 @@ def _reconnects() -> KazooRetry:
 
 async def open_zookeeper_store(hosts: str, chroot: str, session_timeout_s: float) -> ZooKeeperStore:
     """Connect, create the chroot if it is missing, and return a store rooted there."""
+    # an attempt logs a line or two, and attempts come several a second while ZooKeeper is down
+    throttle(logging.getLogger("kazoo.client"))
     client = KazooClient(
         hosts=hosts, timeout=session_timeout_s, connection_retry=_reconnects(), handler=PollingHandler()
     )
