@@ -232,9 +232,14 @@ def test_load_above_target_adds_brokers_up_to_max_and_below_it_removes_them_down
 
     admins.load = {"cpu": 5.0}  # 3 brokers call for 1: min is 2
     wait_for("2 brokers", lambda: replicas(api, k8s_namespace, "busy") == 2, timeout_s=60)
+    # the mock kubelet notes the removal just after deleting the pod: waiting for the pod alone
+    # could read the timeline between the two
     wait_for(
         "busy-broker-2 gone",
-        lambda: ready_brokers(api, k8s_namespace, "busy") == ["busy-broker-0", "busy-broker-1"],
+        lambda: (
+            ready_brokers(api, k8s_namespace, "busy") == ["busy-broker-0", "busy-broker-1"]
+            and timeline.of("removed", f"{k8s_namespace}/busy-broker-2")
+        ),
     )
     wait_for_event(api, k8s_namespace, "busy", "Normal", "ScaledDown")
     assert "busy-broker-2" in drainer.at, "the leaving broker's bundles were not moved off"
@@ -273,7 +278,10 @@ def test_brokers_scaled_down_by_replicas_are_drained_first_too(
     patch_brokers(api, k8s_namespace, "fixed", {"replicas": 2})
     wait_for(
         "fixed-broker-2 gone",
-        lambda: ready_brokers(api, k8s_namespace, "fixed") == ["fixed-broker-0", "fixed-broker-1"],
+        lambda: (
+            ready_brokers(api, k8s_namespace, "fixed") == ["fixed-broker-0", "fixed-broker-1"]
+            and timeline.of("removed", f"{k8s_namespace}/fixed-broker-2")
+        ),
     )
     kinds = [
         (k, s.split("/", 1)[1]) for k, s, _ in timeline.snapshot()[mark:] if s.startswith(f"{k8s_namespace}/")
