@@ -22,7 +22,7 @@ from tests.parts import outside_priority
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytest_plugins = ("tests.timing", "tests.scheduling", "tests.check", "tests.disk")
+pytest_plugins = ("tests.cpu", "tests.timing", "tests.scheduling", "tests.check", "tests.disk")
 
 _chroots = itertools.count(1)
 

@@ -20,11 +20,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cpu import cpu_of
+
+#: how many of the heaviest tests (by CPU) the table lists
+HEAVIEST = 25
+
 
 @dataclass
 class Tier:
     tests: set[str] = field(default_factory=set)
     seconds: float = 0.0
+    cpu_s: float = 0.0
     failed: int = 0
 
 
@@ -51,11 +57,15 @@ class TierTimes:
         self.started = time.monotonic()
         self.started_at = time.time()
         self.jiffies = _busy_and_total_jiffies()
+        #: node id -> the CPU seconds of its three phases (tests/cpu.py)
+        self.cpu: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tier = self.tiers[tier_of(report.nodeid)]
         tier.tests.add(report.nodeid)
         tier.seconds += report.duration
+        tier.cpu_s += cpu_of(report)
+        self.cpu[report.nodeid] += cpu_of(report)
         if report.failed:
             tier.failed += 1
 
@@ -66,14 +76,17 @@ class TierTimes:
         summed = sum(t.seconds for t in self.tiers.values()) or 1.0
         write = terminalreporter.write_line
         terminalreporter.section("time by tier")
-        write(f"{'tier':<22} {'tests':>6} {'time':>9} {'share':>6}  failed")
+        cpu = sum(t.cpu_s for t in self.tiers.values()) or 1.0
+        write(f"{'tier':<22} {'tests':>6} {'time':>9} {'share':>6} {'CPU':>9} {'share':>6}  failed")
         for name, tier in sorted(self.tiers.items(), key=lambda kv: -kv[1].seconds):
             write(
                 f"{name:<22} {len(tier.tests):>6} {_minutes(tier.seconds):>9} "
-                f"{tier.seconds / summed:>6.1%}  {tier.failed or ''}"
+                f"{tier.seconds / summed:>6.1%} {_minutes(tier.cpu_s):>9} {tier.cpu_s / cpu:>6.1%}"
+                f"  {tier.failed or ''}"
             )
         count = sum(len(t.tests) for t in self.tiers.values())
-        write(f"{'all':<22} {count:>6} {_minutes(summed):>9} {1:>6.0%}")
+        write(f"{'all':<22} {count:>6} {_minutes(summed):>9} {1:>6.0%} {_minutes(cpu):>9} {1:>6.0%}")
+        write("CPU: each test's worker and the processes it started, not pods or the node (tests/cpu.py)")
         line = f"pytest's wall time {_minutes(wall)}"
         make_started = os.environ.get("MAGNETAR_MAKE_STARTED", "")
         if make_started.isdigit():
@@ -88,6 +101,15 @@ class TierTimes:
             cores = os.cpu_count() or 1
             line += f"; the machine's {cores} cores {busy:.0%} busy ({busy * cores * wall / 60:.1f} core-min)"
         write(line)
+        self._heaviest(terminalreporter)
+
+    def _heaviest(self, terminalreporter: pytest.TerminalReporter) -> None:
+        heaviest = sorted(self.cpu.items(), key=lambda kv: -kv[1])[:HEAVIEST]
+        if not heaviest or heaviest[0][1] <= 0:
+            return
+        terminalreporter.section(f"heaviest {len(heaviest)} tests by CPU (setup, call and teardown)")
+        for nodeid, seconds in heaviest:
+            terminalreporter.write_line(f"{seconds:8.1f} core-s  {nodeid}")
 
 
 def _minutes(seconds: float) -> str:
