@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,8 @@ from tests.cpu import cpu_of
 
 #: how many of the heaviest tests (by CPU) the table lists
 HEAVIEST = 25
+#: where the last run's timeline is kept in pytest's cache
+TIMELINE_KEY = "magnetar/timeline"
 
 
 @dataclass
@@ -59,6 +62,8 @@ class TierTimes:
         self.jiffies = _busy_and_total_jiffies()
         #: node id -> the CPU seconds of its three phases (tests/cpu.py)
         self.cpu: dict[str, float] = defaultdict(float)
+        #: node id -> [worker, its setup's start, its teardown's end] (epoch seconds)
+        self.spans: dict[str, list[Any]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tier = self.tiers[tier_of(report.nodeid)]
@@ -66,6 +71,9 @@ class TierTimes:
         tier.seconds += report.duration
         tier.cpu_s += cpu_of(report)
         self.cpu[report.nodeid] += cpu_of(report)
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
+        span = self.spans.setdefault(report.nodeid, [worker, report.start, report.stop])
+        span[1], span[2] = min(span[1], report.start), max(span[2], report.stop)
         if report.failed:
             tier.failed += 1
 
@@ -101,7 +109,32 @@ class TierTimes:
             cores = os.cpu_count() or 1
             line += f"; the machine's {cores} cores {busy:.0%} busy ({busy * cores * wall / 60:.1f} core-min)"
         write(line)
+        ends = self._worker_ends()
+        if len(ends) > 1:
+            write("each worker's last test ended after " + ", ".join(f"{w} {_minutes(e)}" for w, e in ends))
         self._heaviest(terminalreporter)
+        self._keep_timeline(terminalreporter.config)
+
+    def _worker_ends(self) -> list[tuple[str, float]]:
+        """Each worker's last teardown, in seconds after pytest's start: a worker that ends long
+        before the others is a core idle for the rest of the run."""
+        ends: dict[str, float] = {}
+        for worker, _, stop in self.spans.values():
+            ends[worker] = max(ends.get(worker, 0.0), stop - self.started_at)
+        return sorted(ends.items(), key=lambda kv: kv[1])
+
+    def _keep_timeline(self, config: pytest.Config) -> None:
+        """Every test's worker, start, end (seconds after pytest's start) and CPU, in pytest's cache
+        (``.pytest_cache/v/magnetar/timeline``) for a look at what ran beside what."""
+        cache = getattr(config, "cache", None)
+        if cache is None:
+            return
+        timeline = [
+            [nodeid, worker, round(start - self.started_at, 2), round(stop - self.started_at, 2),
+             round(self.cpu.get(nodeid, 0.0), 2)]
+            for nodeid, (worker, start, stop) in sorted(self.spans.items(), key=lambda kv: kv[1][1])
+        ]  # fmt: skip
+        cache.set(TIMELINE_KEY, timeline)
 
     def _heaviest(self, terminalreporter: pytest.TerminalReporter) -> None:
         heaviest = sorted(self.cpu.items(), key=lambda kv: -kv[1])[:HEAVIEST]
