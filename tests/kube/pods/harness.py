@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,6 @@ class Cluster:
     token_file: Path
     ca_file: Path
     token: str
-    seconds: dict[str, float] = field(default_factory=dict)
     namespace: str = "default"
 
     def client(self) -> Any:
