@@ -292,7 +292,7 @@ def install_cluster(
     ca_file.write_bytes(node.secret(f"{name}-broker-tls", "ca.crt", namespace))
     broker_ip = node.json("service", f"{name}-broker", "-n", namespace)["spec"]["clusterIP"]
     print(f"\ntimings: {', '.join(f'{k} {v:.0f}s' for k, v in seconds.items())}")
-    return Cluster(node, name, broker_ip, token_file, ca_file, token, seconds, namespace)
+    return Cluster(node, name, broker_ip, token_file, ca_file, token, namespace)
 
 
 @contextlib.contextmanager
