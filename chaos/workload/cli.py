@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from magnetar.chaos.workload.clients import SUBSCRIPTION_TYPES, Endpoint
+from magnetar.chaos.workload.clients import DEFAULT_TICK_S, SUBSCRIPTION_TYPES, Endpoint
 from magnetar.chaos.workload.runner import WorkloadSpec, run
 from magnetar.common.authentication.client import ClientCredentials
 
@@ -54,6 +54,13 @@ says {"cluster": "jp-west"}. SIGTERM stops producing; consumers then drain.""",
 @click.option("--keys", type=int, default=16, show_default=True, help="Distinct keys (0: no keys).")
 @click.option("--batching/--no-batching", default=False, show_default=True)
 @click.option(
+    "--tick-ms",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_TICK_S * 1000,
+    show_default=True,
+    help="Producers send what is due at most this often (0: each message at its own moment).",
+)
+@click.option(
     "--partitions",
     type=int,
     default=0,
@@ -89,6 +96,7 @@ def workload(
     size: int,
     keys: int,
     batching: bool,
+    tick_ms: float,
     partitions: int,
     admin_url: str | None,
     auth_plugin: str,
@@ -125,6 +133,7 @@ def workload(
         size=size,
         keys=keys,
         batching=batching,
+        tick_s=tick_ms / 1000,
         duration_s=duration,
         drain_s=drain_s,
         replicate_subscription_state=replicate_subscription_state,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.chaos.workload.clients import (
+    DEFAULT_TICK_S,
     ConsumerSettings,
     ConsumerWorker,
     Endpoint,
@@ -37,6 +38,8 @@ class WorkloadSpec:
     size: int = 256
     keys: int = 16
     batching: bool = False
+    #: producers send what is due at most this often (clients.DEFAULT_TICK_S; 0: each message alone)
+    tick_s: float = DEFAULT_TICK_S
     duration_s: float = 60.0
     drain_s: float = 30.0
     replicate_subscription_state: bool = False
@@ -99,7 +102,7 @@ def run(spec: WorkloadSpec, on_status: Any = print) -> dict[str, Any]:
         ProducerWorker(
             f"{spec.prefix}-p{i}",
             spec.home,
-            ProducerSettings(spec.topic, spec.rate, spec.size, spec.keys, spec.batching),
+            ProducerSettings(spec.topic, spec.rate, spec.size, spec.keys, spec.batching, spec.tick_s),
             EventLog(events_dir, spec.run_id, f"{spec.prefix}-p{i}", "producer", spec.topic),
         )
         for i in range(spec.producers)
