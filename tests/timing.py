@@ -8,6 +8,10 @@ both. The machine's CPU comes from /proc/stat, so it counts every process the te
 Under `make test` (or `make check`) it also says how long make has run so far and how much of it
 came before this pytest (install, the kube tier's builds, lint, types, and under `make test` the
 first pytest for the second: make passes its start in ``MAGNETAR_MAKE_STARTED``).
+
+Beside each tier's time, its CPU (each test's worker and the processes it started, tests/cpu.py);
+then when each worker's last test ended, and the heaviest tests by CPU. Every test's worker, start,
+end and CPU are kept in pytest's cache (``.pytest_cache/v/magnetar/timeline``).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ class TierTimes:
         self.started = time.monotonic()
         self.started_at = time.time()
         self.jiffies = _busy_and_total_jiffies()
-        #: node id -> the CPU seconds of its three phases (tests/cpu.py)
+        #: node id -> its CPU seconds (on its teardown's report: tests/cpu.py)
         self.cpu: dict[str, float] = defaultdict(float)
         #: node id -> [worker, its setup's start, its teardown's end] (epoch seconds)
         self.spans: dict[str, list[Any]] = {}
@@ -69,8 +73,9 @@ class TierTimes:
         tier = self.tiers[tier_of(report.nodeid)]
         tier.tests.add(report.nodeid)
         tier.seconds += report.duration
-        tier.cpu_s += cpu_of(report)
-        self.cpu[report.nodeid] += cpu_of(report)
+        cpu = cpu_of(report)
+        tier.cpu_s += cpu
+        self.cpu[report.nodeid] += cpu
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
         span = self.spans.setdefault(report.nodeid, [worker, report.start, report.stop])
         span[1], span[2] = min(span[1], report.start), max(span[2], report.stop)
