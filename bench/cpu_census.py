@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -139,28 +140,52 @@ class Sampler(threading.Thread):
                 return seen[when]
         return None
 
+    def parent(self, ppid: int, child_start: float) -> str:
+        """The kind of ``ppid`` when it started a child at ``child_start``: the last process seen
+        with that pid that had started by then."""
+        starts = [when for when in self.kinds.get(ppid, {}) if when <= child_start + 1]
+        return self.kinds[ppid][max(starts)] if starts else "?"
 
-def census(accounting: Path, sampler: Sampler, before: set[int]) -> dict[str, float]:
-    totals: dict[str, float] = {}
+
+@dataclass(frozen=True)
+class Process:
+    kind: str
+    parent: str
+    seconds: float
+
+
+def census(accounting: Path, sampler: Sampler, before: set[int]) -> list[Process]:
+    """Every process that ran, by kind: those that ended from the accounting file, the rest
+    (started meanwhile, still running) from /proc, their kind marked so."""
+    processes = []
     data = accounting.read_bytes()
     for offset in range(0, len(data) - ACCT_V3.size + 1, ACCT_V3.size):
         record = ACCT_V3.unpack_from(data, offset)
         if record[1] != 3:
             continue
-        pid, btime, utime, stime, comm = record[6], record[8], record[10], record[11], record[18]
+        pid, ppid, btime, utime, stime, comm = (
+            record[6], record[7], record[8], record[10], record[11], record[18]
+        )  # fmt: skip
         seconds = (comp_t(utime) + comp_t(stime)) / 100  # AHZ
         name = comm.split(b"\0")[0].decode(errors="replace")
         kind = sampler.kind(pid, btime) or f"{name} (unsampled)"
-        totals[kind] = totals.get(kind, 0.0) + seconds
+        processes.append(Process(kind, sampler.parent(ppid, btime), seconds))
     # still running (a process, not a thread or a later owner of the pid): what it used so far
     for entry in os.listdir("/proc"):
         pid = int(entry) if entry.isdigit() else 0
         start = started_at(pid) if pid and pid not in before else None
         running = sampler.kind(pid, start) if start is not None else None
-        if running is not None:
-            key = running + " (running)"
-            totals[key] = totals.get(key, 0.0) + cpu_seconds(pid)
-    return totals
+        if running is not None and start is not None:
+            ppid = parent_pid(pid)
+            processes.append(Process(running + " (running)", sampler.parent(ppid, start), cpu_seconds(pid)))
+    return processes
+
+
+def parent_pid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def machine_busy() -> tuple[float, float]:
@@ -172,14 +197,19 @@ def machine_busy() -> tuple[float, float]:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--watch-pid", type=int, help="Count until this running process ends (no command).")
 @click.option("--json-out", type=click.Path(path_type=Path), help="Also write the census as JSON.")
+@click.option(
+    "--heaviest", type=int, default=0, show_default=True,
+    help="Also list the N processes that used the most CPU, each with its parent's kind.",
+)  # fmt: skip
 @click.argument("command", nargs=-1)
-def main(watch_pid: int | None, json_out: Path | None, command: tuple[str, ...]) -> None:
+def main(watch_pid: int | None, json_out: Path | None, heaviest: int, command: tuple[str, ...]) -> None:
     """Run COMMAND (or watch --watch-pid) and print the CPU seconds of each kind of process.
 
     \b
     Examples:
       python bench/cpu_census.py -- .venv/bin/pytest tests/chaos -x
       python bench/cpu_census.py --watch-pid "$(pgrep -of 'pytest tests/kube')" --json-out /tmp/c.json
+      python bench/cpu_census.py --heaviest 30 -- make test
     """
     if os.geteuid() != 0:
         raise click.ClickException("process accounting needs root")
@@ -208,22 +238,39 @@ def main(watch_pid: int | None, json_out: Path | None, command: tuple[str, ...])
         libc.acct(None)
     wall = time.monotonic() - started
     busy1, total1 = machine_busy()
-    totals = census(accounting, sampler, before)
+    processes = census(accounting, sampler, before)
     accounting.unlink()
-    report(totals, wall, busy1 - busy0, total1 - total0)
+    totals: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for process in processes:
+        totals[process.kind] = totals.get(process.kind, 0.0) + process.seconds
+        counts[process.kind] = counts.get(process.kind, 0) + 1
+    report(totals, counts, wall, busy1 - busy0, total1 - total0)
+    if heaviest:
+        report_heaviest(processes, heaviest)
     if json_out:
-        json_out.write_text(json.dumps({"wall_s": wall, "cpu_s": dict(totals)}, indent=2))
+        json_out.write_text(json.dumps({"wall_s": wall, "cpu_s": totals, "processes": counts}, indent=2))
     sys.exit(returncode)
 
 
-def report(totals: dict[str, float], wall: float, busy: float, total: float) -> None:
+def short(kind: str, width: int) -> str:
+    return re.sub(r"\s+", " ", kind)[:width]
+
+
+def report(totals: dict[str, float], counts: dict[str, int], wall: float, busy: float, total: float) -> None:
     counted = sum(totals.values())
     share = 100 * busy / max(total, 1)
     print(f"\nwall {wall:.0f} s; busy {busy:.0f} core-s of {total:.0f} ({share:.0f}%); counted {counted:.0f}")
-    print(f"{'kind':58} {'core-s':>9} {'share':>6}")
+    print(f"{'kind':58} {'processes':>9} {'core-s':>9} {'share':>6}")
     for kind, seconds in sorted(totals.items(), key=lambda item: -item[1])[:40]:
-        name = re.sub(r"\s+", " ", kind)[:58]
-        print(f"{name:58} {seconds:9.1f} {100 * seconds / max(counted, 1):5.1f}%")
+        percent = 100 * seconds / max(counted, 1)
+        print(f"{short(kind, 58):58} {counts[kind]:9d} {seconds:9.1f} {percent:5.1f}%")
+
+
+def report_heaviest(processes: list[Process], count: int) -> None:
+    print(f"\n{'the heaviest processes':44} {'started by':44} {'core-s':>9}")
+    for process in sorted(processes, key=lambda p: -p.seconds)[:count]:
+        print(f"{short(process.kind, 44):44} {short(process.parent, 44):44} {process.seconds:9.1f}")
 
 
 if __name__ == "__main__":
