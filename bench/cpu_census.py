@@ -170,15 +170,23 @@ def census(accounting: Path, sampler: Sampler, before: set[int]) -> list[Process
         name = comm.split(b"\0")[0].decode(errors="replace")
         kind = sampler.kind(pid, btime) or f"{name} (unsampled)"
         processes.append(Process(kind, sampler.parent(ppid, btime), seconds))
-    # still running (a process, not a thread or a later owner of the pid): what it used so far
+    # still running (a process, not a thread or a later owner of the pid): what it used so far;
+    # a zombie has ended, and its record is in the accounting file already
     for entry in os.listdir("/proc"):
         pid = int(entry) if entry.isdigit() else 0
-        start = started_at(pid) if pid and pid not in before else None
+        start = started_at(pid) if pid and pid not in before and not zombie(pid) else None
         running = sampler.kind(pid, start) if start is not None else None
         if running is not None and start is not None:
             ppid = parent_pid(pid)
             processes.append(Process(running + " (running)", sampler.parent(ppid, start), cpu_seconds(pid)))
     return processes
+
+
+def zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def parent_pid(pid: int) -> int:
