@@ -14,7 +14,9 @@ FROM ${BASE_IMAGE} AS build
 # from PyPI.
 ARG WHEELHOUSE=
 WORKDIR /src
-COPY . .
+# The wheelhouse alone where there is one, so that a change to a file the wheels do not hold (a
+# test, the docs) leaves this layer and the install below in the build cache; else the sources.
+COPY ${WHEELHOUSE:-.} /src/${WHEELHOUSE}
 # A virtual environment, the same path on either base (python:3.11-slim has python in /usr/local,
 # Debian in /usr): the runtime stage copies it whole and puts it first on PATH.
 RUN python3 -m venv /opt/magnetar \
