@@ -81,21 +81,23 @@ def read_argv(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
-def cpu_seconds(pid: int) -> float:
+def stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first); none if it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime of every thread
+        return []
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = stat(pid)
+    return (int(fields[11]) + int(fields[12])) / TICKS if fields else 0.0  # utime, stime of every thread
 
 
 def started_at(pid: int) -> float | None:
     """When process ``pid`` started, in seconds since the epoch (None: gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return BOOT_TIME + int(fields[19]) / TICKS  # starttime: ticks since boot
+    fields = stat(pid)
+    return BOOT_TIME + int(fields[19]) / TICKS if fields else None  # starttime: ticks since boot
 
 
 def _boot_time() -> float:
@@ -183,17 +185,12 @@ def census(accounting: Path, sampler: Sampler, before: set[int]) -> list[Process
 
 
 def zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+    return stat(pid)[:1] == ["Z"]
 
 
 def parent_pid(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
+    fields = stat(pid)
+    return int(fields[1]) if fields else 0
 
 
 def machine_busy() -> tuple[float, float]:
