@@ -89,15 +89,15 @@ def stat(pid: int) -> list[str]:
         return []
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = stat(pid)
-    return (int(fields[11]) + int(fields[12])) / TICKS if fields else 0.0  # utime, stime of every thread
-
-
 def started_at(pid: int) -> float | None:
     """When process ``pid`` started, in seconds since the epoch (None: gone)."""
     fields = stat(pid)
-    return BOOT_TIME + int(fields[19]) / TICKS if fields else None  # starttime: ticks since boot
+    return start_of(fields) if fields else None
+
+
+def start_of(fields: list[str]) -> float:
+    """The start, in seconds since the epoch, of the process whose stat ``fields`` these are."""
+    return BOOT_TIME + int(fields[19]) / TICKS  # starttime: ticks since boot
 
 
 def _boot_time() -> float:
@@ -176,21 +176,15 @@ def census(accounting: Path, sampler: Sampler, before: set[int]) -> list[Process
     # a zombie has ended, and its record is in the accounting file already
     for entry in os.listdir("/proc"):
         pid = int(entry) if entry.isdigit() else 0
-        start = started_at(pid) if pid and pid not in before and not zombie(pid) else None
-        running = sampler.kind(pid, start) if start is not None else None
-        if running is not None and start is not None:
-            ppid = parent_pid(pid)
-            processes.append(Process(running + " (running)", sampler.parent(ppid, start), cpu_seconds(pid)))
+        fields = stat(pid) if pid and pid not in before else []
+        if not fields or fields[0] == "Z":
+            continue
+        start = start_of(fields)
+        running = sampler.kind(pid, start)
+        if running is not None:
+            seconds = (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime of every thread
+            processes.append(Process(running + " (running)", sampler.parent(int(fields[1]), start), seconds))
     return processes
-
-
-def zombie(pid: int) -> bool:
-    return stat(pid)[:1] == ["Z"]
-
-
-def parent_pid(pid: int) -> int:
-    fields = stat(pid)
-    return int(fields[1]) if fields else 0
 
 
 def machine_busy() -> tuple[float, float]:
