@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from magnetar.bookie.checkpoint import LedgerSnapshot
-from magnetar.bookie.entry_log import EntryLog, ScannedRecord, StoredEntry
+from magnetar.bookie.entry_log import EntryLog, Located, ScannedRecord, StoredEntry
 from magnetar.bookie.index import Index
 
 
@@ -139,10 +139,36 @@ class LedgerStorage:
         """The entry; NoSuchLedgerError, NoSuchEntryError or entry_log.CorruptEntryError."""
         location = self.index.get(ledger_id, entry_id)
         if location is None:
-            if ledger_id not in self._states:
-                raise NoSuchLedgerError(ledger_id)
-            raise NoSuchEntryError(ledger_id, entry_id)
+            raise self._missing(ledger_id, entry_id)
         return await self.entry_log.read(ledger_id, entry_id, *location)
+
+    async def read_many(
+        self, ledger_id: int, entry_ids: Iterable[int], max_bytes: int
+    ) -> list[tuple[int, StoredEntry | Exception]]:
+        """The entries named, in order, each with what ``read`` would give or raise (an exception
+        in place of an entry); it stops once the stored bytes reach ``max_bytes`` (the first entry
+        is read whatever its size), so the answer may cover only the first entries named."""
+        # each entry id with why it cannot be served, or None: to be read from the entry log
+        named: list[tuple[int, Exception | None]] = []
+        wanted: list[Located] = []
+        total = 0
+        for entry_id in entry_ids:
+            if named and total >= max_bytes:
+                break
+            location = self.index.get(ledger_id, entry_id)
+            if location is None:
+                named.append((entry_id, self._missing(ledger_id, entry_id)))
+                continue
+            total += location[2]
+            wanted.append(Located(ledger_id, entry_id, *location))
+            named.append((entry_id, None))
+        read = iter(await self.entry_log.read_many(wanted))
+        return [(entry_id, next(read) if failure is None else failure) for entry_id, failure in named]
+
+    def _missing(self, ledger_id: int, entry_id: int) -> Exception:
+        if ledger_id not in self._states:
+            return NoSuchLedgerError(ledger_id)
+        return NoSuchEntryError(ledger_id, entry_id)
 
     # -- checkpoint and deletion ---------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from magnetar.bookie.autorecovery.service import AutoRecovery
 from magnetar.bookie.bookie import BadRequestError, Bookie, ReadOnlyError, UnauthorizedError, journal_failed
 from magnetar.bookie.config import BookieConfig
 from magnetar.bookie.disk_monitor import DiskMonitor
-from magnetar.bookie.entry_log import CorruptEntryError
+from magnetar.bookie.entry_log import CorruptEntryError, StoredEntry
 from magnetar.bookie.errors import REASON_METADATA_KEY
 from magnetar.bookie.gc import GarbageCollector
 from magnetar.bookie.journal import JournalError
@@ -62,6 +62,22 @@ async def _fail(
 
 
 _ServiceContext = grpc.aio.ServicerContext[Any, Any]
+#: the payload bytes one ReadEntries answer carries at most, whatever the client asks for
+READ_BATCH_MAX_BYTES = 16 * 1024 * 1024
+
+
+def _read_failure(entry_id: int, failure: Exception) -> pb.ReadFailure:
+    """Why one entry of a batch read is not served, as ReadEntry would have failed for it."""
+    if isinstance(failure, NoSuchLedgerError):
+        reason = pb.NO_SUCH_LEDGER
+    elif isinstance(failure, NoSuchEntryError):
+        reason = pb.NO_SUCH_ENTRY
+    elif isinstance(failure, CorruptEntryError):
+        log.error("refusing to serve corrupt entry: %s", failure)
+        reason = pb.CORRUPT_ENTRY
+    else:
+        reason = pb.INTERNAL
+    return pb.ReadFailure(entry_id=entry_id, reason=reason, message=str(failure))
 
 
 async def _decoded(message_type: type[Message], raw: bytes, context: _ServiceContext) -> Any:
@@ -109,6 +125,7 @@ def _register(service: BookieService, server: grpc.aio.Server) -> None:
     handlers = {
         "AddEntries": _add_entries(service),
         "ReadEntry": _unary(service.ReadEntry, pb.ReadRequest, pb.ReadResponse),
+        "ReadEntries": _unary(service.ReadEntries, pb.ReadEntriesRequest, pb.ReadEntriesResponse),
         "ReadLac": _unary(service.ReadLac, pb.ReadLacRequest, pb.ReadLacResponse),
         "WriteLac": _unary(service.WriteLac, pb.WriteLacRequest, pb.WriteLacResponse),
         "Fence": _unary(service.Fence, pb.FenceRequest, pb.FenceResponse),
@@ -208,6 +225,45 @@ class BookieService(pb_grpc.BookieServicer):
             ),
             last_add_confirmed=self._bookie.lac(ledger_id) or -1,
         )
+
+    async def ReadEntries(
+        self, request: pb.ReadEntriesRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> pb.ReadEntriesResponse:
+        ledger_id, entry_ids = request.ledger_id, list(request.entry_ids)
+        if ledger_id < 0 or any(e < 0 for e in entry_ids):
+            await _fail(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                pb.INVALID_REQUEST,
+                f"read of {len(entry_ids)} entries of ledger {ledger_id}: ledger and entry ids must be >= 0",
+            )
+        if request.master_key:
+            await self._authorize(ledger_id, request.master_key, context)
+        limit = min(request.max_bytes or READ_BATCH_MAX_BYTES, READ_BATCH_MAX_BYTES)
+        try:
+            answered = await self._bookie.read_many(ledger_id, entry_ids, limit)
+        except OSError as exc:
+            await _fail(
+                context,
+                grpc.StatusCode.INTERNAL,
+                pb.INTERNAL,
+                f"read of {len(entry_ids)} entries of ledger {ledger_id} failed: {exc}",
+            )
+        response = pb.ReadEntriesResponse(last_add_confirmed=self._bookie.lac(ledger_id) or -1)
+        for entry_id, found in answered:
+            if isinstance(found, StoredEntry):
+                response.entries.append(
+                    pb.Entry(
+                        ledger_id=ledger_id,
+                        entry_id=entry_id,
+                        last_add_confirmed=found.lac,
+                        digest=found.digest,
+                        payload=found.payload,
+                    )
+                )
+            else:
+                response.failed.append(_read_failure(entry_id, found))
+        return response
 
     async def ReadLac(
         self, request: pb.ReadLacRequest, context: grpc.aio.ServicerContext[object, object]

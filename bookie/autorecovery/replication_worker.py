@@ -20,7 +20,14 @@ import time
 from dataclasses import dataclass
 
 from magnetar.bookie.autorecovery.marks import Mark, UnderReplication
-from magnetar.bookie.client import BKError, LedgerClient, LedgerMetadata, LedgerState, NoSuchLedgerError
+from magnetar.bookie.client import (
+    BKError,
+    LedgerClient,
+    LedgerMetadata,
+    LedgerState,
+    NoSuchLedgerError,
+    read_batched,
+)
 from magnetar.bookie.digest import verify
 from magnetar.bookie.layout import READONLY_BOOKIES, UNDER_REPLICATED, WRITABLE_BOOKIES
 from magnetar.common.metadata import BadVersionError, MetadataError, MetadataStore, WatchEvent
@@ -28,7 +35,7 @@ from magnetar.proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-#: entries copied concurrently within a fragment
+#: entries of a fragment read (in batches) and then copied together
 _WINDOW = 256
 
 
@@ -174,13 +181,20 @@ class ReplicationWorker:
                 target, bookie, exclude=replace, write_quorum=metadata.write_quorum
             )
         changed = {p for p, (a, b) in enumerate(zip(ensemble, target, strict=True)) if a != b}
-        semaphore = asyncio.Semaphore(_WINDOW)
 
-        async def copy(entry_id: int) -> None:
-            async with semaphore:
-                await self._copy_entry(ledger_id, metadata, entry_id, ensemble, target, changed)
+        def sources(entry_id: int) -> list[str]:
+            return [ensemble[p] for p in metadata.write_positions(entry_id) if p not in changed]
 
-        await asyncio.gather(*(copy(e) for e in range(first, last + 1)))
+        def destinations(entry_id: int) -> list[str]:
+            return [target[p] for p in metadata.write_positions(entry_id) if p in changed]
+
+        for start in range(first, last + 1, _WINDOW):
+            wanted = [e for e in range(start, min(start + _WINDOW, last + 1)) if destinations(e)]
+            read = await read_batched(self._client.pool, ledger_id, sources, wanted)
+            for entry_id in wanted:
+                if entry_id not in read:  # no batch served it: read alone, for the error if none has it
+                    read[entry_id] = await self._read_intact(ledger_id, entry_id, sources(entry_id))
+            await asyncio.gather(*(self._copy(read[e], destinations(e), metadata.master_key) for e in wanted))
         await self._swap(ledger_id, first, ensemble, target)
         self.progress.fragments += 1
         log.info(
@@ -192,26 +206,12 @@ class ReplicationWorker:
             sorted(set(target) - set(ensemble)),
         )
 
-    async def _copy_entry(
-        self,
-        ledger_id: int,
-        metadata: LedgerMetadata,
-        entry_id: int,
-        ensemble: tuple[str, ...],
-        target: tuple[str, ...],
-        changed: set[int],
-    ) -> None:
-        positions = metadata.write_positions(entry_id)
-        destinations = [target[p] for p in positions if p in changed]
-        if not destinations:
-            return
-        sources = [ensemble[p] for p in positions if p not in changed]
-        entry = await self._read_intact(ledger_id, entry_id, sources)
+    async def _copy(self, entry: pb.Entry, destinations: list[str], master_key: bytes) -> None:
         await self._throttle.take(len(entry.payload) * len(destinations))
         for bookie in destinations:
             connection = await self._client.pool.get(bookie)
             # A recovery add: the ledger may be fenced or closed, and the copy must still land.
-            await connection.add(entry, metadata.master_key, recovery=True)
+            await connection.add(entry, master_key, recovery=True)
         self.progress.entries += 1
         self.progress.bytes += len(entry.payload) * len(destinations)
 

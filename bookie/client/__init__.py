@@ -1,6 +1,7 @@
 """The ledger client: how a broker writes and reads ledgers on bookies (architecture §5, the seed on
 BookKeeper). ``LedgerClient`` is the entry point; see ``client.py``."""
 
+from magnetar.bookie.client.batch_read import read_batched
 from magnetar.bookie.client.client import LedgerClient, LedgerClientConfig
 from magnetar.bookie.client.errors import (
     BKError,
@@ -37,4 +38,5 @@ __all__ = [
     "ReadEntryError",
     "ReadHandle",
     "ReadPastLacError",
+    "read_batched",
 ]

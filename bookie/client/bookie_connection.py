@@ -457,6 +457,24 @@ class BookieConnection:
             raise rpc_failure(self.bookie_id, ledger_id, entry_id, exc, tls=self._tls) from None
         return response
 
+    async def read_entries(
+        self, ledger_id: int, entry_ids: list[int], *, max_bytes: int = 0, master_key: bytes = b""
+    ) -> pb.ReadEntriesResponse:
+        """Several entries in one call (see ReadEntries in bookie.proto): the first entries named,
+        each served or failed with its reason, up to ``max_bytes`` of payload (0: the bookie's limit)."""
+        request = pb.ReadEntriesRequest(
+            ledger_id=ledger_id, entry_ids=entry_ids, max_bytes=max_bytes, master_key=master_key
+        )
+        first = entry_ids[0] if entry_ids else -1
+        try:
+            response: pb.ReadEntriesResponse = await self._stub.ReadEntries(
+                request, timeout=self._rpc_timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            self._relocate_soon(exc)
+            raise rpc_failure(self.bookie_id, ledger_id, first, exc, tls=self._tls) from None
+        return response
+
     async def read_lac(self, ledger_id: int, *, previous_lac: int = -1, long_poll_ms: int = 0) -> int:
         request = pb.ReadLacRequest(
             ledger_id=ledger_id, previous_lac=previous_lac, long_poll_timeout_ms=long_poll_ms

@@ -144,9 +144,7 @@ class LedgerHandle:
         """
         if first < 0 or first > last or last > self._lac:
             raise ReadPastLacError(self.ledger_id, last, self._lac)
-        reader = EntryReader(self.ledger_id, self._pool)
-        metadata = self._metadata
-        return list(await asyncio.gather(*(reader.read(metadata, e) for e in range(first, last + 1))))
+        return await EntryReader(self.ledger_id, self._pool).read_range(self._metadata, first, last)
 
     async def close(self) -> LedgerMetadata:
         """Wait for every queued add, then record the ledger as CLOSED at its LAC."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from magnetar.bookie.client.batch_read import read_batched
 from magnetar.bookie.client.bookie_connection import BookieConnectionPool, CorruptEntryError
 from magnetar.bookie.client.errors import (
     BKError,
@@ -56,6 +57,26 @@ class EntryReader:
         if missing == len(failures):
             raise NoSuchEntryError(self.ledger_id, entry_id, "on no bookie of its write set")
         raise ReadEntryError(self.ledger_id, entry_id, failures)
+
+    async def read_range(
+        self, metadata: LedgerMetadata, first: int, last: int, *, concurrency: int = 64
+    ) -> list[LedgerEntry]:
+        """Entries ``first..last``, in order: in batches from their replicas (see batch_read),
+        then, ``concurrency`` at a time, alone (as ``read``) what no batch served."""
+        wanted = list(range(first, last + 1))
+        batched = await read_batched(
+            self._pool, self.ledger_id, metadata.write_set, wanted, master_key=self._master_key
+        )
+        found = {e: LedgerEntry(self.ledger_id, e, entry.payload) for e, entry in batched.items()}
+        limit = asyncio.Semaphore(concurrency)
+
+        async def alone(entry_id: int) -> LedgerEntry:
+            async with limit:
+                return await self.read(metadata, entry_id)
+
+        for entry in await asyncio.gather(*(alone(e) for e in wanted if e not in found)):
+            found[entry.entry_id] = entry
+        return [found[e] for e in wanted]
 
     async def read_from(self, bookie: str, entry_id: int) -> LedgerEntry:
         connection = await self._pool.get(bookie)
@@ -108,13 +129,7 @@ class ReadHandle:
             raise ReadPastLacError(self.ledger_id, last, self._lac)
         if first < 0 or first > last:
             raise ValueError(f"ledger {self.ledger_id}: bad entry range {first}..{last}")
-        limit = asyncio.Semaphore(self._read_concurrency)
-
-        async def one(entry_id: int) -> LedgerEntry:
-            async with limit:
-                return await self._reader.read(self._metadata, entry_id)
-
-        return list(await asyncio.gather(*(one(e) for e in range(first, last + 1))))
+        return await self._reader.read_range(self._metadata, first, last, concurrency=self._read_concurrency)
 
     async def read_entry(self, entry_id: int) -> LedgerEntry:
         return (await self.read(entry_id, entry_id))[0]

@@ -218,3 +218,62 @@ async def test_flipped_byte_in_entry_log_is_reported_never_served(tmp_path: Path
         assert (error.code(), reason_of(error)) == (grpc.StatusCode.DATA_LOSS, "CORRUPT_ENTRY")
         assert "12:0" in (error.details() or "")
         assert (await client.read(12, 1)).entry.payload == payload(12, 1)  # neighbours still served
+
+
+async def test_a_batch_read_serves_the_entries_named_in_order_and_says_why_it_skips_any(
+    tmp_path: Path,
+) -> None:
+    data = b"precious-bytes-" * 20
+    async with running(tmp_path) as (_, client):
+        await client.add(*(entry(14, i) for i in range(10)), entry(14, 10, data=data), entry(14, 11))
+    (log_file,) = (tmp_path / "ledgers").glob("*.log")
+    raw = bytearray(log_file.read_bytes())
+    raw[raw.index(data) + 40] ^= 0x08
+    log_file.write_bytes(bytes(raw))
+    async with running(tmp_path) as (_, client):
+        asked = [9, 3, 10, 42, 11, 0]
+        response = await client.stub.ReadEntries(pb.ReadEntriesRequest(ledger_id=14, entry_ids=asked))
+        assert [(e.entry_id, e.payload) for e in response.entries] == [
+            (i, payload(14, i)) for i in (9, 3, 11, 0)
+        ]
+        assert all(e.digest == entry(14, e.entry_id).digest for e in response.entries)
+        assert [(f.entry_id, pb.Reason.Name(f.reason)) for f in response.failed] == [
+            (10, "CORRUPT_ENTRY"),
+            (42, "NO_SUCH_ENTRY"),
+        ]
+        assert "14:42" in response.failed[1].message
+        assert response.last_add_confirmed == 10  # piggybacked on entry 11
+        unknown = await client.stub.ReadEntries(pb.ReadEntriesRequest(ledger_id=15, entry_ids=[0]))
+        assert [pb.Reason.Name(f.reason) for f in unknown.failed] == ["NO_SUCH_LEDGER"]
+
+
+async def test_a_batch_read_stops_at_its_byte_limit_and_always_serves_one_entry(tmp_path: Path) -> None:
+    big = b"b" * 10_000
+    async with running(tmp_path) as (_, client):
+        await client.add(*(entry(16, i, data=big) for i in range(20)))
+        ids = list(range(20))
+        response = await client.stub.ReadEntries(
+            pb.ReadEntriesRequest(ledger_id=16, entry_ids=ids, max_bytes=35_000)
+        )
+        assert [e.entry_id for e in response.entries] == [0, 1, 2, 3]  # 4 records of 10,036 bytes pass 35,000
+        one = await client.stub.ReadEntries(pb.ReadEntriesRequest(ledger_id=16, entry_ids=ids, max_bytes=1))
+        assert [e.entry_id for e in one.entries] == [0]
+        assert not one.failed
+
+
+async def test_a_bad_batch_read_gets_invalid_request_and_a_wrong_key_is_refused(tmp_path: Path) -> None:
+    async with running(tmp_path) as (_, client):
+        await client.add(entry(17, 0), key=b"k" * 20)
+        for request in (
+            pb.ReadEntriesRequest(ledger_id=-1, entry_ids=[0]),
+            pb.ReadEntriesRequest(ledger_id=17, entry_ids=[0, -3]),
+        ):
+            error = await _rpc_error(client.stub.ReadEntries(request))
+            assert (error.code(), reason_of(error)) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
+        error = await _rpc_error(
+            client.stub.ReadEntries(pb.ReadEntriesRequest(ledger_id=17, entry_ids=[0], master_key=b"x" * 20))
+        )
+        assert (error.code(), reason_of(error)) == (grpc.StatusCode.PERMISSION_DENIED, "UNAUTHORIZED_ACCESS")
+        empty = await client.stub.ReadEntries(pb.ReadEntriesRequest(ledger_id=17))
+        assert not empty.entries
+        assert not empty.failed

@@ -229,6 +229,19 @@ async def test_closed_ledger_rejects_adds_and_reads_stop_at_lac(cluster: Cluster
         await writer.add_entry(b"too late")
 
 
+async def test_a_range_larger_than_a_bookies_answer_reads_whole_and_in_order(cluster: Cluster) -> None:
+    """A bookie answers a batch read with at most 16 MiB of entries, so the reader must put a
+    range of big entries together from several answers: whole, in order, nothing misplaced."""
+    writer = await cluster.client.create_ledger(2, 2, 2)
+    big = [bytes([e]) * (2 * 1024 * 1024) for e in range(18)]  # 18 MiB on each bookie
+    await asyncio.gather(*(writer.add_entry_async(data) for data in big))
+    await writer.close()
+    reader = await cluster.client.open_ledger(writer.ledger_id)
+    entries = await reader.read(0, 17)
+    assert [e.entry_id for e in entries] == list(range(18))
+    assert all(e.payload == data for e, data in zip(entries, big, strict=True))
+
+
 async def test_restarted_bookies_serve_acknowledged_entries_from_the_journal(cluster: Cluster) -> None:
     writer = await cluster.client.create_ledger(3, 3, 3)  # every entry on all three
     for entry_id in range(500):
