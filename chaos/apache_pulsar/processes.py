@@ -11,7 +11,8 @@ this module) into ~/.cache/magnetar/pulsar/<version>/lib, once. `standalone` sta
 PulsarStandaloneStarter (embedded bookies, RocksDB metadata); `cluster` starts ZooKeeper (Debian's,
 as Magnetar's clusters use), bookies and brokers with the ExtensibleLoadManagerImpl (the load
 manager whose unload can transfer a bundle to a named broker). Both run on Java 17 with the
-``--add-opens`` flags of Pulsar's ``bin/pulsar`` and ``-Xmx1g``, and write ``state.json`` in the
+``--add-opens`` flags of Pulsar's ``bin/pulsar`` and ``-Xmx1g``, with ``PULSAR_GC`` (default G1) and
+``PULSAR_EXTRA_OPTS`` taken from the environment as ``bin/pulsar`` takes them, and write ``state.json`` in the
 format of ``magnetar local``, so the chaos lab's process actions (kill_broker, start_broker) work on
 Pulsar's brokers too. Nothing of Pulsar is committed or built here.
 """
@@ -103,8 +104,10 @@ def fetch() -> Path:
 def java(main_class: str, *args: str, workdir: Path, heap: str = "1g") -> list[str]:
     """A java command line for one of Pulsar's main classes, as bin/pulsar builds it."""
     opens = [flag for module in ADD_OPENS for flag in ("--add-opens", f"{module}=ALL-UNNAMED")]
+    gc = os.environ.get("PULSAR_GC", "-XX:+UseG1GC").split()
+    extra = os.environ.get("PULSAR_EXTRA_OPTS", "").split()
     return [
-        "java", f"-Xmx{heap}", f"-XX:MaxDirectMemorySize={heap}", "-XX:+UseG1GC",
+        "java", f"-Xmx{heap}", f"-XX:MaxDirectMemorySize={heap}", *gc, *extra,
         "-Djava.net.preferIPv4Stack=true", "-Dio.netty.tryReflectionSetAccessible=true",
         "-Djute.maxbuffer=10485760", "-Dzookeeper.snapshot.trust.empty=true",
         f"-Dlog4j.configurationFile={workdir / 'log4j2.xml'}", *BK_DRIVERS, *opens,

@@ -165,10 +165,13 @@ def test_bundle_unload_on_magnetar_and_on_apache_pulsar(tmp_path: Path) -> None:
     figures."""
     command = [sys.executable, "-m", "magnetar", "chaos", "compare", "bundle-unload", "--against", "pulsar",
                "--compare-id", "e2e"]  # fmt: skip
+    # Pulsar's JVMs live for a minute: the serial collector and the JIT's first tier (C2 compiles
+    # more than it saves in a run this short), set as bin/pulsar users set them
+    light = {"PULSAR_GC": "-XX:+UseSerialGC", "PULSAR_EXTRA_OPTS": "-XX:TieredStopAtLevel=1"}
     # its own session, so that nothing it started (the post-mortem's Spark) outlives a timeout
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-        env={"COLUMNS": "220", "PATH": "/usr/bin:/bin"}, start_new_session=True,
+        env={"COLUMNS": "220", "PATH": "/usr/bin:/bin", **light}, start_new_session=True,
     )  # fmt: skip
     try:
         output, _ = process.communicate(timeout=850)
