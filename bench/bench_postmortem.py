@@ -180,7 +180,10 @@ def time_master(
     the post-mortems it will run)."""
     started = time.perf_counter()
     conf = RETAINED if master.startswith("local") else {**RETAINED, "spark.executor.memory": executor_memory}
-    spark = spark_session(master, conf=conf, small_input=small_input, runs=repeat * len(runs))
+    logged = sum(f.stat().st_size for _, run_dir, _ in runs for f in (run_dir / "events").glob("*.jsonl"))
+    spark = spark_session(
+        master, conf=conf, small_input=small_input, runs=repeat * len(runs), run_bytes=logged // len(runs)
+    )
     session_s = time.perf_counter() - started
     timed: dict[str, Any] = {"session_s": round(session_s, 2), "runs": {}}
     try:

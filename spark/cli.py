@@ -114,8 +114,9 @@ def _analyse(
 
     # a caller's session (a notebook, a test) is used and left running
     borrowed = SparkSession.getActiveSession() is not None
+    runs = len(run_dirs) + (other is not None)
     spark = spark_session(
-        master, small_input=logged <= SMALL_INPUT_BYTES, runs=len(run_dirs) + (other is not None)
+        master, small_input=logged <= SMALL_INPUT_BYTES, runs=runs, run_bytes=logged // max(runs, 1)
     )
     try:
         results = [

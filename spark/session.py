@@ -24,8 +24,8 @@ SMALL_INPUT = {
 #: used at the twelfth, the JIT then evicting and recompiling); 240 MB is what tiered compilation
 #: reserves by default, committed only as it is used (55 MB after twelve).
 SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
-#: the JVMs of a session that analyses several small logs whole (`magnetar postmortem` of several
-#: runs, the demo's): the serial collector and both tiers of the JIT. The same plans run again for
+#: the JVMs of a session that analyses several small logs whole, each of some size (`magnetar
+#: postmortem` of several runs, the bench): the serial collector and both tiers of the JIT. The same plans run again for
 #: each log, so C2's code pays for its compiling from the second or third post-mortem on: an
 #: 80,000-event log took 15 s (17.5 JVM CPU-s) each time with the first tier alone, 7-8 s (9-11) with
 #: C2 from the fourth post-mortem on, both tiers' total CPU even by the fifth. Many short, different
@@ -33,6 +33,11 @@ SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCach
 MANY_SMALL_INPUTS_JVM = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 #: the post-mortems a session is started for from which MANY_SMALL_INPUTS_JVM is its JVMs' setting
 MANY = 3
+#: ... when their logs are at least this big on average: C2 pays for its compiling only where the
+#: tasks have enough events to run its code on. The demo's four logs (3 to 10 MB, 21 MB in all):
+#: 62 JVM CPU-s for the session with the first tier alone, 94 with both, in the same wall time;
+#: an 80,000-event log (24 MB) analysed again and again: C2 cheaper from the second time on
+MANY_RUN_BYTES = 16 * 1024 * 1024
 #: the logs (bytes of events/*.jsonl) a session is started for SMALL_INPUT_JVM
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
 
@@ -44,13 +49,15 @@ def spark_session(
     *,
     small_input: bool = False,
     runs: int = 1,
+    run_bytes: int | None = None,
 ) -> SparkSession:
     """A quiet session: no UI, no progress bars, WARN logging, UTC, few shuffle partitions locally.
 
     ``master=None`` keeps whatever spark-submit configured; ``conf`` adds to or overrides these
     settings (e.g. an executor's memory on a cluster); ``small_input``: the session will analyse
     small logs only, so its JVMs start with SMALL_INPUT_JVM, or MANY_SMALL_INPUTS_JVM for ``runs``
-    (post-mortems it is for) of MANY or more (no effect on a running session)."""
+    (post-mortems it is for) of MANY or more whose logs average ``run_bytes`` (bytes of events a
+    run, when known) of at least MANY_RUN_BYTES (no effect on a running session)."""
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
@@ -81,7 +88,7 @@ def spark_session(
     )
     if small_input:
         # the driver's, and on a cluster the executors' (in local mode they are the driver)
-        jvm = MANY_SMALL_INPUTS_JVM if runs >= MANY else SMALL_INPUT_JVM
+        jvm = small_input_jvm(runs, run_bytes)
         builder = builder.config("spark.driver.extraJavaOptions", jvm)
         builder = builder.config("spark.executor.extraJavaOptions", jvm)
     for key, value in (conf or {}).items():
@@ -89,6 +96,13 @@ def spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def small_input_jvm(runs: int, run_bytes: int | None = None) -> str:
+    """The JVM options of a session for small logs: ``runs`` post-mortems of ``run_bytes`` each
+    on average (None: unknown, taken as big enough for C2)."""
+    many = runs >= MANY and (run_bytes is None or run_bytes >= MANY_RUN_BYTES)
+    return MANY_SMALL_INPUTS_JVM if many else SMALL_INPUT_JVM
 
 
 @contextmanager

@@ -38,3 +38,15 @@ def test_a_column_costs_its_lookups_and_one_call(
     # with the capture: 21 (the session looked up, the conf read, the origin set and cleared)
     assert sent.count("c") == 1, f"a column function's round trips: {sent}"
     assert len(sent) <= 3, f"a column function's round trips: {sent}"
+
+
+def test_the_jit_is_chosen_by_how_many_logs_and_how_big() -> None:
+    from magnetar.spark.session import MANY_SMALL_INPUTS_JVM, SMALL_INPUT_JVM, small_input_jvm
+
+    mib = 1024 * 1024
+    assert small_input_jvm(1) == SMALL_INPUT_JVM  # one post-mortem: C2 never pays
+    assert small_input_jvm(4, 5 * mib) == SMALL_INPUT_JVM  # the demo's four small logs
+    assert small_input_jvm(3, 24 * mib) == MANY_SMALL_INPUTS_JVM
+    assert small_input_jvm(8) == MANY_SMALL_INPUTS_JVM  # sizes unknown: the tests' exclusive part
+    assert "TieredStopAtLevel=1" in SMALL_INPUT_JVM
+    assert "TieredStopAtLevel" not in MANY_SMALL_INPUTS_JVM
