@@ -179,15 +179,9 @@ class BookieService(pb_grpc.BookieServicer):
         self, request: pb.ReadRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> pb.ReadResponse:
         ledger_id, entry_id = request.ledger_id, request.entry_id
-        if ledger_id < 0 or entry_id < 0:
-            await _fail(
-                context,
-                grpc.StatusCode.INVALID_ARGUMENT,
-                pb.INVALID_REQUEST,
-                f"read {ledger_id}:{entry_id}: ledger and entry ids must be >= 0",
-            )
-        if request.master_key:
-            await self._authorize(ledger_id, request.master_key, context)
+        await self._admit_read(
+            f"read {ledger_id}:{entry_id}", ledger_id, [entry_id], request.master_key, context
+        )
         if request.long_poll_timeout_ms:
             lac = self._bookie.lac(ledger_id)
             if lac is None or lac < entry_id:
@@ -230,15 +224,8 @@ class BookieService(pb_grpc.BookieServicer):
         self, request: pb.ReadEntriesRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> pb.ReadEntriesResponse:
         ledger_id, entry_ids = request.ledger_id, list(request.entry_ids)
-        if ledger_id < 0 or any(e < 0 for e in entry_ids):
-            await _fail(
-                context,
-                grpc.StatusCode.INVALID_ARGUMENT,
-                pb.INVALID_REQUEST,
-                f"read of {len(entry_ids)} entries of ledger {ledger_id}: ledger and entry ids must be >= 0",
-            )
-        if request.master_key:
-            await self._authorize(ledger_id, request.master_key, context)
+        what = f"read of {len(entry_ids)} entries of ledger {ledger_id}"
+        await self._admit_read(what, ledger_id, entry_ids, request.master_key, context)
         limit = min(request.max_bytes or READ_BATCH_MAX_BYTES, READ_BATCH_MAX_BYTES)
         try:
             answered = await self._bookie.read_many(ledger_id, entry_ids, limit)
@@ -334,6 +321,20 @@ class BookieService(pb_grpc.BookieServicer):
                 f"fence of ledger {ledger_id} not durable: {exc}",
             )
         return pb.FenceResponse(last_add_confirmed=lac, last_entry_id=last_entry)
+
+    async def _admit_read(
+        self, what: str, ledger_id: int, entry_ids: list[int], key: bytes, context: _ServiceContext
+    ) -> None:
+        """Fail a read of negative ids, or (when it carries a master key: recovery) of the wrong key."""
+        if ledger_id < 0 or any(e < 0 for e in entry_ids):
+            await _fail(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                pb.INVALID_REQUEST,
+                f"{what}: ledger and entry ids must be >= 0",
+            )
+        if key:
+            await self._authorize(ledger_id, key, context)
 
     async def _authorize(self, ledger_id: int, key: bytes, context: _ServiceContext) -> None:
         try:
