@@ -25,8 +25,9 @@ SMALL_INPUT = {
 #: reserves by default, committed only as it is used (55 MB after twelve).
 SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 #: the JVMs of a session that analyses several small logs whole, each of some size (`magnetar
-#: postmortem` of several runs, the bench): the serial collector and both tiers of the JIT. The same plans run again for
-#: each log, so C2's code pays for its compiling from the second or third post-mortem on: an
+#: postmortem` of several runs, the bench): the serial collector and both tiers of the JIT. The
+#: same plans run again for each log, so C2's code pays for its compiling from the second or third
+#: post-mortem on: an
 #: 80,000-event log took 15 s (17.5 JVM CPU-s) each time with the first tier alone, 7-8 s (9-11) with
 #: C2 from the fourth post-mortem on, both tiers' total CPU even by the fifth. Many short, different
 #: queries (the spark tier's tests) run faster on the first tier alone.
