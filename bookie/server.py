@@ -66,18 +66,16 @@ _ServiceContext = grpc.aio.ServicerContext[Any, Any]
 READ_BATCH_MAX_BYTES = 16 * 1024 * 1024
 
 
-def _read_failure(entry_id: int, failure: Exception) -> pb.ReadFailure:
-    """Why one entry of a batch read is not served, as ReadEntry would have failed for it."""
+def _unserved(failure: Exception) -> tuple[grpc.StatusCode, pb.Reason]:
+    """Why an entry is not served, as ReadEntry fails and ReadEntries lists it."""
     if isinstance(failure, NoSuchLedgerError):
-        reason = pb.NO_SUCH_LEDGER
-    elif isinstance(failure, NoSuchEntryError):
-        reason = pb.NO_SUCH_ENTRY
-    elif isinstance(failure, CorruptEntryError):
+        return grpc.StatusCode.NOT_FOUND, pb.NO_SUCH_LEDGER
+    if isinstance(failure, NoSuchEntryError):
+        return grpc.StatusCode.NOT_FOUND, pb.NO_SUCH_ENTRY
+    if isinstance(failure, CorruptEntryError):
         log.error("refusing to serve corrupt entry: %s", failure)
-        reason = pb.CORRUPT_ENTRY
-    else:
-        reason = pb.INTERNAL
-    return pb.ReadFailure(entry_id=entry_id, reason=reason, message=str(failure))
+        return grpc.StatusCode.DATA_LOSS, pb.CORRUPT_ENTRY
+    return grpc.StatusCode.INTERNAL, pb.INTERNAL
 
 
 async def _decoded(message_type: type[Message], raw: bytes, context: _ServiceContext) -> Any:
@@ -198,13 +196,8 @@ class BookieService(pb_grpc.BookieServicer):
                     )
         try:
             entry = await self._bookie.read(ledger_id, entry_id)
-        except NoSuchLedgerError as exc:
-            await _fail(context, grpc.StatusCode.NOT_FOUND, pb.NO_SUCH_LEDGER, str(exc))
-        except NoSuchEntryError as exc:
-            await _fail(context, grpc.StatusCode.NOT_FOUND, pb.NO_SUCH_ENTRY, str(exc))
-        except CorruptEntryError as exc:
-            log.error("refusing to serve corrupt entry: %s", exc)
-            await _fail(context, grpc.StatusCode.DATA_LOSS, pb.CORRUPT_ENTRY, str(exc))
+        except (NoSuchLedgerError, NoSuchEntryError, CorruptEntryError) as exc:
+            await _fail(context, *_unserved(exc), str(exc))
         except OSError as exc:
             await _fail(
                 context, grpc.StatusCode.INTERNAL, pb.INTERNAL, f"read {ledger_id}:{entry_id} failed: {exc}"
@@ -249,7 +242,8 @@ class BookieService(pb_grpc.BookieServicer):
                     )
                 )
             else:
-                response.failed.append(_read_failure(entry_id, found))
+                _, reason = _unserved(found)
+                response.failed.append(pb.ReadFailure(entry_id=entry_id, reason=reason, message=str(found)))
         return response
 
     async def ReadLac(
