@@ -40,6 +40,7 @@ from rich.console import Console
 from rich.table import Table
 
 from magnetar.spark import bulk, postmortem
+from magnetar.spark.ingest import event_files
 from magnetar.spark.session import spark_session
 from magnetar.spark.standalone import spark_env, standalone
 
@@ -180,7 +181,7 @@ def time_master(
     the post-mortems it will run)."""
     started = time.perf_counter()
     conf = RETAINED if master.startswith("local") else {**RETAINED, "spark.executor.memory": executor_memory}
-    logged = sum(f.stat().st_size for _, run_dir, _ in runs for f in (run_dir / "events").glob("*.jsonl"))
+    logged = sum(f.size() for _, run_dir, _ in runs for f in event_files(run_dir))
     spark = spark_session(
         master, conf=conf, small_input=small_input, runs=repeat * len(runs), run_bytes=logged // len(runs)
     )
