@@ -24,11 +24,26 @@ PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist lo
 export MAGNETAR_MAKE_STARTED := $(shell date +%s)
 export MAGNETAR_MAKE_GOALS := $(or $(MAKECMDGOALS),test)
 
-.PHONY: test check kube-tier demo install system-deps proto lint typecheck docs bench bench-compare clean k8s-testenv kube-deps kube-node image
+.PHONY: test test-prerequisites test-drivers check kube-tier demo install system-deps proto lint typecheck docs bench bench-compare clean k8s-testenv kube-deps kube-node image
 
-test: install kube-tier lint typecheck docs
+# Everything pytest needs is made first, side by side where nothing orders it (make -j): the Go
+# builds, the images, the venv, lint, types and docs mostly wait on the network, the disk or one
+# core each, so on a cold machine they overlap instead of queueing (docs/development.md).
+PREREQUISITE_JOBS ?= 4
+test:
+	@$(MAKE) --no-print-directory -j$(PREREQUISITE_JOBS) test-prerequisites
 	$(BIN)/python -m tests.parts -- $(BIN)/pytest $(PYTEST_PARALLEL) --exclusive=skip $(PYTEST_ARGS) \
 		-- $(BIN)/pytest --exclusive=only $(PYTEST_ARGS)
+
+test-prerequisites: install kube-tier lint typecheck docs test-drivers
+
+# The tests' own drivers, built or fetched once into ~/.cache/magnetar here, beside the other
+# builds, rather than inside a test's setup: the official Go admin client, and Apache Pulsar's jars
+# (where mvn and Java are; elsewhere the comparison test skips, saying why).
+test-drivers: proto system-deps
+	$(BIN)/python -c 'from tests.admin_go import build; build()'
+	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
+	  $(BIN)/python -m magnetar.chaos.apache_pulsar.processes fetch; fi
 
 # The inner loop, a few minutes warm: lint, types, the unit tests and each component's fastest
 # end-to-end test (tests/check.py). Never instead of `make test`, which CI runs.
@@ -37,9 +52,12 @@ check: install lint typecheck
 
 # What the kube tier's tests run: the node's packages and binaries and the images. Built
 # where a node can run (root); elsewhere the tier's tests skip, saying why.
+ifeq ($(shell id -u),0)
+kube-tier: kube-node image
+else
 kube-tier:
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory kube-node image; \
-	else echo "kube tier: not root, so no node here; its tests will skip"; fi
+	@echo "kube tier: not root, so no node here; its tests will skip"
+endif
 
 demo: install
 	$(BIN)/magnetar chaos demo
@@ -54,16 +72,18 @@ k8s-testenv:
 # The images a pod needs (magnetar, ZooKeeper, pause), built with no image registry: a private
 # dockerd, a debootstrap base and the host's wheels; tarballs in ~/.cache/magnetar/images, imported
 # into a running `magnetar kube up` node's containerd (images/README.md). Needs root.
-image: $(STAMP)
+image: proto kube-deps
 	bash images/build.sh $(IMAGE_ARGS)
 
 # The single-node Kubernetes of `magnetar kube up`: its Debian packages, and kubelet,
 # kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS built into the operator suite's
 # cache (a few minutes each the first time). `make test` builds it (kube-tier), `make install` does not.
-kube-node: kube-deps
+# After k8s-testenv, which builds etcd too, and one Go build at a time is what two cores carry.
+kube-node: kube-deps k8s-testenv
 	bash operator/testenv/build-k8s.sh etcd kube node
 
-kube-deps:
+# after system-deps: one apt-get at a time (dpkg's lock)
+kube-deps: system-deps
 	$(call apt_install,$(KUBE_APT_PACKAGES))
 
 # Debian packages the tests use; installed only when missing (root, as on these machines, or sudo).
@@ -103,20 +123,20 @@ $(STAMP): pyproject.toml setup.py
 proto: $(STAMP)
 	$(BIN)/python magnetar/proto/generate.py
 
-lint: install
+lint: proto
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 # mypy's cache is kept with the other caches: it checks each file's hash, so a fresh clone (CI's)
 # reuses what an earlier clone found unchanged.
-typecheck: install
+typecheck: proto
 	$(BIN)/mypy --cache-dir $(HOME)/.cache/magnetar/mypy -p magnetar
 
 # The documentation site (mkdocs.yml, docs/), built strictly into site/: a broken link or anchor,
 # a page missing from the nav or a reference page the hook cannot generate fails the build. Not
 # --quiet: in MkDocs 1.6 it drops warnings before strict mode counts them, so a broken link passed.
 # NO_MKDOCS_2_WARNING silences mkdocs-material's banner about MkDocs 2.
-docs: install
+docs: proto
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: install
