@@ -5,6 +5,7 @@ store, and nothing stale is answered once the change has been seen."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -94,3 +95,40 @@ async def test_a_writer_in_this_process_reads_its_own_write_at_once(
     await counting.store.put("/mine", b"b")
     cache.drop("/mine")  # as the writer does right after its write, before any watch fires
     assert await cache.get("/mine") == b"b"
+
+
+async def test_children_of_a_node_created_while_its_watch_was_armed_are_seen(zk_url: str) -> None:
+    # ZooKeeper sets no children watch on a missing node, so the store waits for the node with an
+    # exists watch. Here the node and a child are made between the two, as a fresh cluster's first
+    # bookie registers while a broker reads the writable bookies: the cache must still see the
+    # children that come later, not keep "no such node" or the first listing for good.
+    mine = await open_store(zk_url, session_timeout_s=4)
+    other = await open_store(zk_url, session_timeout_s=4)
+    kazoo = mine.client  # type: ignore[attr-defined]
+    exists_async = kazoo.exists_async
+
+    made: list[str] = []
+
+    def created_first(path: str, watch: object = None) -> object:
+        if path == "/bookies" and not made:
+            made.append(other.client.create("/bookies/first", b"", makepath=True))  # type: ignore[attr-defined]
+        return exists_async(path, watch=watch)
+
+    kazoo.exists_async = created_first
+    cache = ReadCache(mine)
+    try:
+        with contextlib.suppress(NoNodeError):  # the first listing may come before the node
+            await cache.children("/bookies")
+        await other.create("/bookies/second", b"")
+
+        async def both() -> bool:
+            try:
+                return sorted(await cache.children("/bookies")) == ["first", "second"]
+            except NoNodeError:
+                return False
+
+        await eventually(both)
+    finally:
+        cache.close()
+        await mine.close()
+        await other.close()

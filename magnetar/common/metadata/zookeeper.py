@@ -310,13 +310,29 @@ class ZooKeeperStore(MetadataStore):
         try:
             result.get_nowait()
         except kx.NoNodeError:
-            # No node, so no child watch: wait for its creation, then watch its children.
-            self._client.exists_async(path, watch=on_fire)
+            # No node, so no child watch: wait for its creation, then watch its children. A node
+            # created before the exists watch is set (a bookie's first registration while a
+            # broker starts) fires nothing, since that watch sees its data, never its children.
+            self._client.exists_async(path, watch=on_fire).rawlink(
+                lambda found: self._created_meanwhile(path, found)
+            )
         except kx.KazooException:
             log.debug("children watch on %s not armed", path, exc_info=True)
             return
         if fired:
             self._watchers.dispatch(WatchEvent(EventType.CHILDREN, path))
+
+    def _created_meanwhile(self, path: str, result: Any) -> None:
+        """A node missing when its children watch was armed, found by the exists watch that
+        waits for it: it was created in between, so arm the children watch now and report the
+        change, which nothing else would."""
+        try:
+            zstat = result.get_nowait()
+        except kx.KazooException:
+            log.debug("exists watch on %s not armed", path, exc_info=True)
+            return
+        if zstat is not None:
+            self._arm(path, True, fired=True)
 
     def _data_armed(self, path: str, result: Any) -> None:
         try:
