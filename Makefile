@@ -112,7 +112,8 @@ $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip uv
 	mkdir -p $(BUILT_WHEELS)
-	$(BIN)/uv pip install -q --native-tls --python $(BIN)/python --find-links $(BUILT_WHEELS) -e '.[test,bench]'
+	$(BIN)/uv pip install -q --native-tls --compile-bytecode --python $(BIN)/python --find-links $(BUILT_WHEELS) \
+		-e '.[test,bench]'
 	@version=$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("pyspark"))'); \
 	if ! ls $(BUILT_WHEELS)/pyspark-$$version-*.whl >/dev/null 2>&1; then \
 	  echo "building a wheel of pyspark $$version once, into $(BUILT_WHEELS)"; \
@@ -120,8 +121,15 @@ $(STAMP): pyproject.toml setup.py
 	fi
 	touch $(STAMP)
 
+# The byte code of the venv's packages (uv's --compile-bytecode, above) and of the project's own
+# modules is compiled here, once: Python reads a .pyc whether or not it may write one, and where
+# PYTHONDONTWRITEBYTECODE is set (as on these machines) every process compiled every module it
+# imported, every time it started: a broker's imports took twice the CPU (docs/development.md).
+# magnetar/'s components are links to the top-level folders, which compileall does not follow.
+PACKAGE_DIRS := magnetar bookie broker chaos spark operator local
 proto: $(STAMP)
 	$(BIN)/python magnetar/proto/generate.py
+	$(BIN)/python -m compileall -q -j 0 $(PACKAGE_DIRS)
 
 lint: proto
 	$(BIN)/ruff check .
