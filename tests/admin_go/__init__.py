@@ -1,5 +1,6 @@
 """The official Go admin client (``pulsaradmin`` of apache/pulsar-client-go v0.19.0) as a test
-driver: built once from the Go module proxy into ~/.cache/magnetar/admin-go (keyed by its sources),
+driver: built once from the Go module proxy into ~/.cache/magnetar/admin-go (keyed by its sources;
+`make test` builds it before pytest, beside the other builds, and a test builds it if it is missing),
 then run as a process that takes one JSON call per line (main.go says the format)."""
 
 from __future__ import annotations
