@@ -24,7 +24,7 @@ PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist lo
 export MAGNETAR_MAKE_STARTED := $(shell date +%s)
 export MAGNETAR_MAKE_GOALS := $(or $(MAKECMDGOALS),test)
 
-.PHONY: test test-prerequisites test-drivers check kube-tier demo install system-deps proto lint typecheck docs bench bench-compare clean k8s-testenv kube-deps kube-node image
+.PHONY: test test-prerequisites test-drivers check kube-tier demo install system-deps proto bytecode lint typecheck docs bench bench-compare clean k8s-testenv kube-deps kube-node image
 
 # Everything pytest needs is made first, side by side where nothing orders it (make -j): the Go
 # builds, the images, the venv, lint, types and docs mostly wait on the network, the disk or one
@@ -62,7 +62,7 @@ endif
 demo: install
 	$(BIN)/magnetar chaos demo
 
-install: system-deps $(STAMP) proto k8s-testenv
+install: system-deps $(STAMP) proto bytecode k8s-testenv
 
 # kube-apiserver, etcd, kubectl and helm for the operator suite, built from the Go module proxy once
 # and cached under ~/.cache/magnetar/k8s (the first build takes several minutes; later runs only check).
@@ -121,14 +121,16 @@ $(STAMP): pyproject.toml setup.py
 	fi
 	touch $(STAMP)
 
+proto: $(STAMP)
+	$(BIN)/python magnetar/proto/generate.py
+
 # The byte code of the venv's packages (uv's --compile-bytecode, above) and of the project's own
 # modules is compiled here, once: Python reads a .pyc whether or not it may write one, and where
 # PYTHONDONTWRITEBYTECODE is set (as on these machines) every process compiled every module it
 # imported, every time it started: a broker's imports took twice the CPU (docs/development.md).
 # magnetar/'s components are links to the top-level folders, which compileall does not follow.
 PACKAGE_DIRS := magnetar bookie broker chaos spark operator local
-proto: $(STAMP)
-	$(BIN)/python magnetar/proto/generate.py
+bytecode: proto
 	$(BIN)/python -m compileall -q -j 0 $(PACKAGE_DIRS)
 
 lint: proto
