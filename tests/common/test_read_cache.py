@@ -12,6 +12,7 @@ import pytest
 
 from magnetar.common.metadata import MetadataStore, NoNodeError, open_store
 from magnetar.common.metadata.cache import ReadCache
+from magnetar.common.metadata.zookeeper import ZooKeeperStore
 
 
 class CountingStore:
@@ -104,14 +105,16 @@ async def test_children_of_a_node_created_while_its_watch_was_armed_are_seen(zk_
     # children that come later, not keep "no such node" or the first listing for good.
     mine = await open_store(zk_url, session_timeout_s=4)
     other = await open_store(zk_url, session_timeout_s=4)
-    kazoo = mine.client  # type: ignore[attr-defined]
+    assert isinstance(mine, ZooKeeperStore)
+    assert isinstance(other, ZooKeeperStore)
+    kazoo = mine.client
     exists_async = kazoo.exists_async
 
     made: list[str] = []
 
     def created_first(path: str, watch: object = None) -> object:
         if path == "/bookies" and not made:
-            made.append(other.client.create("/bookies/first", b"", makepath=True))  # type: ignore[attr-defined]
+            made.append(other.client.create("/bookies/first", b"", makepath=True))
         return exists_async(path, watch=watch)
 
     kazoo.exists_async = created_first
