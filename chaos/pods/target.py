@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,11 @@ from magnetar.operator.configs import BROKER_PORT, BROKER_WEB_PORT, ZOOKEEPER_PO
 from magnetar.operator.kube_api import api_client
 from magnetar.operator.manifests import COMPONENT, INSTANCE, POD_IP_LISTENER
 from magnetar.operator.resources import GROUP, VERSION
+
+log = logging.getLogger("chaostoolkit")
+
+#: how long a restarted pod's previous log is asked for again before it is given up
+PREVIOUS_LOG_S = 10.0
 
 CLUSTERS = "magnetarclusters"
 
@@ -267,17 +273,37 @@ def delete_pod(directory: Path, name: str, grace_period_s: int | None) -> str:
 def pod_logs(directory: Path, destination: Path) -> None:
     """Every pod's log (and its previous container's, after a restart) into ``destination``."""
     from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
 
     target = KubeTarget.load(directory)
     core: Any = client.CoreV1Api(api_client(target.kubeconfig))
     destination.mkdir(parents=True, exist_ok=True)
     for ref in target.clusters:
         for pod in _pods(core, ref):
+            restarted = any((s.restart_count or 0) > 0 for s in pod.status.container_statuses or [])
             for previous in (True, False):
-                try:
-                    text = core.read_namespaced_pod_log(pod.metadata.name, ref.namespace, previous=previous)
-                except ApiException:
-                    continue  # no previous container, or the pod is gone
-                suffix = ".previous.log" if previous else ".log"
-                (destination / f"{pod.metadata.name}{suffix}").write_text(text)
+                # a restarted container's previous log exists: a refusal is retried, then named
+                text = _pod_log(
+                    core, pod.metadata.name, ref.namespace, previous, PREVIOUS_LOG_S if restarted else 0
+                )
+                if text is not None:
+                    suffix = ".previous.log" if previous else ".log"
+                    (destination / f"{pod.metadata.name}{suffix}").write_text(text)
+
+
+def _pod_log(core: Any, pod: str, namespace: str, previous: bool, retry_s: float) -> str | None:
+    """The pod's (previous) container's log; None if there is none (no previous container, the pod
+    gone), or if the API still refuses it after ``retry_s`` (logged with its answer)."""
+    from kubernetes.client.exceptions import ApiException
+
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            return str(core.read_namespaced_pod_log(pod, namespace, previous=previous))
+        except ApiException as exc:
+            if time.monotonic() >= deadline:
+                if retry_s and previous:
+                    log.warning("pod %s restarted, but its previous container's log could not be read: "
+                                "Kubernetes answered %s %s %s", pod, exc.status, exc.reason,
+                                (exc.body or "")[:300])  # fmt: skip
+                return None
+        time.sleep(0.5)

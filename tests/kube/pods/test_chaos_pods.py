@@ -88,7 +88,7 @@ def test_an_experiment_on_pods_loses_nothing_and_the_kubelet_restarts_what_it_ki
     assert all(restarts(node, p) == before[p] for p in others), "only the chosen pod was hit"
     # The pods' logs are in the run, the killed container's own log among them.
     gathered = {p.name for p in (run_dir / "cluster").iterdir()}
-    assert f"{killed}.previous.log" in gathered, sorted(gathered)
+    assert f"{killed}.previous.log" in gathered, (sorted(gathered), done.stderr[-3000:])
     assert {f"{p}.log" for p in before} <= gathered, sorted(gathered)
 
 
