@@ -281,10 +281,9 @@ def pod_logs(directory: Path, destination: Path) -> None:
         for pod in _pods(core, ref):
             restarted = any((s.restart_count or 0) > 0 for s in pod.status.container_statuses or [])
             for previous in (True, False):
-                # a restarted container's previous log exists: a refusal is retried, then named
-                text = _pod_log(
-                    core, pod.metadata.name, ref.namespace, previous, PREVIOUS_LOG_S if restarted else 0
-                )
+                # a restarted container has a previous log: a refusal of it is retried, then logged
+                retry_s = PREVIOUS_LOG_S if previous and restarted else 0
+                text = _pod_log(core, pod.metadata.name, ref.namespace, previous, retry_s)
                 if text is not None:
                     suffix = ".previous.log" if previous else ".log"
                     (destination / f"{pod.metadata.name}{suffix}").write_text(text)
@@ -301,7 +300,7 @@ def _pod_log(core: Any, pod: str, namespace: str, previous: bool, retry_s: float
             return str(core.read_namespaced_pod_log(pod, namespace, previous=previous))
         except ApiException as exc:
             if time.monotonic() >= deadline:
-                if retry_s and previous:
+                if retry_s:
                     log.warning("pod %s restarted, but its previous container's log could not be read: "
                                 "Kubernetes answered %s %s %s", pod, exc.status, exc.reason,
                                 (exc.body or "")[:300])  # fmt: skip

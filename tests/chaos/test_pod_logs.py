@@ -34,7 +34,7 @@ def test_a_refused_previous_log_is_asked_again_until_it_comes(monkeypatch: pytes
     assert core.asked == 4
 
 
-def test_a_pod_that_never_restarted_is_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pod_that_never_restarted_is_asked_once() -> None:
     core: Any = Core(refusals=1)
     assert target._pod_log(core, "b-1", "lab", True, retry_s=0) is None
     assert core.asked == 1
