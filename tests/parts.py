@@ -11,6 +11,9 @@ up to 1.5 cores, so the suite always keeps half a core: its own clusters' ZooKee
 included); their Spark session's JVM, started outside it (`outside_priority`), does not judge a
 clock and takes its turn with the suite.
 
+The kube tier's node gets a weight of its own too (`node_priority`): its tests keep to one worker
+and are the suite's longest chain, and each waits on pods that starve beside the other workers.
+
 Where no cgroup can be made (not root, no cgroup v1 cpu controller), the exclusive tests run
 alone after the suite, as before. Usage (the Makefile's)::
 
@@ -26,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
@@ -36,6 +39,11 @@ SHARES = 262_144
 PERIOD_US, QUOTA_US = 100_000, 150_000
 #: set for the exclusive tests' pytest: the cgroup it runs in
 GROUP_ENV = "MAGNETAR_PRIORITY_CGROUP"
+#: the weight of a kube node's processes, and of its pods together, while the kube tier runs: four
+#: sessions' worth, so their bursts (a rollout's pods starting) come before the other workers' tests
+NODE_SHARES = 4096
+#: where containerd makes its containers' CPU cgroups (its CRI namespace), pods of every node here
+PODS_CGROUP = "k8s.io"
 
 
 def priority_group() -> Path | None:
@@ -60,6 +68,38 @@ def remove(group: Path) -> None:
         with contextlib.suppress(OSError):  # gone meanwhile
             (CPU_CGROUPS / "cgroup.procs").write_text(pid)
     group.rmdir()
+
+
+@contextlib.contextmanager
+def node_priority(pids: Iterable[int]) -> Iterator[None]:
+    """While the block runs, a `magnetar kube up` node (its processes ``pids``, and what they start)
+    and its pods weigh NODE_SHARES each against the suite's sessions; nothing where no cgroup can be
+    made. The pods set no CPU request, so each container has the 2 shares of a BestEffort pod, in
+    containerd's cgroup ``k8s.io`` (1,024 against each of the other workers' sessions): on 3 workers
+    the kube tier's rollouts took twice their time on 2, waiting for pods to start."""
+    if os.geteuid() != 0 or not (CPU_CGROUPS / "cpu.shares").exists():
+        yield
+        return
+    group = CPU_CGROUPS / f"magnetar-kube-{os.getpid()}"
+    pods = CPU_CGROUPS / PODS_CGROUP
+    try:
+        group.mkdir()
+        pods.mkdir(exist_ok=True)
+    except OSError as exc:
+        print(f"kube node: no CPU cgroup ({exc}); it shares the cores equally", flush=True)
+        yield
+        return
+    pods_before = (pods / "cpu.shares").read_text().strip()
+    try:
+        for cgroup in (group, pods):
+            (cgroup / "cpu.shares").write_text(str(NODE_SHARES))
+        for pid in pids:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                (group / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        (pods / "cpu.shares").write_text(pods_before)
+        remove(group)
 
 
 @contextlib.contextmanager

@@ -30,8 +30,10 @@ from magnetar.kube.containerd import import_image
 from magnetar.kube.control_plane import BIN
 from magnetar.kube.host import bridge_exists, missing_binaries
 from magnetar.kube.layout import BRIDGE, IMAGES_DIR, Layout
+from magnetar.kube.state import State
 from magnetar.spark import postmortem
 from tests.chaos.eventlog import events
+from tests.parts import node_priority
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGES = ("magnetar-0.1.0.tar", "zookeeper-3.8.tar", "pause-3.10.tar")
@@ -210,7 +212,10 @@ def start_node(tmp_path_factory: pytest.TempPathFactory, port_base: int) -> Iter
                    "--volumes", str(VOLUMES))  # fmt: skip
     try:
         assert out.returncode == 0, out.stdout + out.stderr
-        yield Node(state_dir, state_dir / "kubeconfig")
+        state = State.load(Layout(state_dir).state_file)
+        assert state is not None, f"no state recorded in {state_dir}"
+        with node_priority(proc.pid for proc in state.procs.values()):
+            yield Node(state_dir, state_dir / "kubeconfig")
     finally:
         down = magnetar("kube", "down", "--state-dir", str(state_dir))
         assert down.returncode == 0, down.stdout + down.stderr
