@@ -13,12 +13,13 @@ KUBE_APT_PACKAGES := containerd runc containernetworking-plugins iptables conntr
 PYTEST_ARGS ?=
 # pytest's workers (pytest-xdist; tests/scheduling.py keeps the tests that share a cluster, the
 # operator's control plane or the machine's one Kubernetes node on one worker, longest first).
-# Two by default: most of a serial run waits on the scenarios' own clocks, and two workers took
-# the first pytest from 62 to 30 minutes on 2 cores (docs/development.md); 3 starved the
-# fault-timing and pod tests into failures. TEST_WORKERS=0 runs it serially.
+# Three by default: most of a serial run waits on the scenarios' own clocks; two workers took the
+# first pytest from 62 to 30 minutes on 2 cores and left the cores a fifth idle, and a third uses
+# that once the kube tier's node and pods weigh more than a session (tests/parts.py), without
+# which they starved (docs/development.md). TEST_WORKERS=0 runs it serially.
 # The tests marked exclusive (timing under a fault) run beside the rest in a CPU cgroup of their
 # own that outweighs everything else (tests/parts.py), or alone after them where none can be made.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 # when this make started: the table at the end of pytest (tests/timing.py) shows the steps before it
 export MAGNETAR_MAKE_STARTED := $(shell date +%s)
