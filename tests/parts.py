@@ -17,7 +17,7 @@ and are the suite's longest chain, and each waits on pods that starve beside the
 Where no cgroup can be made (not root, no cgroup v1 cpu controller), the exclusive tests run
 alone after the suite, as before. Usage (the Makefile's)::
 
-    python -m tests.parts -- pytest -n 2 --exclusive=skip -- pytest --exclusive=only
+    python -m tests.parts -- pytest -n 3 --exclusive=skip -- pytest --exclusive=only
 """
 
 from __future__ import annotations
