@@ -46,9 +46,14 @@ NODE_SHARES = 4096
 PODS_CGROUP = "k8s.io"
 
 
+def cgroups_here() -> bool:
+    """Whether this process may make CPU cgroups: root, and cgroup v1's cpu controller."""
+    return os.geteuid() == 0 and (CPU_CGROUPS / "cpu.shares").exists()
+
+
 def priority_group() -> Path | None:
     """A new CPU cgroup for the exclusive tests, or None where none can be made here."""
-    if os.geteuid() != 0 or not (CPU_CGROUPS / "cpu.shares").exists():
+    if not cgroups_here():
         return None
     group = CPU_CGROUPS / f"magnetar-exclusive-{os.getpid()}"
     try:
@@ -77,7 +82,7 @@ def node_priority(pids: Iterable[int]) -> Iterator[None]:
     made. The pods set no CPU request, so each container has the 2 shares of a BestEffort pod, in
     containerd's cgroup ``k8s.io`` (1,024 against each of the other workers' sessions): on 3 workers
     the kube tier's rollouts took twice their time on 2, waiting for pods to start."""
-    if os.geteuid() != 0 or not (CPU_CGROUPS / "cpu.shares").exists():
+    if not cgroups_here():
         yield
         return
     group = CPU_CGROUPS / f"magnetar-kube-{os.getpid()}"
