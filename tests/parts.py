@@ -88,8 +88,8 @@ def node_priority(pids: Iterable[int]) -> Iterator[None]:
     group = CPU_CGROUPS / f"magnetar-kube-{os.getpid()}"
     pods = CPU_CGROUPS / PODS_CGROUP
     try:
+        pods.mkdir(exist_ok=True)  # first: a failure then leaves nothing of ours behind
         group.mkdir()
-        pods.mkdir(exist_ok=True)
     except OSError as exc:
         print(f"kube node: no CPU cgroup ({exc}); it shares the cores equally", flush=True)
         yield
