@@ -191,6 +191,17 @@ def test_a_writable_owner_unload_is_followed_by_the_read_only_owner(
     again.close()
 
 
+def _until(condition: Callable[[], bool], lock: threading.Lock, what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with lock:
+            if condition():
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened within {timeout_s:.0f} s: {what}")
+        time.sleep(0.1)
+
+
 def bundle_of(topic: str) -> str:
     from magnetar.broker.namespace import DEFAULT_BUNDLES, Bundle, even_boundaries, topic_hash
 
@@ -245,11 +256,21 @@ def test_kill_9_of_a_read_only_broker_under_load_loses_nothing(
     threads = [threading.Thread(target=produce, daemon=True), threading.Thread(target=consume, daemon=True)]
     for thread in threads:
         thread.start()
-    time.sleep(2)
+    # load before the kill, and after it the other read-only broker delivering what was sent since
+    # (the victim's session expired, the bundle taken): events, not a clock, so a slow machine
+    # only takes longer
+    _until(lambda: len(acked) >= 500 and len(received) > 0, lock, "500 acknowledged, some received", 60)
     _, found = pool.admin("GET", "/lookup/v2/topic/persistent/public/default/ro-kill", read_only=True)
     victim = next(b for b in pool.brokers(read_only=True) if b.endpoints["service_url"] == found["brokerUrl"])
+    with lock:
+        sent_before_kill = max(int(uid) for uid in acked)
     os.kill(victim.pid, signal.SIGKILL)
-    time.sleep(8)  # the victim's session expires, the other read-only broker takes the bundle
+    _until(
+        lambda: sum(int(uid) > sent_before_kill for uid in received) >= 1000,
+        lock,
+        "1,000 messages sent after the kill received through the other read-only broker",
+        90,
+    )
     stop.set()
     producer.flush()
     deadline = time.monotonic() + 40
